@@ -1,0 +1,338 @@
+"""Wire types: the JSON-RPC envelope and the MCP result types, as frozen msgspec Structs.
+
+The envelope has no tag field, so it is decoded permissively, with ``params`` and
+``result`` kept as :class:`msgspec.Raw`; the result is then decoded with a decoder built
+once per method (:data:`RESULT_DECODERS`). Unknown fields are ignored everywhere, so a
+newer server never breaks an older client. Content blocks are a tagged union on
+``type``; a block of a type this client does not know becomes :class:`UnknownContent`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, Union
+
+import msgspec
+from msgspec import Raw, Struct, field
+
+from ._errors import ProtocolError
+
+__all__ = [
+    "Envelope",
+    "ErrorObject",
+    "Implementation",
+    "Icon",
+    "ToolAnnotations",
+    "Tool",
+    "ListToolsResult",
+    "TextContent",
+    "ImageContent",
+    "AudioContent",
+    "ResourceLink",
+    "EmbeddedResource",
+    "TextResourceContents",
+    "BlobResourceContents",
+    "UnknownContent",
+    "ContentBlock",
+    "CallToolResult",
+    "InitializeResult",
+    "DiscoverResult",
+    "decode_envelope",
+    "decode_result",
+    "encode",
+]
+
+_OPTS: dict[str, Any] = {"frozen": True, "rename": "camel", "omit_defaults": True, "kw_only": True}
+
+
+class ErrorObject(Struct, frozen=True):
+    code: int = -32603
+    message: str = ""
+    data: Any = None
+
+
+class Envelope(Struct, frozen=True):
+    """Any JSON-RPC message: request, notification, response or error.
+
+    ``params`` and ``result`` are undecoded JSON; an absent member is an empty ``Raw``
+    (``len(env.result) == 0``), a JSON ``null`` is ``Raw(b"null")``.
+    """
+
+    jsonrpc: str = "2.0"
+    id: Union[int, str, None] = None
+    method: Union[str, None] = None
+    params: Raw = Raw()
+    result: Raw = Raw()
+    error: Union[ErrorObject, None] = None
+
+
+class Implementation(Struct, **_OPTS):
+    name: str = ""
+    version: str = ""
+    title: Union[str, None] = None
+    description: Union[str, None] = None
+    website_url: Union[str, None] = None
+
+
+class Icon(Struct, **_OPTS):
+    src: str
+    mime_type: Union[str, None] = None
+    sizes: Union[list[str], None] = None
+    theme: Union[str, None] = None
+
+
+class ToolAnnotations(Struct, **_OPTS):
+    title: Union[str, None] = None
+    read_only_hint: Union[bool, None] = None
+    destructive_hint: Union[bool, None] = None
+    idempotent_hint: Union[bool, None] = None
+    open_world_hint: Union[bool, None] = None
+
+
+class Tool(Struct, **_OPTS):
+    """A tool the server offers."""
+
+    name: str
+    title: Union[str, None] = None
+    description: Union[str, None] = None
+    input_schema: dict[str, Any] = {}
+    output_schema: Union[dict[str, Any], None] = None
+    annotations: Union[ToolAnnotations, None] = None
+    icons: Union[list[Icon], None] = None
+    execution: Union[dict[str, Any], None] = None
+    meta: Union[dict[str, Any], None] = field(default=None, name="_meta")
+
+
+class ListToolsResult(Struct, **_OPTS):
+    tools: list[Tool] = []
+    next_cursor: Union[str, None] = None
+    ttl_ms: Union[int, None] = None
+    cache_scope: Union[str, None] = None
+    result_type: Union[str, None] = None
+    meta: Union[dict[str, Any], None] = field(default=None, name="_meta")
+
+
+class Annotations(Struct, **_OPTS):
+    audience: Union[list[str], None] = None
+    priority: Union[float, None] = None
+    last_modified: Union[str, None] = None
+
+
+class TextContent(Struct, tag="text", tag_field="type", **_OPTS):
+    text: str = ""
+    annotations: Union[Annotations, None] = None
+    meta: Union[dict[str, Any], None] = field(default=None, name="_meta")
+
+
+class ImageContent(Struct, tag="image", tag_field="type", **_OPTS):
+    data: str = ""
+    mime_type: str = ""
+    annotations: Union[Annotations, None] = None
+    meta: Union[dict[str, Any], None] = field(default=None, name="_meta")
+
+
+class AudioContent(Struct, tag="audio", tag_field="type", **_OPTS):
+    data: str = ""
+    mime_type: str = ""
+    annotations: Union[Annotations, None] = None
+    meta: Union[dict[str, Any], None] = field(default=None, name="_meta")
+
+
+class ResourceLink(Struct, tag="resource_link", tag_field="type", **_OPTS):
+    uri: str = ""
+    name: str = ""
+    title: Union[str, None] = None
+    description: Union[str, None] = None
+    mime_type: Union[str, None] = None
+    size: Union[int, None] = None
+    icons: Union[list[Icon], None] = None
+    annotations: Union[Annotations, None] = None
+    meta: Union[dict[str, Any], None] = field(default=None, name="_meta")
+
+
+class TextResourceContents(Struct, **_OPTS):
+    uri: str = ""
+    mime_type: Union[str, None] = None
+    text: Union[str, None] = None
+    blob: Union[str, None] = None
+    meta: Union[dict[str, Any], None] = field(default=None, name="_meta")
+
+
+# One struct serves both text and blob contents (the wire has no tag for them).
+BlobResourceContents = TextResourceContents
+ResourceContents = TextResourceContents
+
+
+class EmbeddedResource(Struct, tag="resource", tag_field="type", **_OPTS):
+    resource: ResourceContents = TextResourceContents()
+    annotations: Union[Annotations, None] = None
+    meta: Union[dict[str, Any], None] = field(default=None, name="_meta")
+
+
+class UnknownContent(Struct, **_OPTS):
+    """A content block of a type this client does not know; ``raw`` holds it as decoded JSON."""
+
+    type: str = ""
+    raw: dict[str, Any] = {}
+
+
+ContentBlock = Union[TextContent, ImageContent, AudioContent, ResourceLink, EmbeddedResource]
+_KnownContent = ContentBlock
+
+
+class CallToolResult(Struct, **_OPTS):
+    """The result of ``tools/call``.
+
+    ``is_error`` is True when the tool itself failed (the failure is described in
+    ``content``); protocol-level failures are raised as exceptions instead.
+    """
+
+    content: list[ContentBlock] = []
+    structured_content: Any = None
+    is_error: bool = False
+    result_type: Union[str, None] = None
+    meta: Union[dict[str, Any], None] = field(default=None, name="_meta")
+
+    @property
+    def text(self) -> str:
+        """The text of every text block, joined by newlines."""
+        return "\n".join(c.text for c in self.content if isinstance(c, TextContent))
+
+
+class ServerCapabilities(Struct, **_OPTS):
+    tools: Union[dict[str, Any], None] = None
+    resources: Union[dict[str, Any], None] = None
+    prompts: Union[dict[str, Any], None] = None
+    logging: Union[dict[str, Any], None] = None
+    completions: Union[dict[str, Any], None] = None
+    tasks: Union[dict[str, Any], None] = None
+    experimental: Union[dict[str, Any], None] = None
+    extensions: Union[dict[str, Any], None] = None
+
+
+class InitializeResult(Struct, **_OPTS):
+    protocol_version: str = ""
+    capabilities: ServerCapabilities = ServerCapabilities()
+    server_info: Implementation = Implementation()
+    instructions: Union[str, None] = None
+    meta: Union[dict[str, Any], None] = field(default=None, name="_meta")
+
+
+class DiscoverResult(Struct, **_OPTS):
+    supported_versions: list[str] = []
+    capabilities: ServerCapabilities = ServerCapabilities()
+    instructions: Union[str, None] = None
+    ttl_ms: Union[int, None] = None
+    cache_scope: Union[str, None] = None
+    result_type: Union[str, None] = None
+    meta: Union[dict[str, Any], None] = field(default=None, name="_meta")
+
+    @property
+    def server_info(self) -> Implementation:
+        info = (self.meta or {}).get("io.modelcontextprotocol/serverInfo") or {}
+        try:
+            return msgspec.convert(info, Implementation)
+        except msgspec.ValidationError:
+            return Implementation()
+
+
+class EmptyResult(Struct, **_OPTS):
+    result_type: Union[str, None] = None
+    meta: Union[dict[str, Any], None] = field(default=None, name="_meta")
+
+
+# --------------------------------------------------------------------------- codec
+
+_envelope_decoder = msgspec.json.Decoder(Envelope)
+_encoder = msgspec.json.Encoder()
+_content_decoder = msgspec.json.Decoder(list[_KnownContent])
+_any_decoder = msgspec.json.Decoder()
+
+encode = _encoder.encode
+
+
+def decode_envelope(data: bytes) -> Envelope:
+    """Decode one JSON-RPC message. Raises :class:`ProtocolError` (code -32700/-32600)."""
+    try:
+        env = _envelope_decoder.decode(data)
+    except msgspec.ValidationError as exc:
+        raise ProtocolError(f"invalid JSON-RPC envelope: {exc}", code=-32600) from None
+    except msgspec.DecodeError as exc:
+        raise ProtocolError(f"malformed JSON: {exc}", code=-32700) from None
+    return env
+
+
+class _CallToolWire(Struct, **_OPTS):
+    content: list[Raw] = []
+    structured_content: Any = None
+    is_error: bool = False
+    result_type: Union[str, None] = None
+    meta: Union[dict[str, Any], None] = field(default=None, name="_meta")
+
+
+_one_content = msgspec.json.Decoder(_KnownContent)
+
+
+def _content_list(raws: list[Raw]) -> list[Any]:
+    out: list[Any] = []
+    for raw in raws:
+        try:
+            out.append(_one_content.decode(raw))
+        except msgspec.ValidationError:
+            obj = _any_decoder.decode(raw)
+            if not isinstance(obj, dict):
+                raise
+            out.append(UnknownContent(type=str(obj.get("type", "")), raw=obj))
+    return out
+
+
+_call_typed = msgspec.json.Decoder(CallToolResult)
+_call_wire = msgspec.json.Decoder(_CallToolWire)
+
+
+def _decode_call_tool(raw: bytes) -> CallToolResult:
+    try:
+        return _call_typed.decode(raw)
+    except msgspec.ValidationError:
+        w = _call_wire.decode(raw)
+        return CallToolResult(
+            content=_content_list(w.content),
+            structured_content=w.structured_content,
+            is_error=w.is_error,
+            result_type=w.result_type,
+            meta=w.meta,
+        )
+
+
+def _typed(tp: Any) -> Any:
+    dec = msgspec.json.Decoder(tp)
+    return dec.decode
+
+
+#: method → function(raw bytes) → typed result. Built once at import.
+RESULT_DECODERS: dict[str, Any] = {
+    "tools/list": _typed(ListToolsResult),
+    "tools/call": _decode_call_tool,
+    "initialize": _typed(InitializeResult),
+    "server/discover": _typed(DiscoverResult),
+    "ping": _typed(EmptyResult),
+}
+
+
+def decode_result(method: str, raw: bytes | Raw) -> Any:
+    """Decode a result for ``method``; methods without a typed decoder give plain JSON.
+
+    Raises:
+        ProtocolError: the result does not have the shape the method's type requires.
+    """
+    dec = RESULT_DECODERS.get(method)
+    try:
+        if dec is None:
+            return _any_decoder.decode(raw)
+        return dec(raw)
+    except (msgspec.ValidationError, msgspec.DecodeError) as exc:
+        raise ProtocolError(f"invalid {method} result: {exc}", code=-32602) from None
+
+
+def to_builtins(obj: Any) -> Any:
+    """Typed Struct → plain JSON-compatible objects (wire names)."""
+    return msgspec.to_builtins(obj)

@@ -1,0 +1,30 @@
+"""Selects the compiled or the pure-Python hot path.
+
+``MCPSYNC_NO_EXTENSIONS=1`` forces pure Python; otherwise the Cython-compiled
+``_cspeedups`` is used, and pure Python only when it cannot be imported.
+``IMPLEMENTATION`` says which one is active: ``"c-extension"`` or ``"pure-python"``.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING
+
+from . import _pyspeedups
+
+if TYPE_CHECKING or os.environ.get("MCPSYNC_NO_EXTENSIONS", "") not in ("", "0"):
+    _impl = _pyspeedups
+else:
+    try:
+        from . import _cspeedups as _impl  # type: ignore[no-redef]
+    except ImportError:  # pragma: no cover - depends on the build
+        _impl = _pyspeedups
+
+IMPLEMENTATION: str = "pure-python" if _impl is _pyspeedups else "c-extension"
+
+LineFramer = _impl.LineFramer
+FrameTooLarge = _impl.FrameTooLarge
+TTLCache = _impl.TTLCache
+DEFAULT_MAX_MESSAGE_SIZE: int = _impl.DEFAULT_MAX_MESSAGE_SIZE
+
+__all__ = ["IMPLEMENTATION", "LineFramer", "FrameTooLarge", "TTLCache", "DEFAULT_MAX_MESSAGE_SIZE"]

@@ -1,0 +1,77 @@
+"""The one interface every byte-moving transport implements.
+
+A transport moves whole JSON-RPC messages, each one ``bytes`` holding a single JSON
+object, between the client and one server. It knows nothing of request ids or MCP
+methods; the :class:`~mcpsync._dispatcher.Dispatcher` above it does the correlation.
+
+Contract (every implementation keeps it):
+
+* ``connect(timeout)`` starts / reaches the peer, or raises :class:`ConnectError` within
+  ``timeout`` seconds.
+* ``send(message, timeout)`` is safe to call from many threads at once (writes are
+  serialised, or are independent requests). It raises :class:`ConnectionClosed` when
+  the peer is gone and :class:`RequestTimeout` if the write could not finish in time.
+* ``receive(timeout)`` is called by one thread at a time (the dispatcher's current
+  reader). It returns one message, ``None`` when ``timeout`` passed with nothing to read,
+  and raises :class:`ConnectionClosed` at end of stream. An oversized message raises
+  :class:`MessageTooLarge` (``head``/``tail`` attributes hold its first and last bytes)
+  and the stream stays usable.
+* ``close()`` is idempotent, safe from any thread, and never blocks longer than a few
+  seconds.
+* ``alive()`` is a cheap liveness check (process running, socket open).
+"""
+
+from __future__ import annotations
+
+from types import TracebackType
+from typing import Any
+
+__all__ = ["Transport"]
+
+
+class Transport:
+    """Base class of the byte transports (stdio, HTTP, SSE, WebSocket, gRPC)."""
+
+    #: True when every request travels on its own exchange (modern Streamable HTTP,
+    #: gRPC ``Call``) so that no session state is shared between requests.
+    request_scoped: bool = False
+
+    #: Short name used in logs and errors ("stdio", "http", ...).
+    kind: str = "transport"
+
+    def connect(self, timeout: float) -> None:
+        raise NotImplementedError
+
+    def send(self, message: bytes, timeout: float | None = None) -> None:
+        raise NotImplementedError
+
+    def receive(self, timeout: float | None) -> bytes | None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def alive(self) -> bool:
+        return True
+
+    def set_protocol_version(self, version: str) -> None:
+        """Told by the client once the protocol version is known (HTTP sends it as a header)."""
+
+    def describe(self) -> str:
+        """A human-readable address for logs and error messages."""
+        return self.kind
+
+    def session_info(self) -> dict[str, Any]:
+        """Transport-level facts about the session (e.g. an HTTP session id)."""
+        return {}
+
+    def __enter__(self) -> "Transport":
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
