@@ -1,0 +1,88 @@
+"""mcpsync: a synchronous, thread-safe Model Context Protocol client.
+
+Example:
+    >>> from mcpsync import Client
+    >>> with Client.stdio("python", ["-m", "mcpsync.server.demo"]) as client:   # doctest: +SKIP
+    ...     print(client.call_tool("echo", {"message": "hi"}).text)
+"""
+
+from ._client import Client, ServerSession
+from ._errors import (
+    AuthError,
+    Cancelled,
+    CircuitOpen,
+    ConnectError,
+    ConnectionClosed,
+    InvalidParams,
+    MCPError,
+    MessageTooLarge,
+    MethodNotFound,
+    NetworkError,
+    PermissionDenied,
+    ProtocolError,
+    RemoteError,
+    RequestTimeout,
+    ResourceError,
+    ResourceNotFound,
+    ServerUnavailable,
+    ToolError,
+    ToolNotFound,
+    UnsupportedProtocolVersion,
+)
+from ._messages import (
+    AudioContent,
+    CallToolResult,
+    EmbeddedResource,
+    ImageContent,
+    Implementation,
+    ResourceLink,
+    TextContent,
+    Tool,
+    UnknownContent,
+)
+from ._policies import BreakerPolicy, PoolLimits, RetryPolicy, Timeouts
+from ._speedups import IMPLEMENTATION as SPEEDUPS
+from .transports._base import Transport
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Client",
+    "ServerSession",
+    "Transport",
+    "Timeouts",
+    "RetryPolicy",
+    "BreakerPolicy",
+    "PoolLimits",
+    "Tool",
+    "CallToolResult",
+    "TextContent",
+    "ImageContent",
+    "AudioContent",
+    "ResourceLink",
+    "EmbeddedResource",
+    "UnknownContent",
+    "Implementation",
+    "MCPError",
+    "NetworkError",
+    "ConnectError",
+    "ConnectionClosed",
+    "RequestTimeout",
+    "ServerUnavailable",
+    "CircuitOpen",
+    "ProtocolError",
+    "MessageTooLarge",
+    "RemoteError",
+    "ToolError",
+    "ToolNotFound",
+    "InvalidParams",
+    "ResourceError",
+    "ResourceNotFound",
+    "MethodNotFound",
+    "UnsupportedProtocolVersion",
+    "AuthError",
+    "PermissionDenied",
+    "Cancelled",
+    "SPEEDUPS",
+    "__version__",
+]

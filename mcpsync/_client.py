@@ -1,0 +1,665 @@
+"""The Client: typed, blocking MCP methods over either protocol era.
+
+Example:
+    >>> from mcpsync import Client
+    >>> with Client.stdio("python", ["-m", "mcpsync.server.demo"]) as client:   # doctest: +SKIP
+    ...     print([t.name for t in client.list_tools()])
+    ...     print(client.call_tool("echo", {"message": "hi"}).text)
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Literal, Mapping, Sequence, Union
+
+import msgspec
+
+from ._channel import Channel, ProgressCallback
+from ._dispatcher import Dispatcher
+from ._errors import (
+    METHOD_NOT_FOUND,
+    AuthError,
+    ConnectError,
+    ConnectionClosed,
+    MCPError,
+    NetworkError,
+    ProtocolError,
+    RemoteError,
+    RequestTimeout,
+    UnsupportedProtocolVersion,
+)
+from ._messages import (
+    CallToolResult,
+    DiscoverResult,
+    Implementation,
+    InitializeResult,
+    ListToolsResult,
+    ServerCapabilities,
+    Tool,
+    decode_result,
+)
+from ._policies import BreakerPolicy, PoolLimits, RetryPolicy, Timeouts
+from ._worker import Worker
+from .transports._base import Transport
+
+__all__ = [
+    "Client",
+    "ServerSession",
+    "MODERN_VERSIONS",
+    "LEGACY_VERSIONS",
+    "LATEST_MODERN",
+    "LATEST_LEGACY",
+]
+
+log = logging.getLogger("mcpsync.client")
+
+#: Revisions with the stateless per-request envelope.
+MODERN_VERSIONS: tuple[str, ...] = ("2026-07-28",)
+#: Revisions reached through the initialize handshake, oldest first.
+LEGACY_VERSIONS: tuple[str, ...] = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
+LATEST_MODERN = MODERN_VERSIONS[-1]
+LATEST_LEGACY = LEGACY_VERSIONS[-1]
+
+_META_VERSION = "io.modelcontextprotocol/protocolVersion"
+_META_CAPS = "io.modelcontextprotocol/clientCapabilities"
+_META_INFO = "io.modelcontextprotocol/clientInfo"
+_META_LOG = "io.modelcontextprotocol/logLevel"
+
+Mode = Literal["auto", "modern", "legacy"]
+TransportFactory = Callable[[], Union[Transport, Channel]]
+
+#: Era detected per server address ("modern" / "legacy"), so reconnects skip the probe.
+_ERA_CACHE: dict[str, str] = {}
+_ERA_LOCK = threading.Lock()
+
+_MAX_PAGES = 10_000
+
+
+def _version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("mcpsync")
+    except Exception:  # pragma: no cover - not installed
+        return "0"
+
+
+@dataclass
+class ServerSession:
+    """What one connection learned about its server."""
+
+    era: str
+    protocol_version: str
+    capabilities: ServerCapabilities
+    server_info: Implementation
+    instructions: str | None = None
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+class _Connection:
+    """One live channel to the server plus the facts of its session."""
+
+    def __init__(self, channel: Any, transport: Transport | None, key: str) -> None:
+        self.channel = channel
+        self.transport = transport
+        self.key = key
+        self.session: ServerSession | None = None
+        self.meta: dict[str, Any] | None = None  # modern per-request _meta
+
+    def alive(self) -> bool:
+        return bool(self.channel.alive())
+
+    def close(self) -> None:
+        try:
+            self.channel.close()
+        except Exception:  # pragma: no cover - close is best effort
+            log.debug("closing %s failed", self.key, exc_info=True)
+
+
+class Client:
+    """A blocking, thread-safe MCP client for one server.
+
+    Every public method blocks until it has a result or raises one of the errors of
+    :mod:`mcpsync._errors`; one instance may be shared by any number of threads. The
+    connection is opened lazily, on first use (or by :meth:`connect`).
+
+    Args:
+        transport: a zero-argument callable returning a fresh, unconnected
+            :class:`~mcpsync.transports.Transport` (or an in-process channel); called
+            again whenever a new connection is needed. A ready ``Transport`` instance is
+            accepted too, for a single connection.
+        mode: ``"auto"`` (probe with ``server/discover``, fall back to ``initialize``),
+            ``"modern"`` (2026-07-28 only) or ``"legacy"`` (the initialize handshake).
+        timeouts: the timeout layers (connect 10 s, request 30 s, ...).
+        retry: call retry policy.
+        breaker: circuit breaker policy.
+        pool: connection pool limits.
+        sampling_handler: ``handler(params) -> result`` for ``sampling/createMessage``.
+        elicitation_handler: ``handler(params) -> result`` for ``elicitation/create``.
+        roots: a list of roots (``{"uri": ..., "name": ...}``) or a callable returning one.
+        logging_handler: ``handler(params)`` for server log messages (default: the
+            ``logging`` module, logger ``mcpsync.server.<name>``).
+        log_level: level asked of the server for its log messages (None: not asked).
+        client_info: name/version this client reports.
+        name: the server's name in logs and errors.
+
+    Example:
+        >>> client = Client.stdio("python", ["-m", "mcpsync.server.demo"])   # doctest: +SKIP
+        >>> client.call_tool("add", {"a": 1, "b": 2}).structured_content     # doctest: +SKIP
+        {'result': 3}
+    """
+
+    def __init__(
+        self,
+        transport: TransportFactory | Transport,
+        *,
+        mode: Mode = "auto",
+        timeouts: Timeouts = Timeouts.DEFAULT,
+        retry: RetryPolicy = RetryPolicy.DEFAULT,
+        breaker: BreakerPolicy = BreakerPolicy.DEFAULT,
+        pool: PoolLimits = PoolLimits.DEFAULT,
+        sampling_handler: Callable[[Mapping[str, Any]], Any] | None = None,
+        elicitation_handler: Callable[[Mapping[str, Any]], Any] | None = None,
+        roots: Sequence[Mapping[str, Any]] | Callable[[], Sequence[Mapping[str, Any]]] | None = None,
+        logging_handler: Callable[[Mapping[str, Any]], None] | None = None,
+        log_level: str | None = None,
+        client_info: Mapping[str, Any] | None = None,
+        name: str | None = None,
+    ) -> None:
+        if mode not in ("auto", "modern", "legacy"):
+            raise ValueError(f"mode must be 'auto', 'modern' or 'legacy', not {mode!r}")
+        if isinstance(transport, Transport):
+            single = transport
+            used = [False]
+
+            def factory() -> Transport:
+                if used[0]:
+                    raise ConnectError(f"{single.describe()}: a single Transport instance cannot reconnect; pass a factory")
+                used[0] = True
+                return single
+
+            self._factory: TransportFactory = factory
+        elif callable(transport):
+            self._factory = transport
+        else:
+            raise TypeError("transport must be a Transport or a zero-argument callable returning one")
+        self.mode: Mode = mode
+        self.timeouts = timeouts
+        self.retry = retry
+        self.breaker = breaker
+        self.pool = pool
+        self.sampling_handler = sampling_handler
+        self.elicitation_handler = elicitation_handler
+        self.roots = roots
+        self.logging_handler = logging_handler
+        self.log_level = log_level
+        self.client_info = dict(client_info or {"name": "mcpsync", "version": _version()})
+        self.name = name or "server"
+        self._lock = threading.Lock()
+        self._connect_lock = threading.Lock()
+        self._conn: _Connection | None = None
+        self._closed = False
+        self._worker = Worker(f"mcpsync-{self.name}")
+        self._notification_handlers: dict[str, list[Callable[[Mapping[str, Any] | None], None]]] = {}
+        self._server_logger = logging.getLogger(f"mcpsync.server.{self.name}")
+        self._pid = os.getpid()
+
+    # ------------------------------------------------------------------ constructors
+
+    @classmethod
+    def stdio(
+        cls,
+        command: str,
+        args: Sequence[str] = (),
+        *,
+        env: Mapping[str, str] | None = None,
+        cwd: str | os.PathLike[str] | None = None,
+        max_message_size: int | None = None,
+        **options: Any,
+    ) -> "Client":
+        """A client for a server run as a child process.
+
+        Args:
+            command: the executable (``"npx"``, ``"python"``, ...).
+            args: its arguments.
+            env: extra environment variables for the child.
+            cwd: the child's working directory.
+            max_message_size: longest accepted message in bytes.
+            **options: the keyword options of :class:`Client`.
+        """
+        from .transports.stdio import StdioTransport
+
+        kwargs: dict[str, Any] = {"env": env, "cwd": cwd}
+        if max_message_size is not None:
+            kwargs["max_message_size"] = max_message_size
+        timeouts: Timeouts = options.get("timeouts", Timeouts.DEFAULT)
+        kwargs["close_timeout"] = timeouts.close
+        options.setdefault("name", os.path.basename(command))
+        args = list(args)
+        return cls(lambda: StdioTransport(command, args, **kwargs), **options)
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def __enter__(self) -> "Client":
+        self.connect()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def connect(self) -> ServerSession:
+        """Open the connection now (otherwise it opens on first use)."""
+        return self._connection().session  # type: ignore[return-value]
+
+    def close(self) -> None:
+        """Close the connection and stop the client's threads. Idempotent."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            conn, self._conn = self._conn, None
+        if conn is not None:
+            conn.close()
+        self._worker.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
+    def session(self) -> ServerSession:
+        """Facts about the server (era, version, capabilities); connects if needed."""
+        return self._connection().session  # type: ignore[return-value]
+
+    @property
+    def era(self) -> str:
+        return self.session.era
+
+    @property
+    def protocol_version(self) -> str:
+        return self.session.protocol_version
+
+    @property
+    def server_info(self) -> Implementation:
+        return self.session.server_info
+
+    @property
+    def capabilities(self) -> ServerCapabilities:
+        return self.session.capabilities
+
+    # ------------------------------------------------------------------ connection
+
+    def _connection(self) -> _Connection:
+        conn = self._conn
+        if conn is not None and conn.alive() and self._pid == os.getpid():
+            return conn
+        with self._connect_lock:
+            if self._closed:
+                raise ConnectionClosed(f"client for {self.name} is closed")
+            conn = self._conn
+            if self._pid != os.getpid():
+                # forked: never share the parent's pipes and threads
+                self._pid = os.getpid()
+                self._worker = Worker(f"mcpsync-{self.name}")
+                conn = self._conn = None
+            if conn is not None and conn.alive():
+                return conn
+            if conn is not None:
+                conn.close()
+            conn = self._open()
+            with self._lock:
+                if self._closed:
+                    conn.close()
+                    raise ConnectionClosed(f"client for {self.name} is closed")
+                self._conn = conn
+            return conn
+
+    def _open(self) -> _Connection:
+        """Start a connection and handshake, retried once with a fresh transport."""
+        errors: list[BaseException] = []
+        for _attempt in range(2):
+            deadline = time.monotonic() + self.timeouts.connect
+            conn: _Connection | None = None
+            made: Transport | Channel | None = None
+            try:
+                made = self._factory()
+                conn = self._start(made, deadline)
+                self._handshake(conn, deadline)
+                return conn
+            except MCPError as exc:
+                if conn is not None:
+                    conn.close()
+                elif made is not None:
+                    try:
+                        made.close()
+                    except Exception:
+                        pass
+                if isinstance(exc, (RemoteError, AuthError)):
+                    raise  # the server answered: a fresh process would answer the same
+                errors.append(exc)
+        last = errors[-1]
+        raise ConnectError(
+            f"MCP server {self.name} did not respond: {last}", attempts=len(errors)
+        ) from last
+
+    def _start(self, made: Transport | Channel, deadline: float) -> _Connection:
+        if isinstance(made, Transport):
+            made.connect(max(deadline - time.monotonic(), 0.001))
+            disp = Dispatcher(
+                made,
+                name=self.name,
+                worker=self._worker,
+                request_timeout=self.timeouts.request,
+                progress_cap=self.timeouts.progress_cap,
+            )
+            disp.set_handlers(self._on_notification, self._on_request)
+            disp.start()
+            return _Connection(disp, made, made.describe())
+        chan = made
+        chan.set_handlers(self._on_notification, self._on_request)
+        return _Connection(chan, None, getattr(chan, "describe", lambda: repr(chan))())
+
+    # ------------------------------------------------------------------ handshake
+
+    def client_capabilities(self) -> dict[str, Any]:
+        """Capabilities declared to the server: only those whose handler was given."""
+        caps: dict[str, Any] = {}
+        if self.sampling_handler is not None:
+            caps["sampling"] = {}
+        if self.elicitation_handler is not None:
+            caps["elicitation"] = {"form": {}, "url": {}}
+        if self.roots is not None:
+            caps["roots"] = {"listChanged": True}
+        return caps
+
+    def _modern_meta(self, version: str) -> dict[str, Any]:
+        meta: dict[str, Any] = {
+            _META_VERSION: version,
+            _META_CAPS: self.client_capabilities(),
+            _META_INFO: self.client_info,
+        }
+        if self.log_level is not None:
+            meta[_META_LOG] = self.log_level
+        return meta
+
+    def _handshake(self, conn: _Connection, deadline: float) -> None:
+        mode = self.mode
+        if mode == "auto":
+            with _ERA_LOCK:
+                mode = _ERA_CACHE.get(conn.key, "auto")  # type: ignore[assignment]
+        if mode in ("auto", "modern"):
+            remaining = deadline - time.monotonic()
+            probe = remaining if mode == "modern" else max(min(remaining / 2, 5.0), 0.05)
+            try:
+                self._discover(conn, probe)
+                self._remember(conn.key, "modern")
+                return
+            except (RemoteError, RequestTimeout, ProtocolError) as exc:
+                if mode == "modern":
+                    if isinstance(exc, RequestTimeout):
+                        raise
+                    raise UnsupportedProtocolVersion(
+                        f"{self.name} does not speak the modern protocol ({LATEST_MODERN}): {exc}",
+                        code=getattr(exc, "code", -32022),
+                        data=getattr(exc, "data", None),
+                    ) from exc
+                log.debug("%s: server/discover failed (%s); falling back to initialize", self.name, exc)
+        self._initialize(conn, deadline)
+        if self.mode == "auto":
+            self._remember(conn.key, "legacy")
+
+    @staticmethod
+    def _remember(key: str, era: str) -> None:
+        with _ERA_LOCK:
+            _ERA_CACHE[key] = era
+
+    def _discover(self, conn: _Connection, timeout: float) -> None:
+        version = LATEST_MODERN
+        for _ in range(2):
+            meta = self._modern_meta(version)
+            try:
+                raw = conn.channel.request("server/discover", {"_meta": meta}, timeout)
+            except UnsupportedProtocolVersion as exc:
+                supported = _supported_from(exc.data)
+                choice = next((v for v in reversed(MODERN_VERSIONS) if v in supported), None)
+                if choice is None or choice == version:
+                    raise
+                version = choice
+                continue
+            res: DiscoverResult = decode_result("server/discover", raw)
+            supported = res.supported_versions
+            if supported and version not in supported:
+                choice = next((v for v in reversed(MODERN_VERSIONS) if v in supported), None)
+                if choice is None:
+                    raise UnsupportedProtocolVersion(
+                        f"{self.name} supports only {supported}", code=-32022, data={"supported": supported}
+                    )
+                version = choice
+                meta = self._modern_meta(version)
+            conn.meta = meta
+            conn.session = ServerSession(
+                era="modern",
+                protocol_version=version,
+                capabilities=res.capabilities,
+                server_info=res.server_info,
+                instructions=res.instructions,
+                meta=dict(res.meta or {}),
+            )
+            if conn.transport is not None:
+                conn.transport.set_protocol_version(version)
+            return
+        raise UnsupportedProtocolVersion(f"{self.name}: no mutually supported protocol version", code=-32022)
+
+    def _initialize(self, conn: _Connection, deadline: float) -> None:
+        params = {
+            "protocolVersion": LATEST_LEGACY,
+            "capabilities": self.client_capabilities(),
+            "clientInfo": self.client_info,
+        }
+        timeout = max(deadline - time.monotonic(), 0.05)
+        raw = conn.channel.request("initialize", params, timeout)
+        res: InitializeResult = decode_result("initialize", raw)
+        if res.protocol_version not in LEGACY_VERSIONS:
+            raise UnsupportedProtocolVersion(
+                f"{self.name} answered initialize with protocol version {res.protocol_version!r}, "
+                f"which this client does not support ({', '.join(LEGACY_VERSIONS)})",
+                code=-32022,
+                data={"supported": list(LEGACY_VERSIONS), "requested": res.protocol_version},
+            )
+        if conn.transport is not None:
+            conn.transport.set_protocol_version(res.protocol_version)
+        conn.session = ServerSession(
+            era="legacy",
+            protocol_version=res.protocol_version,
+            capabilities=res.capabilities,
+            server_info=res.server_info,
+            instructions=res.instructions,
+            meta=dict(res.meta or {}),
+        )
+        conn.channel.notify("notifications/initialized", None)
+        if self.log_level is not None and res.capabilities.logging is not None:
+            try:
+                conn.channel.request("logging/setLevel", {"level": self.log_level}, timeout)
+            except RemoteError as exc:
+                log.debug("%s: logging/setLevel failed: %s", self.name, exc)
+
+    # ------------------------------------------------------------------ requests
+
+    def request(
+        self,
+        method: str,
+        params: Mapping[str, Any] | None = None,
+        *,
+        timeout: float | None = None,
+        progress: ProgressCallback | None = None,
+    ) -> Any:
+        """Send any request and return its decoded result (typed where mcpsync has a type).
+
+        In the modern era the per-request ``_meta`` (protocol version, capabilities,
+        client info) is added, and an unsupported-version error is answered by one
+        retry with a version the server supports.
+        """
+        conn = self._connection()
+        t = self.timeouts.request if timeout is None else timeout
+        for _ in range(2):
+            sent = params
+            if conn.meta is not None:
+                p = dict(params) if params else {}
+                extra = p.get("_meta")
+                p["_meta"] = {**conn.meta, **extra} if extra else conn.meta
+                sent = p
+            try:
+                raw = conn.channel.request(method, sent, t, progress)
+            except UnsupportedProtocolVersion as exc:
+                if conn.meta is None or not self._renegotiate(conn, exc):
+                    raise
+                continue
+            result = decode_result(method, raw)
+            rt = getattr(result, "result_type", None) if not isinstance(result, dict) else result.get("resultType")
+            if rt not in (None, "complete"):
+                raise ProtocolError(
+                    f"{self.name} answered {method} with resultType {rt!r}, which this client cannot handle",
+                    code=-32600,
+                )
+            return result
+        raise UnsupportedProtocolVersion(f"{self.name}: no mutually supported protocol version", code=-32022)
+
+    def _renegotiate(self, conn: _Connection, exc: UnsupportedProtocolVersion) -> bool:
+        supported = _supported_from(exc.data)
+        current = conn.meta.get(_META_VERSION) if conn.meta else None
+        choice = next((v for v in reversed(MODERN_VERSIONS) if v in supported and v != current), None)
+        if choice is None:
+            return False
+        conn.meta = self._modern_meta(choice)
+        if conn.session is not None:
+            conn.session.protocol_version = choice
+        if conn.transport is not None:
+            conn.transport.set_protocol_version(choice)
+        return True
+
+    def notify(self, method: str, params: Mapping[str, Any] | None = None) -> None:
+        """Send a notification to the server."""
+        self._connection().channel.notify(method, params)
+
+    # ------------------------------------------------------------------ MCP methods
+
+    def ping(self, *, timeout: float | None = None) -> None:
+        """Check the server answers. Modern servers have no ``ping``; ``server/discover`` stands in."""
+        conn = self._connection()
+        if conn.meta is not None:
+            self.request("server/discover", None, timeout=timeout)
+        else:
+            self.request("ping", None, timeout=timeout)
+
+    def list_tools(self, *, timeout: float | None = None) -> list[Tool]:
+        """Every tool the server offers, following ``nextCursor`` across pages."""
+        tools: list[Tool] = []
+        cursor: str | None = None
+        seen: set[str] = set()
+        for _ in range(_MAX_PAGES):
+            page: ListToolsResult = self.request("tools/list", {"cursor": cursor} if cursor else None, timeout=timeout)
+            tools.extend(page.tools)
+            cursor = page.next_cursor
+            if not cursor:
+                return tools
+            if cursor in seen:
+                raise ProtocolError(f"{self.name} repeated the tools/list cursor {cursor!r}", code=-32600)
+            seen.add(cursor)
+        raise ProtocolError(f"{self.name} returned more than {_MAX_PAGES} pages of tools", code=-32600)
+
+    def call_tool(
+        self,
+        name: str,
+        arguments: Mapping[str, Any] | None = None,
+        *,
+        timeout: float | None = None,
+        progress: ProgressCallback | None = None,
+        meta: Mapping[str, Any] | None = None,
+    ) -> CallToolResult:
+        """Call a tool and return its result.
+
+        Args:
+            name: the tool's name.
+            arguments: its arguments.
+            timeout: seconds to wait (default ``timeouts.request``); on expiry the server
+                is told to cancel and :class:`RequestTimeout` is raised.
+            progress: ``progress(progress, total, message)`` for progress notifications;
+                each one resets the timer, up to ``timeouts.progress_cap``.
+            meta: extra ``_meta`` for the request.
+
+        Returns:
+            The result; ``result.is_error`` is True when the tool itself failed.
+        """
+        params: dict[str, Any] = {"name": name, "arguments": dict(arguments) if arguments else {}}
+        if meta:
+            params["_meta"] = dict(meta)
+        return self.request("tools/call", params, timeout=timeout, progress=progress)  # type: ignore[no-any-return]
+
+    # ------------------------------------------------------------------ incoming
+
+    def on_notification(self, method: str, handler: Callable[[Mapping[str, Any] | None], None]) -> None:
+        """Call ``handler(params)`` (on the worker) for every notification ``method``."""
+        with self._lock:
+            self._notification_handlers.setdefault(method, []).append(handler)
+
+    def _on_notification(self, method: str, params: Mapping[str, Any] | None) -> None:
+        if method == "notifications/message":
+            self._log_message(params or {})
+        for handler in list(self._notification_handlers.get(method, ())):
+            try:
+                handler(params)
+            except Exception:
+                log.exception("handler for %s raised", method)
+
+    def _log_message(self, params: Mapping[str, Any]) -> None:
+        if self.logging_handler is not None:
+            self.logging_handler(params)
+            return
+        level = {
+            "debug": logging.DEBUG,
+            "info": logging.INFO,
+            "notice": logging.INFO,
+            "warning": logging.WARNING,
+            "error": logging.ERROR,
+            "critical": logging.CRITICAL,
+            "alert": logging.CRITICAL,
+            "emergency": logging.CRITICAL,
+        }.get(str(params.get("level", "info")), logging.INFO)
+        self._server_logger.log(level, "%s", params.get("data"))
+
+    def _on_request(self, method: str, params: Mapping[str, Any] | None) -> Any:
+        params = params or {}
+        if method == "ping":
+            return {}
+        if method == "roots/list":
+            if self.roots is None:
+                raise RemoteError("this client declared no roots capability", code=METHOD_NOT_FOUND)
+            roots = self.roots() if callable(self.roots) else self.roots
+            return {"roots": [dict(r) for r in roots]}
+        if method == "sampling/createMessage":
+            if self.sampling_handler is None:
+                raise RemoteError("this client declared no sampling capability", code=METHOD_NOT_FOUND)
+            return _plain(self.sampling_handler(params))
+        if method == "elicitation/create":
+            if self.elicitation_handler is None:
+                raise RemoteError("this client declared no elicitation capability", code=METHOD_NOT_FOUND)
+            return _plain(self.elicitation_handler(params))
+        raise RemoteError(f"method not supported by this client: {method}", code=METHOD_NOT_FOUND)
+
+
+def _plain(obj: Any) -> Any:
+    if isinstance(obj, msgspec.Struct):
+        return msgspec.to_builtins(obj)
+    return obj
+
+
+def _supported_from(data: Any) -> list[str]:
+    if isinstance(data, Mapping):
+        sup = data.get("supported") or data.get("supportedVersions") or []
+        if isinstance(sup, list):
+            return [str(v) for v in sup]
+    return []

@@ -1,0 +1,556 @@
+"""The JSON-RPC engine: deliberately not MCP-aware.
+
+One :class:`Dispatcher` per connection. It correlates request ids with waiting callers,
+enforces per-request timeouts (telling the server with ``notifications/cancelled``),
+routes progress notifications to the caller's callback, hands other notifications and
+server→client requests to a :class:`~mcpsync._worker.Worker` (never run on the reading
+thread), and fails every pending call at once when the connection dies.
+
+Reading uses a leader/follower scheme so that a lone caller never pays a thread hop:
+the caller that finds nobody reading becomes the *leader* and reads the transport
+itself until its own response arrives, delivering other callers' responses on the way;
+when it is done it wakes one waiting *follower* to take over. A background thread
+leads only when no caller has been active for a short grace period, so notifications
+that arrive while the connection is idle are still read promptly.
+
+Example:
+    >>> d = Dispatcher(transport, name="demo")          # doctest: +SKIP
+    >>> d.start()                                       # doctest: +SKIP
+    >>> raw = d.request("tools/list", {}, timeout=5)    # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import re
+import threading
+import time
+from typing import Any, Callable, Mapping
+
+import msgspec
+
+from ._channel import NotificationHandler, ProgressCallback, RequestHandler
+from ._errors import (
+    INTERNAL_ERROR,
+    METHOD_NOT_FOUND,
+    Cancelled,
+    ConnectionClosed,
+    MCPError,
+    MessageTooLarge,
+    NetworkError,
+    ProtocolError,
+    RemoteError,
+    RequestTimeout,
+    error_from_code,
+)
+from ._messages import Envelope, decode_envelope, encode
+from ._worker import Worker
+from .transports._base import Transport
+
+__all__ = ["Dispatcher"]
+
+log = logging.getLogger("mcpsync.dispatcher")
+
+_monotonic = time.monotonic
+_ID_RE = re.compile(rb'"id"\s*:\s*(-?\d+|"(?:[^"\\]|\\.)*")')
+_any = msgspec.json.Decoder()
+
+#: A caller inactive for this long lets the background thread take over reading.
+GRACE = 0.02
+#: Longest single wait on the transport, so deadlines and close are noticed.
+POLL = 0.5
+
+
+class _Pending:
+    __slots__ = (
+        "id",
+        "method",
+        "lock",
+        "waiting",
+        "signaled",
+        "done",
+        "result",
+        "error",
+        "deadline",
+        "cap",
+        "timeout",
+        "progress",
+    )
+
+    def __init__(self, rid: int, method: str, timeout: float, progress: ProgressCallback | None, cap: float) -> None:
+        self.id = rid
+        self.method = method
+        self.lock = threading.Lock()
+        self.lock.acquire()
+        self.waiting = False
+        self.signaled = False
+        self.done = False
+        self.result: Any = None
+        self.error: BaseException | None = None
+        now = _monotonic()
+        self.timeout = timeout
+        self.deadline = now + timeout
+        self.cap = now + cap
+        self.progress = progress
+
+
+class Dispatcher:
+    """JSON-RPC over one :class:`Transport`, safe to share between threads.
+
+    Args:
+        transport: a connected transport.
+        name: the server's name, for logs and errors.
+        worker: where handlers run (one is created if not given).
+        request_timeout: default seconds per request.
+        progress_cap: hard cap (seconds) for a request whose timer progress resets
+            (default ten times the request timeout).
+        code_table: JSON-RPC code → exception class (default ``ERROR_CODE_TABLE``).
+    """
+
+    def __init__(
+        self,
+        transport: Transport,
+        *,
+        name: str = "server",
+        worker: Worker | None = None,
+        request_timeout: float = 30.0,
+        progress_cap: float | None = None,
+        code_table: Mapping[int, type[RemoteError]] | None = None,
+    ) -> None:
+        self.transport = transport
+        self.name = name
+        self._own_worker = worker is None
+        self.worker = worker if worker is not None else Worker(f"mcpsync-{name}")
+        self.request_timeout = request_timeout
+        self.progress_cap = progress_cap
+        self.code_table = code_table
+        self._mu = threading.Lock()
+        self._pending: dict[Any, _Pending] = {}
+        self._waiters: list[_Pending] = []
+        self._leader: object | None = None
+        self._last_activity = _monotonic()
+        self._ids = itertools.count(1)
+        self._dead: BaseException | None = None
+        self._closed = False
+        self._stop = threading.Event()
+        self._bg: threading.Thread | None = None
+        self._on_notification: NotificationHandler | None = None
+        self._on_request: RequestHandler | None = None
+        self._on_close: list[Callable[[BaseException], None]] = []
+        self.stats = {"sent": 0, "received": 0, "dropped": 0}
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def start(self) -> "Dispatcher":
+        """Start the background reader (idempotent)."""
+        with self._mu:
+            if self._bg is None and not self._closed:
+                self._bg = threading.Thread(target=self._background, name=f"mcpsync-reader-{self.name}", daemon=True)
+                self._bg.start()
+        return self
+
+    def set_handlers(
+        self,
+        on_notification: NotificationHandler | None = None,
+        on_request: RequestHandler | None = None,
+    ) -> None:
+        self._on_notification = on_notification
+        self._on_request = on_request
+
+    def add_close_callback(self, fn: Callable[[BaseException], None]) -> None:
+        """``fn(reason)`` runs (on the worker) once when the connection dies or is closed."""
+        self._on_close.append(fn)
+
+    def alive(self) -> bool:
+        return self._dead is None and not self._closed and self.transport.alive()
+
+    @property
+    def dead_reason(self) -> BaseException | None:
+        return self._dead
+
+    def close(self) -> None:
+        """Fail pending calls, close the transport, stop the threads. Idempotent."""
+        with self._mu:
+            if self._closed:
+                return
+            self._closed = True
+        self._stop.set()
+        self._fail_all(ConnectionClosed(f"connection to {self.name} was closed by the client"))
+        try:
+            self.transport.close()
+        finally:
+            bg = self._bg
+            if bg is not None and bg is not threading.current_thread():
+                bg.join(2.0)
+            if self._own_worker:
+                self.worker.close()
+
+    # ------------------------------------------------------------------ sending
+
+    def _send(self, data: bytes, timeout: float | None = None) -> None:
+        try:
+            self.transport.send(data, timeout)
+        except NetworkError as exc:
+            if isinstance(exc, ConnectionClosed):
+                self._mark_dead(exc)
+            raise
+        self.stats["sent"] += 1
+
+    def notify(self, method: str, params: Mapping[str, Any] | None = None) -> None:
+        """Send a notification (no answer expected)."""
+        self._check_usable()
+        msg: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
+        if params is not None:
+            msg["params"] = params
+        self._send(encode(msg))
+
+    def next_id(self) -> int:
+        return next(self._ids)
+
+    def request(
+        self,
+        method: str,
+        params: Mapping[str, Any] | None = None,
+        timeout: float | None = None,
+        progress: ProgressCallback | None = None,
+        *,
+        cancel_event: threading.Event | None = None,
+    ) -> msgspec.Raw:
+        """Send a request and wait for its result.
+
+        Args:
+            method: the JSON-RPC method.
+            params: its params (msgspec-encodable).
+            timeout: seconds to wait (default ``request_timeout``); progress
+                notifications reset the timer, up to the progress cap.
+            progress: called as ``progress(progress, total, message)`` on the worker.
+
+        Returns:
+            The undecoded ``result`` member.
+
+        Raises:
+            RemoteError: the server answered with an error (its typed subclass).
+            RequestTimeout: no answer in time; ``notifications/cancelled`` was sent.
+            ConnectionClosed: the connection died before the answer came.
+            MessageTooLarge: the answer exceeded the transport's size limit.
+        """
+        self._check_usable()
+        if timeout is None:
+            timeout = self.request_timeout
+        rid = next(self._ids)
+        msg: dict[str, Any] = {"jsonrpc": "2.0", "id": rid, "method": method}
+        if progress is not None:
+            p = dict(params or {})
+            meta = dict(p.get("_meta") or {})
+            meta["progressToken"] = rid
+            p["_meta"] = meta
+            msg["params"] = p
+        elif params is not None:
+            msg["params"] = params
+        data = encode(msg)
+        cap = self.progress_cap if self.progress_cap is not None else timeout * 10
+        slot = _Pending(rid, method, timeout, progress, max(cap, timeout))
+        with self._mu:
+            self._pending[rid] = slot
+            self._last_activity = slot.deadline - timeout
+        try:
+            self._send(data, timeout)
+        except BaseException:
+            with self._mu:
+                self._pending.pop(rid, None)
+            raise
+        return self._wait(slot, cancel_event)
+
+    # ------------------------------------------------------------------ waiting
+
+    def _wait(self, slot: _Pending, cancel_event: threading.Event | None) -> msgspec.Raw:
+        mu = self._mu
+        while True:
+            with mu:
+                if slot.done:
+                    break
+                if self._leader is None:
+                    self._leader = slot
+                    lead = True
+                else:
+                    lead = False
+                    slot.waiting = True
+                    self._waiters.append(slot)
+            if lead:
+                self._lead(slot)
+                if slot.done:
+                    break
+            else:
+                remaining = slot.deadline - _monotonic()
+                if cancel_event is not None:
+                    remaining = min(remaining, 0.05)
+                got = slot.lock.acquire(timeout=max(remaining, 0.0)) if remaining > 0 else False
+                with mu:
+                    slot.waiting = False
+                    try:
+                        self._waiters.remove(slot)
+                    except ValueError:
+                        pass
+                    if not got and slot.signaled:
+                        slot.lock.acquire()  # consume a wake that raced the timeout
+                    slot.signaled = False
+                if slot.done:
+                    break
+            if cancel_event is not None and cancel_event.is_set():
+                if not self._abandon(slot, "cancelled by the caller"):
+                    break
+                raise Cancelled(f"{slot.method} was cancelled")
+            if _monotonic() >= slot.deadline:
+                if not self._abandon(slot, "request timed out"):
+                    break
+                raise RequestTimeout(
+                    f"{slot.method} got no answer from {self.name} within {slot.timeout:g} s",
+                    method=slot.method,
+                    timeout=slot.timeout,
+                )
+        if slot.error is not None:
+            raise slot.error
+        return slot.result
+
+    def _abandon(self, slot: _Pending, reason: str) -> bool:
+        """Stop waiting for ``slot`` and tell the server. False if it was answered meanwhile."""
+        with self._mu:
+            if slot.done:
+                return False
+            self._pending.pop(slot.id, None)  # a late answer now counts as an unknown id
+        if self._dead is None and not self._closed:
+            try:
+                self._send(
+                    encode({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": slot.id, "reason": reason}}),
+                    1.0,
+                )
+            except MCPError:
+                pass
+        return True
+
+    def cancel(self, request_id: int, reason: str = "cancelled by the client") -> bool:
+        """Abandon a pending request: its caller gets :class:`Cancelled`; the server is told."""
+        with self._mu:
+            slot = self._pending.pop(request_id, None)
+            if slot is None:
+                return False
+            slot.error = Cancelled(f"{slot.method} was cancelled: {reason}")
+            slot.done = True
+            self._wake(slot)
+        try:
+            self._send(
+                encode({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": request_id, "reason": reason}}),
+                1.0,
+            )
+        except MCPError:
+            pass
+        return True
+
+    def _wake(self, slot: _Pending) -> None:
+        # under self._mu
+        if slot.waiting and not slot.signaled:
+            slot.signaled = True
+            slot.lock.release()
+
+    def _release_leadership(self) -> None:
+        with self._mu:
+            self._leader = None
+            self._last_activity = _monotonic()
+            for w in self._waiters:
+                if not w.done and not w.signaled:
+                    self._wake(w)
+                    break
+
+    def _lead(self, slot: _Pending) -> None:
+        receive = self.transport.receive
+        try:
+            while not slot.done:
+                remaining = slot.deadline - _monotonic()
+                if remaining <= 0:
+                    return
+                try:
+                    data = receive(remaining if remaining < POLL else POLL)
+                except MessageTooLarge as exc:
+                    self._oversized(exc)
+                    continue
+                if data is not None:
+                    self._handle(data)
+        except NetworkError as exc:
+            self._mark_dead(exc)
+        except Exception as exc:  # a transport bug must not leave callers waiting
+            log.exception("reading from %s failed", self.name)
+            self._mark_dead(ConnectionClosed(f"reading from {self.name} failed: {exc!r}"))
+        finally:
+            self._release_leadership()
+
+    def _background(self) -> None:
+        receive = self.transport.receive
+        while not self._stop.is_set():
+            with self._mu:
+                if self._dead is not None or self._closed:
+                    return
+                lead = self._leader is None and _monotonic() - self._last_activity >= GRACE
+                if lead:
+                    self._leader = self
+                    started = self._last_activity
+            if not lead:
+                self._stop.wait(GRACE)
+                continue
+            try:
+                while not self._stop.is_set():
+                    try:
+                        data = receive(POLL)
+                    except MessageTooLarge as exc:
+                        self._oversized(exc)
+                        continue
+                    if data is not None:
+                        self._handle(data)
+                    if self._last_activity != started or self._waiters:
+                        break
+            except NetworkError as exc:
+                self._mark_dead(exc)
+            except Exception as exc:
+                log.exception("reading from %s failed", self.name)
+                self._mark_dead(ConnectionClosed(f"reading from {self.name} failed: {exc!r}"))
+            finally:
+                self._release_leadership()
+
+    # ------------------------------------------------------------------ incoming
+
+    def _handle(self, data: bytes) -> None:
+        self.stats["received"] += 1
+        try:
+            env = decode_envelope(data)
+        except ProtocolError as exc:
+            self.stats["dropped"] += 1
+            log.warning("%s sent an invalid message (dropped): %s: %.200r", self.name, exc, data)
+            return
+        if env.method is None:
+            self._handle_response(env, data)
+        elif env.id is None:
+            self._handle_notification(env)
+        else:
+            self.worker.submit(self._serve_request, env)
+
+    def _handle_response(self, env: Envelope, data: bytes) -> None:
+        rid = env.id
+        if isinstance(rid, str) and rid.isdigit():
+            rid = int(rid)
+        with self._mu:
+            slot = self._pending.pop(rid, None) if rid is not None else None
+            if slot is None:
+                self.stats["dropped"] += 1
+            else:
+                err = env.error
+                if err is not None:
+                    slot.error = error_from_code(err.code, err.message, err.data, method=slot.method, table=self.code_table)
+                elif len(env.result) == 0:
+                    slot.error = ProtocolError(f"response to {slot.method} has neither result nor error", code=-32600)
+                else:
+                    slot.result = env.result
+                slot.done = True
+                self._wake(slot)
+                return
+        if env.error is not None and rid is None:
+            log.warning("%s reported an error: %s (%s)", self.name, env.error.message, env.error.code)
+        else:
+            log.warning("%s answered an unknown request id %r (dropped)", self.name, env.id)
+
+    def _handle_notification(self, env: Envelope) -> None:
+        method = env.method
+        assert method is not None
+        params = _decode_params(env)
+        if method == "notifications/progress" and isinstance(params, dict):
+            token = params.get("progressToken")
+            with self._mu:
+                slot = self._pending.get(token)
+                if slot is not None:
+                    now = _monotonic()
+                    slot.deadline = min(now + slot.timeout, slot.cap)
+            if slot is not None and slot.progress is not None:
+                self.worker.serial(slot.progress, params.get("progress", 0), params.get("total"), params.get("message"))
+                return
+        handler = self._on_notification
+        if handler is not None:
+            self.worker.serial(handler, method, params)
+
+    def _serve_request(self, env: Envelope) -> None:
+        handler = self._on_request
+        method = env.method or ""
+        try:
+            if handler is None:
+                raise RemoteError(f"method not supported by this client: {method}", code=METHOD_NOT_FOUND)
+            result = handler(method, _decode_params(env))
+            reply: dict[str, Any] = {"jsonrpc": "2.0", "id": env.id, "result": result if result is not None else {}}
+        except RemoteError as exc:
+            error: dict[str, Any] = {"code": exc.code, "message": exc.message}
+            if exc.data is not None:
+                error["data"] = exc.data
+            reply = {"jsonrpc": "2.0", "id": env.id, "error": error}
+        except Exception as exc:
+            log.exception("handler for %s raised", method)
+            reply = {"jsonrpc": "2.0", "id": env.id, "error": {"code": INTERNAL_ERROR, "message": f"client handler failed: {exc}"}}
+        if self._dead is None and not self._closed:
+            try:
+                self._send(encode(reply), self.request_timeout)
+            except MCPError as exc:
+                log.warning("could not answer %s request from %s: %s", method, self.name, exc)
+
+    def _oversized(self, exc: MessageTooLarge) -> None:
+        head = getattr(exc, "head", b"") or b""
+        tail = getattr(exc, "tail", b"") or b""
+        rid: Any = None
+        for part in (head, tail):
+            m = _ID_RE.search(part)
+            if m:
+                tok = m.group(1)
+                rid = int(tok) if tok[:1] != b'"' else tok[1:-1].decode("utf-8", "replace")
+                break
+        with self._mu:
+            slot = self._pending.pop(rid, None) if rid is not None else None
+            if slot is not None:
+                slot.error = MessageTooLarge(f"the answer to {slot.method} from {self.name} was too large: {exc}")
+                slot.done = True
+                self._wake(slot)
+                return
+        self.stats["dropped"] += 1
+        log.warning("%s sent an oversized message (dropped): %s", self.name, exc)
+
+    # ------------------------------------------------------------------ failure
+
+    def _check_usable(self) -> None:
+        if self._closed:
+            raise ConnectionClosed(f"connection to {self.name} is closed")
+        if self._dead is not None:
+            raise ConnectionClosed(f"connection to {self.name} is dead: {self._dead}")
+
+    def _mark_dead(self, exc: BaseException) -> None:
+        with self._mu:
+            if self._dead is not None:
+                return
+            self._dead = exc
+        self._stop.set()
+        self._fail_all(exc if isinstance(exc, ConnectionClosed) else ConnectionClosed(f"connection to {self.name} failed: {exc}"))
+
+    def _fail_all(self, exc: ConnectionClosed) -> None:
+        with self._mu:
+            slots = list(self._pending.values())
+            self._pending.clear()
+            for slot in slots:
+                slot.error = ConnectionClosed(str(exc) or f"connection to {self.name} closed", method=slot.method)
+                slot.done = True
+                self._wake(slot)
+            callbacks = list(self._on_close)
+            self._on_close.clear()
+        for cb in callbacks:
+            self.worker.serial(cb, exc)
+
+
+def _decode_params(env: Envelope) -> Any:
+    if len(env.params) == 0:
+        return None
+    try:
+        return _any.decode(env.params)
+    except msgspec.DecodeError:
+        return None

@@ -1,0 +1,266 @@
+"""stdio: the server is a child process; newline-delimited JSON-RPC on stdin/stdout.
+
+The child's stderr is drained continuously into :mod:`logging` (logger
+``mcpsync.stderr.<name>``), so a chatty server can never fill the pipe and stall; its
+last lines are kept for error messages. Shutdown follows the MCP specification: close
+stdin, wait, then SIGTERM, wait, then SIGKILL; the child is always reaped.
+
+Example:
+    >>> t = StdioTransport("python", ["-m", "mcpsync.server.demo"])   # doctest: +SKIP
+    >>> t.connect(timeout=10)                                           # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import atexit
+import collections
+import errno
+import logging
+import os
+import select
+import subprocess
+import threading
+import time
+import weakref
+from typing import Mapping, Sequence
+
+from .._errors import ConnectError, ConnectionClosed, MessageTooLarge, RequestTimeout
+from .._speedups import DEFAULT_MAX_MESSAGE_SIZE, FrameTooLarge, LineFramer
+from ._base import Transport
+
+__all__ = ["StdioTransport"]
+
+log = logging.getLogger("mcpsync.transports.stdio")
+
+_LIVE: "weakref.WeakSet[StdioTransport]" = weakref.WeakSet()
+_STDERR_KEEP = 20
+
+
+def _close_all_at_exit() -> None:
+    for t in list(_LIVE):
+        try:
+            t.close(timeout=0.5)
+        except Exception:  # pragma: no cover - best effort at exit
+            pass
+
+
+atexit.register(_close_all_at_exit)
+
+
+class StdioTransport(Transport):
+    """Runs an MCP server as a child process and talks to it over its stdio.
+
+    Args:
+        command: the executable.
+        args: its arguments.
+        env: extra environment variables (merged over the parent's unless
+            ``inherit_env`` is False).
+        cwd: working directory of the child.
+        max_message_size: longest accepted message in bytes.
+        close_timeout: seconds to wait at each shutdown step.
+        name: used for the stderr logger (default: the command's base name).
+    """
+
+    kind = "stdio"
+
+    def __init__(
+        self,
+        command: str,
+        args: Sequence[str] = (),
+        *,
+        env: Mapping[str, str] | None = None,
+        cwd: str | os.PathLike[str] | None = None,
+        inherit_env: bool = True,
+        max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
+        close_timeout: float = 2.0,
+        name: str | None = None,
+    ) -> None:
+        self.command = command
+        self.args = list(args)
+        self.env = dict(env or {})
+        self.cwd = cwd
+        self.inherit_env = inherit_env
+        self.max_message_size = max_message_size
+        self.close_timeout = close_timeout
+        self.name = name or os.path.basename(command)
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._framer = LineFramer(max_message_size)
+        self._ready: collections.deque[bytes] = collections.deque()
+        self._wlock = threading.Lock()
+        self._closed = False
+        self._stderr_tail: collections.deque[str] = collections.deque(maxlen=_STDERR_KEEP)
+        self._stderr_thread: threading.Thread | None = None
+        self._out_fd = -1
+        self._in_fd = -1
+        self._pid_owner = os.getpid()
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def describe(self) -> str:
+        return " ".join([self.command, *self.args])
+
+    def connect(self, timeout: float = 10.0) -> None:
+        env = {**os.environ, **self.env} if self.inherit_env else dict(self.env)
+        try:
+            proc = subprocess.Popen(
+                [self.command, *self.args],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                bufsize=0,
+                env=env,
+                cwd=self.cwd,
+                close_fds=True,
+            )
+        except OSError as exc:
+            raise ConnectError(f"could not start MCP server {self.describe()!r}: {exc.strerror or exc}") from exc
+        self._proc = proc
+        assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+        self._in_fd = proc.stdin.fileno()
+        self._out_fd = proc.stdout.fileno()
+        os.set_blocking(self._in_fd, False)
+        self._stderr_thread = threading.Thread(
+            target=self._drain_stderr, args=(proc.stderr,), name=f"mcpsync-stderr-{self.name}", daemon=True
+        )
+        self._stderr_thread.start()
+        _LIVE.add(self)
+
+    def alive(self) -> bool:
+        proc = self._proc
+        return proc is not None and not self._closed and proc.poll() is None
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc is not None else None
+
+    @property
+    def returncode(self) -> int | None:
+        return self._proc.poll() if self._proc is not None else None
+
+    def stderr_tail(self) -> list[str]:
+        """The last lines the server wrote to stderr."""
+        return list(self._stderr_tail)
+
+    def _drain_stderr(self, stream: "subprocess.IO[bytes]") -> None:  # type: ignore[name-defined]
+        logger = logging.getLogger(f"mcpsync.stderr.{self.name}")
+        try:
+            for line in iter(stream.readline, b""):
+                text = line.decode("utf-8", "replace").rstrip("\r\n")
+                self._stderr_tail.append(text)
+                logger.info("%s", text)
+        except (OSError, ValueError):
+            pass
+
+    def _exit_detail(self) -> str:
+        proc = self._proc
+        parts = []
+        if proc is not None:
+            try:
+                code = proc.wait(0.2)
+            except subprocess.TimeoutExpired:
+                code = None
+            if code is not None:
+                parts.append(f"exit code {code}")
+        if self._stderr_tail:
+            parts.append("stderr: " + " | ".join(list(self._stderr_tail)[-3:]))
+        return f" ({'; '.join(parts)})" if parts else ""
+
+    def close(self, timeout: float | None = None) -> None:
+        with self._wlock:
+            if self._closed:
+                return
+            self._closed = True
+        _LIVE.discard(self)
+        proc = self._proc
+        if proc is None:
+            return
+        if os.getpid() != self._pid_owner:
+            return  # a forked child must not shut down its parent's server
+        wait = self.close_timeout if timeout is None else timeout
+        try:
+            if proc.stdin is not None:
+                proc.stdin.close()
+        except OSError:
+            pass
+        try:
+            proc.wait(wait)
+        except subprocess.TimeoutExpired:
+            proc.terminate()
+            try:
+                proc.wait(wait)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        for stream in (proc.stdout, proc.stderr):
+            try:
+                if stream is not None:
+                    stream.close()
+            except OSError:
+                pass
+        if self._stderr_thread is not None:
+            self._stderr_thread.join(1.0)
+
+    # ------------------------------------------------------------------ I/O
+
+    def send(self, message: bytes, timeout: float | None = None) -> None:
+        data = message + b"\n"
+        deadline = None if timeout is None else time.monotonic() + timeout
+        view = memoryview(data)
+        with self._wlock:
+            if self._closed or self._proc is None:
+                raise ConnectionClosed(f"stdio server {self.name} is closed")
+            fd = self._in_fd
+            while view:
+                try:
+                    n = os.write(fd, view)
+                    view = view[n:]
+                except BlockingIOError:
+                    remaining = None if deadline is None else deadline - time.monotonic()
+                    if remaining is not None and remaining <= 0:
+                        raise RequestTimeout(f"stdio server {self.name} stopped reading its input") from None
+                    select.select([], [fd], [], remaining)
+                except (BrokenPipeError, ValueError, OSError) as exc:
+                    raise ConnectionClosed(f"stdio server {self.name} is gone{self._exit_detail()}") from exc
+
+    def receive(self, timeout: float | None) -> bytes | None:
+        ready = self._ready
+        if ready:
+            return ready.popleft()
+        fd = self._out_fd
+        if fd < 0:
+            raise ConnectionClosed(f"stdio server {self.name} is not connected")
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            try:
+                r, _, _ = select.select([fd], [], [], timeout)
+                if not r:
+                    if deadline is None:
+                        continue
+                    timeout = deadline - time.monotonic()
+                    if timeout <= 0:
+                        return None
+                    continue
+                chunk = os.read(fd, 65536)
+            except (OSError, ValueError) as exc:
+                if isinstance(exc, OSError) and exc.errno == errno.EINTR:
+                    continue
+                raise ConnectionClosed(f"stdio server {self.name} is gone{self._exit_detail()}") from exc
+            if not chunk:
+                if self._closed:
+                    raise ConnectionClosed(f"stdio server {self.name} was closed")
+                raise ConnectionClosed(f"stdio server {self.name} closed its output{self._exit_detail()}")
+            try:
+                frames = self._framer.feed(chunk)
+            except FrameTooLarge as exc:
+                ready.extend(self._framer.pop())
+                raise MessageTooLarge(
+                    f"message from {self.name} exceeds {self.max_message_size} bytes", head=exc.head, tail=exc.tail, size=exc.size
+                ) from None
+            if frames:
+                if len(frames) > 1:
+                    ready.extend(frames[1:])
+                return frames[0]
+            if deadline is not None:
+                timeout = deadline - time.monotonic()
+                if timeout <= 0:
+                    return None

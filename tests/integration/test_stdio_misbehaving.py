@@ -1,0 +1,191 @@
+"""Bad input from a real stdio server: each case ends in the documented error, no hang."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+import pytest
+
+from mcpsync import (
+    Client,
+    ConnectError,
+    ConnectionClosed,
+    MessageTooLarge,
+    RemoteError,
+    RequestTimeout,
+    Timeouts,
+)
+from tests.conftest import server_command
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def raw_client(*args: str, **options) -> Client:
+    cmd = server_command("raw_server.py", *args)
+    return Client.stdio(cmd[0], cmd[1:], **options)
+
+
+def _threads_named(prefix: str) -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name.startswith(prefix) and t.is_alive()]
+
+
+@pytest.mark.parametrize("mode", ["legacy", "modern", "auto"])
+def test_basic_calls_both_eras(mode):
+    with raw_client(mode=mode) as c:
+        assert c.era == ("legacy" if mode == "legacy" else "modern")
+        assert [t.name for t in c.list_tools()][:2] == ["echo", "add"]
+        r = c.call_tool("add", {"a": 2, "b": 3})
+        assert r.structured_content == {"result": 5} and r.text == "5" and not r.is_error
+        c.ping()
+
+
+def test_garbage_lines_are_dropped_and_the_call_still_answers():
+    with raw_client("--misbehave", "garbage") as c:
+        assert c.call_tool("bad").text == "ok after garbage"
+        assert c.call_tool("echo", {"message": "still fine"}).text == "still fine"
+        assert c._conn.channel.stats["dropped"] >= 3
+
+
+def test_response_with_unknown_id_is_dropped():
+    with raw_client("--misbehave", "unknown-id") as c:
+        assert c.call_tool("bad").text == "ok after unknown id"
+        assert c.call_tool("echo", {"message": "x"}).text == "x"
+
+
+def test_truncated_message_then_eof_fails_the_pending_call():
+    with raw_client("--misbehave", "truncate") as c:
+        with pytest.raises(ConnectionClosed) as info:
+            c.call_tool("bad")
+        assert "exit code 3" in str(info.value)
+        # the next call reconnects to a fresh process
+        assert c.call_tool("echo", {"message": "again"}).text == "again"
+
+
+def test_oversized_message_fails_only_its_call():
+    with raw_client("--misbehave", "oversize", "--big", "300000", max_message_size=100_000) as c:
+        with pytest.raises(MessageTooLarge) as info:
+            c.call_tool("bad")
+        assert "too large" in str(info.value)
+        assert c.call_tool("echo", {"message": "after"}).text == "after"
+
+
+def test_server_exiting_mid_call_fails_every_pending_call_at_once():
+    with raw_client("--misbehave", "exit") as c:
+        c.connect()
+        errors: list[BaseException] = []
+
+        def slow():
+            try:
+                c.call_tool("sleep", {"seconds": 20})
+            except BaseException as exc:  # noqa: BLE001
+                errors.append(exc)
+
+        threads = [threading.Thread(target=slow) for _ in range(4)]
+        for t in threads:
+            t.start()
+        time.sleep(0.2)
+        with pytest.raises(ConnectionClosed) as info:
+            c.call_tool("bad")
+        assert "exiting on purpose" in str(info.value)
+        for t in threads:
+            t.join(10)
+            assert not t.is_alive()
+        assert len(errors) == 4 and all(isinstance(e, ConnectionClosed) for e in errors)
+
+
+def test_server_that_never_answers_times_out_and_is_told_to_cancel():
+    with raw_client("--misbehave", "silent") as c:
+        with pytest.raises(RequestTimeout) as info:
+            c.call_tool("bad", timeout=0.3)
+        assert info.value.timeout == 0.3
+        # the server saw our notifications/cancelled (counted by its stats tool)
+        stats = c.call_tool("stats").structured_content
+        assert stats.get("notifications/cancelled") == 1
+        assert not c._conn.channel._pending  # nothing left in the pending map
+
+
+def test_chatty_stderr_never_blocks_the_client(caplog):
+    with raw_client("--misbehave", "stderr") as c:
+        assert c.call_tool("bad", timeout=20).text == "ok after stderr"
+
+
+def test_protocol_error_response_is_typed():
+    with raw_client() as c:
+        with pytest.raises(RemoteError) as info:
+            c.call_tool("no-such-tool")
+        assert info.value.code == -32602
+
+
+def test_spawn_failure_is_a_connect_error():
+    c = Client.stdio("/nonexistent/definitely-not-here", [])
+    with pytest.raises(ConnectError) as info:
+        c.connect()
+    assert "could not start" in str(info.value)
+    c.close()
+
+
+def test_server_that_never_handshakes_is_a_connect_error_after_one_retry():
+    # `cat >/dev/null` reads stdin and never answers anything
+    c = Client.stdio("sh", ["-c", "cat >/dev/null"], timeouts=Timeouts(connect=0.5))
+    t0 = time.monotonic()
+    with pytest.raises(ConnectError) as info:
+        c.connect()
+    assert info.value.attempts == 2
+    assert time.monotonic() - t0 < 30  # bounded, not a timing assertion on speed
+    c.close()
+
+
+def test_progress_reaches_the_callback_on_a_worker_thread():
+    seen = []
+    with raw_client() as c:
+        reader = threading.current_thread()
+
+        def on_progress(progress, total, message):
+            seen.append((progress, total, message, threading.current_thread() is not reader))
+
+        r = c.call_tool("progress", {"steps": 3}, progress=on_progress)
+        assert r.text == "done"
+        deadline = time.monotonic() + 5
+        while len(seen) < 3 and time.monotonic() < deadline:
+            time.sleep(0.01)
+    assert [s[:3] for s in seen] == [(1, 3, "step 1"), (2, 3, "step 2"), (3, 3, "step 3")]
+    assert all(s[3] for s in seen)
+
+
+def test_progress_resets_the_timer_but_the_cap_holds():
+    with raw_client(timeouts=Timeouts(request=0.5, progress_cap=1.5)) as c:
+        # 6 steps x 0.3 s = 1.8 s in all: each gap < 0.5 s, so progress keeps it alive ...
+        r = c.call_tool("progress", {"steps": 4, "delay": 0.3}, progress=lambda *a: None)
+        assert r.text == "done"
+        # ... but a call longer than the hard cap still times out
+        with pytest.raises(RequestTimeout):
+            c.call_tool("progress", {"steps": 8, "delay": 0.3}, progress=lambda *a: None)
+
+
+def test_close_reaps_the_child_and_leaves_no_threads():
+    c = raw_client()
+    c.connect()
+    transport = c._conn.transport
+    pid = transport.pid
+    c.close()
+    c.close()  # idempotent
+    assert transport.returncode is not None
+    import os
+
+    with pytest.raises(ChildProcessError):
+        os.waitpid(pid, os.WNOHANG)  # already reaped: no zombie
+    mine = (f"mcpsync-reader-{c.name}", f"mcpsync-stderr-{c.name}", f"mcpsync-{c.name}-")
+    deadline = time.monotonic() + 5
+    while any(t.name.startswith(mine) for t in _threads_named("mcpsync-")) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not [t.name for t in _threads_named("mcpsync-") if t.name.startswith(mine)]
+
+
+def test_calls_after_close_fail_fast():
+    c = raw_client()
+    c.connect()
+    c.close()
+    with pytest.raises(ConnectionClosed):
+        c.call_tool("echo", {"message": "x"})

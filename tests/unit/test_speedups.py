@@ -1,0 +1,174 @@
+"""Framing and TTL cache, over both implementations (compiled and pure Python)."""
+
+from __future__ import annotations
+
+import os
+import threading
+
+import pytest
+
+import mcpsync._speedups as speedups
+from mcpsync._speedups import _pyspeedups
+
+try:
+    from mcpsync._speedups import _cspeedups
+except ImportError:  # the test below fails loudly in that case
+    _cspeedups = None
+
+IMPLS = [pytest.param(_cspeedups, id="c-extension"), pytest.param(_pyspeedups, id="pure-python")]
+
+
+@pytest.fixture(params=IMPLS)
+def impl(request):
+    if request.param is None:
+        pytest.fail("the compiled _cspeedups module did not load (build with Cython, or see setup.py)")
+    return request.param
+
+
+def test_compiled_module_is_loaded_and_active():
+    if os.environ.get("MCPSYNC_NO_EXTENSIONS"):
+        pytest.skip("pure Python asked for explicitly")
+    assert _cspeedups is not None, "the Cython extension was not built"
+    assert _cspeedups.__file__.endswith((".so", ".pyd")), _cspeedups.__file__
+    assert speedups.IMPLEMENTATION == "c-extension"
+    assert speedups.LineFramer is _cspeedups.LineFramer
+
+
+class FakeClock:
+    def __init__(self):
+        self.now = 100.0
+
+    def __call__(self):
+        return self.now
+
+
+# ------------------------------------------------------------------ framing
+
+
+def test_framing_whole_and_several_per_chunk(impl):
+    f = impl.LineFramer()
+    assert f.feed(b'{"a":1}\n{"b":2}\n{"c"') == [b'{"a":1}', b'{"b":2}']
+    assert f.buffered == 4
+    assert f.feed(b":3}\n") == [b'{"c":3}']
+    assert f.buffered == 0
+
+
+def test_framing_partial_chunks_byte_by_byte(impl):
+    f = impl.LineFramer()
+    msg = b'{"jsonrpc":"2.0","id":1,"result":{}}\n'
+    out = []
+    for i in range(len(msg)):
+        out += f.feed(msg[i : i + 1])
+    assert out == [msg[:-1]]
+
+
+def test_framing_crlf_and_blank_lines(impl):
+    f = impl.LineFramer()
+    assert f.feed(b'{"a":1}\r\n\r\n\n  \n{"b":2}\r') == [b'{"a":1}']
+    assert f.feed(b"\n") == [b'{"b":2}']
+    # a CR split from its LF across chunks
+    assert f.feed(b'{"c":3}\r') == []
+    assert f.feed(b'\n') == [b'{"c":3}']
+
+
+def test_framing_oversized_message_is_dropped_and_stream_recovers(impl):
+    f = impl.LineFramer(max_size=100)
+    assert f.feed(b'{"ok":1}\n{"id":7,"x":"') == [b'{"ok":1}']
+    f.feed(b"y" * 150)  # over the limit: discarded as it arrives
+    assert f.buffered == 0
+    with pytest.raises(impl.FrameTooLarge) as info:
+        f.feed(b'y"}\n{"next":2}\n')
+    err = info.value
+    assert err.limit == 100 and err.size > 100
+    assert err.head.startswith(b'{"id":7')
+    assert err.tail.endswith(b'y"}')
+    assert f.pop() == [b'{"next":2}']
+    assert f.feed(b'{"after":3}\n') == [b'{"after":3}']
+
+
+def test_framing_oversized_in_one_chunk_keeps_neighbours(impl):
+    f = impl.LineFramer(max_size=10)
+    with pytest.raises(impl.FrameTooLarge):
+        f.feed(b'{"a":1}\n' + b"z" * 50 + b'\n{"b":2}\n')
+    assert f.pop() == [b'{"a":1}', b'{"b":2}']
+
+
+def test_framing_memory_stays_bounded(impl):
+    f = impl.LineFramer(max_size=1000)
+    for _ in range(100):
+        f.feed(b"q" * 10_000)
+    assert f.buffered == 0
+    with pytest.raises(impl.FrameTooLarge) as info:
+        f.feed(b"\n")
+    assert info.value.size == 1_000_000
+
+
+def test_framing_rejects_bad_limit(impl):
+    with pytest.raises(ValueError):
+        impl.LineFramer(max_size=0)
+
+
+# ------------------------------------------------------------------ TTL cache
+
+
+def test_cache_get_set_expire(impl):
+    clock = FakeClock()
+    c = impl.TTLCache(ttl=10, clock=clock)
+    assert c.get("k") is None
+    c.set("k", "v")
+    assert c.get("k") == "v" and "k" in c and len(c) == 1
+    clock.now += 9.99
+    assert c.get("k") == "v"
+    clock.now += 0.02
+    assert c.get("k", "gone") == "gone"
+    assert "k" not in c
+    assert (c.hits, c.misses) == (2, 2)
+
+
+def test_cache_per_entry_ttl_and_no_expiry(impl):
+    clock = FakeClock()
+    c = impl.TTLCache(ttl=None, clock=clock)
+    c.set("forever", 1)
+    c.set("short", 2, ttl=1)
+    clock.now += 1e6
+    assert c.get("forever") == 1
+    assert c.get("short") is None
+
+
+def test_cache_invalidate(impl):
+    c = impl.TTLCache(ttl=60)
+    c.set("a", 1)
+    c.set("b", 2)
+    assert c.invalidate("a") == 1
+    assert c.invalidate("a") == 0
+    assert c.get("a") is None and c.get("b") == 2
+    assert c.invalidate() == 1
+    assert len(c) == 0
+    assert c.stats()["size"] == 0
+
+
+def test_cache_maxsize_evicts_oldest(impl):
+    c = impl.TTLCache(ttl=None, maxsize=3)
+    for k in "abcd":
+        c.set(k, k)
+    assert c.get("a") is None
+    assert [c.get(k) for k in "bcd"] == ["b", "c", "d"]
+
+
+def test_cache_thread_safe_counters(impl):
+    c = impl.TTLCache(ttl=60, maxsize=64)
+    n_threads, n_ops = 8, 2000
+
+    def work(t):
+        for i in range(n_ops):
+            key = (t * 7 + i) % 100
+            if c.get(key) is None:
+                c.set(key, i)
+
+    threads = [threading.Thread(target=work, args=(t,)) for t in range(n_threads)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert c.hits + c.misses == n_threads * n_ops
+    assert len(c) <= 64
