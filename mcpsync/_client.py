@@ -42,6 +42,7 @@ from ._messages import (
     Tool,
     decode_result,
 )
+from ._protocol import ProtocolMixin
 from ._policies import BreakerPolicy, PoolLimits, RetryPolicy, Timeouts
 from ._worker import Worker
 from .transports._base import Transport
@@ -120,7 +121,7 @@ class _Connection:
             log.debug("closing %s failed", self.key, exc_info=True)
 
 
-class Client:
+class Client(ProtocolMixin):
     """A blocking, thread-safe MCP client for one server.
 
     Every public method blocks until it has a result or raises one of the errors of
@@ -365,17 +366,6 @@ class Client:
 
     # ------------------------------------------------------------------ handshake
 
-    def client_capabilities(self) -> dict[str, Any]:
-        """Capabilities declared to the server: only those whose handler was given."""
-        caps: dict[str, Any] = {}
-        if self.sampling_handler is not None:
-            caps["sampling"] = {}
-        if self.elicitation_handler is not None:
-            caps["elicitation"] = {"form": {}, "url": {}}
-        if self.roots is not None:
-            caps["roots"] = {"listChanged": True}
-        return caps
-
     def _modern_meta(self, version: str) -> dict[str, Any]:
         meta: dict[str, Any] = {
             _META_VERSION: version,
@@ -519,13 +509,10 @@ class Client:
                     raise
                 continue
             result = decode_result(method, raw)
-            rt = getattr(result, "result_type", None) if not isinstance(result, dict) else result.get("resultType")
-            if rt not in (None, "complete"):
-                raise ProtocolError(
-                    f"{self.name} answered {method} with resultType {rt!r}, which this client cannot handle",
-                    code=-32600,
-                )
-            return result
+            rt = result.get("resultType") if isinstance(result, dict) else getattr(result, "result_type", None)
+            if rt is None or rt == "complete":
+                return result
+            return self._incomplete_result(method, params, raw, rt, timeout=t, progress=progress)
         raise UnsupportedProtocolVersion(f"{self.name}: no mutually supported protocol version", code=-32022)
 
     def _renegotiate(self, conn: _Connection, exc: UnsupportedProtocolVersion) -> bool:
@@ -607,55 +594,12 @@ class Client:
             self._notification_handlers.setdefault(method, []).append(handler)
 
     def _on_notification(self, method: str, params: Mapping[str, Any] | None) -> None:
-        if method == "notifications/message":
-            self._log_message(params or {})
+        self._protocol_notification(method, params)
         for handler in list(self._notification_handlers.get(method, ())):
             try:
                 handler(params)
             except Exception:
                 log.exception("handler for %s raised", method)
-
-    def _log_message(self, params: Mapping[str, Any]) -> None:
-        if self.logging_handler is not None:
-            self.logging_handler(params)
-            return
-        level = {
-            "debug": logging.DEBUG,
-            "info": logging.INFO,
-            "notice": logging.INFO,
-            "warning": logging.WARNING,
-            "error": logging.ERROR,
-            "critical": logging.CRITICAL,
-            "alert": logging.CRITICAL,
-            "emergency": logging.CRITICAL,
-        }.get(str(params.get("level", "info")), logging.INFO)
-        self._server_logger.log(level, "%s", params.get("data"))
-
-    def _on_request(self, method: str, params: Mapping[str, Any] | None) -> Any:
-        params = params or {}
-        if method == "ping":
-            return {}
-        if method == "roots/list":
-            if self.roots is None:
-                raise RemoteError("this client declared no roots capability", code=METHOD_NOT_FOUND)
-            roots = self.roots() if callable(self.roots) else self.roots
-            return {"roots": [dict(r) for r in roots]}
-        if method == "sampling/createMessage":
-            if self.sampling_handler is None:
-                raise RemoteError("this client declared no sampling capability", code=METHOD_NOT_FOUND)
-            return _plain(self.sampling_handler(params))
-        if method == "elicitation/create":
-            if self.elicitation_handler is None:
-                raise RemoteError("this client declared no elicitation capability", code=METHOD_NOT_FOUND)
-            return _plain(self.elicitation_handler(params))
-        raise RemoteError(f"method not supported by this client: {method}", code=METHOD_NOT_FOUND)
-
-
-def _plain(obj: Any) -> Any:
-    if isinstance(obj, msgspec.Struct):
-        return msgspec.to_builtins(obj)
-    return obj
-
 
 def _supported_from(data: Any) -> list[str]:
     if isinstance(data, Mapping):

@@ -1,0 +1,126 @@
+"""stdio: mcpsync next to the official SDK client and the raw pipe limit, same server.
+
+Each group's table row "ratio" is the median relative to the raw limit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+import threading
+
+import orjson
+import pytest
+
+from benchmarks.conftest import FAST_SERVER
+
+THREADS = 16
+PER_THREAD = 50
+
+
+@pytest.mark.benchmark(group="stdio-roundtrip")
+def test_roundtrip_raw_pipe(benchmark, raw_pipe):
+    benchmark(raw_pipe.call)
+
+
+@pytest.mark.benchmark(group="stdio-roundtrip")
+def test_roundtrip_mcpsync(benchmark, ours):
+    r = benchmark(ours.call_tool, "echo", {"message": "hi"})
+    assert r.text == "hi"
+
+
+@pytest.mark.benchmark(group="stdio-roundtrip")
+def test_roundtrip_sdk_run_until_complete(benchmark, sdk_client):
+    r = benchmark(sdk_client.call)
+    assert r.content[0].text == "hi"
+
+
+@pytest.mark.benchmark(group="stdio-16-threads")
+def test_throughput_mcpsync_16_threads(benchmark, ours):
+    """One round = 16 threads x 50 calls on one shared Client."""
+
+    def round_():
+        errors = []
+
+        def work(t):
+            for i in range(PER_THREAD):
+                m = f"{t}-{i}"
+                if ours.call_tool("echo", {"message": m}).text != m:
+                    errors.append(m)
+
+        ts = [threading.Thread(target=work, args=(t,)) for t in range(THREADS)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        assert not errors
+
+    benchmark.pedantic(round_, rounds=10, iterations=1, warmup_rounds=1)
+    benchmark.extra_info["calls_per_round"] = THREADS * PER_THREAD
+
+
+@pytest.mark.benchmark(group="stdio-16-threads")
+def test_throughput_sdk_16_tasks(benchmark, sdk_client):
+    """One round = 16 concurrent tasks x 50 calls on one ClientSession."""
+
+    async def work(t):
+        for i in range(PER_THREAD):
+            m = f"{t}-{i}"
+            r = await sdk_client.session.call_tool("echo", {"message": m})
+            assert r.content[0].text == m
+
+    async def all_():
+        await asyncio.gather(*(work(t) for t in range(THREADS)))
+
+    benchmark.pedantic(lambda: sdk_client.run(all_()), rounds=10, iterations=1, warmup_rounds=1)
+    benchmark.extra_info["calls_per_round"] = THREADS * PER_THREAD
+
+
+def _tools_list_json() -> bytes:
+    from benchmarks.servers.fast_server import TOOLS
+
+    return orjson.dumps({"tools": TOOLS})
+
+
+@pytest.mark.benchmark(group="codec-tools-list-50")
+def test_decode_tools_list_raw_orjson(benchmark):
+    data = _tools_list_json()
+    benchmark(orjson.loads, data)
+
+
+@pytest.mark.benchmark(group="codec-tools-list-50")
+def test_decode_tools_list_mcpsync_msgspec(benchmark):
+    from mcpsync._messages import decode_result
+
+    data = _tools_list_json()
+    r = benchmark(decode_result, "tools/list", data)
+    assert len(r.tools) == 50
+
+
+@pytest.mark.benchmark(group="codec-tools-list-50")
+def test_decode_tools_list_sdk_pydantic(benchmark):
+    from mcp.types import ListToolsResult
+
+    data = _tools_list_json()
+    r = benchmark(ListToolsResult.model_validate_json, data)
+    assert len(r.tools) == 50
+
+
+def _import_time(module: str) -> None:
+    subprocess.run([sys.executable, "-c", f"import {module}"], check=True)
+
+
+@pytest.mark.benchmark(group="import")
+def test_import_raw_python(benchmark):
+    benchmark.pedantic(_import_time, args=("sys",), rounds=5, iterations=1)
+
+
+@pytest.mark.benchmark(group="import")
+def test_import_mcpsync(benchmark):
+    benchmark.pedantic(_import_time, args=("mcpsync",), rounds=5, iterations=1)
+
+
+@pytest.mark.benchmark(group="import")
+def test_import_sdk_client(benchmark):
+    benchmark.pedantic(_import_time, args=("mcp.client.session",), rounds=5, iterations=1)

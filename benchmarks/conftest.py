@@ -1,0 +1,125 @@
+"""Benchmark helpers: the peers every suite compares against, and a ratio report.
+
+Run: ``taskset -c 0 python -m pytest benchmarks --benchmark-enable -p no:randomly``
+(pinning client and server to one CPU keeps cross-CPU wake-ups out of the numbers).
+At the end a table gives, per group, each benchmark's median and its ratio to the
+group's baseline (the benchmark whose name contains ``raw``, else the fastest).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import subprocess
+import sys
+from pathlib import Path
+
+import orjson
+import pytest
+
+HERE = Path(__file__).resolve().parent
+FAST_SERVER = [sys.executable, str(HERE / "servers" / "fast_server.py")]
+
+
+class RawPipe:
+    """The raw limit: a blocking orjson write / readline loop against the same server."""
+
+    def __init__(self, argv: list[str]) -> None:
+        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0)
+        self.w = self.proc.stdin
+        self.r = open(self.proc.stdout.fileno(), "rb", closefd=False)  # buffered reader for readline
+        self.i = 0
+        self.request("initialize", {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}})
+        self.w.write(b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n')
+
+    def request(self, method: str, params: dict) -> dict:
+        self.i += 1
+        self.w.write(orjson.dumps({"jsonrpc": "2.0", "id": self.i, "method": method, "params": params}) + b"\n")
+        return orjson.loads(self.r.readline())
+
+    def call(self, message: str = "hi") -> dict:
+        return self.request("tools/call", {"name": "echo", "arguments": {"message": message}})
+
+    def close(self) -> None:
+        self.w.close()
+        self.proc.wait(5)
+
+
+class SdkClient:
+    """The official SDK's ClientSession over stdio, driven from sync code by one event loop."""
+
+    def __init__(self, argv: list[str]) -> None:
+        from mcp.client.session import ClientSession
+        from mcp.client.stdio import StdioServerParameters, stdio_client
+
+        self.loop = asyncio.new_event_loop()
+        self.stack = contextlib.AsyncExitStack()
+
+        async def start():
+            read, write = await self.stack.enter_async_context(
+                stdio_client(StdioServerParameters(command=argv[0], args=argv[1:]))
+            )
+            session = await self.stack.enter_async_context(ClientSession(read, write))
+            await session.initialize()
+            return session
+
+        self.session = self.loop.run_until_complete(start())
+
+    def run(self, coro):
+        return self.loop.run_until_complete(coro)
+
+    def call(self, message: str = "hi"):
+        return self.run(self.session.call_tool("echo", {"message": message}))
+
+    def close(self) -> None:
+        try:
+            self.run(self.stack.aclose())
+        except RuntimeError:
+            pass  # anyio refuses to exit its cancel scope from run_until_complete's task
+        self.loop.close()
+
+
+@pytest.fixture(scope="session")
+def raw_pipe():
+    p = RawPipe(FAST_SERVER)
+    yield p
+    p.close()
+
+
+@pytest.fixture(scope="session")
+def sdk_client():
+    c = SdkClient(FAST_SERVER)
+    yield c
+    c.close()
+
+
+@pytest.fixture(scope="session")
+def ours():
+    from mcpsync import Client
+
+    with Client.stdio(FAST_SERVER[0], FAST_SERVER[1:]) as c:
+        c.call_tool("echo", {"message": "warm"})
+        yield c
+
+
+def _median(meta) -> float | None:
+    stats = getattr(meta, "stats", None)
+    return getattr(stats, "median", None) if stats is not None else None
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    session = getattr(config, "_benchmarksession", None)
+    if session is None or getattr(session, "disabled", True) or not session.benchmarks:
+        return
+    groups: dict[str, list] = {}
+    for b in session.benchmarks:
+        if _median(b) is not None:
+            groups.setdefault(b.group or "-", []).append(b)
+    tr = terminalreporter
+    tr.section("ratios (median; baseline = the 'raw' benchmark, else the fastest)")
+    for group, items in sorted(groups.items()):
+        base = next((b for b in items if "raw" in b.name), min(items, key=_median))
+        tr.write_line(f"[{group}]")
+        for b in sorted(items, key=_median):
+            m = _median(b)
+            tr.write_line(f"  {b.name:<52} {m * 1e6:12.1f} us   x{m / _median(base):6.2f}")
