@@ -13,7 +13,7 @@ import logging
 import os
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterable, Literal, Mapping, Sequence, Union
 
 import msgspec
@@ -30,6 +30,7 @@ from ._errors import (
     ProtocolError,
     RemoteError,
     RequestTimeout,
+    ServerUnavailable,
     UnsupportedProtocolVersion,
 )
 from ._messages import (
@@ -42,8 +43,10 @@ from ._messages import (
     Tool,
     decode_result,
 )
+from ._guard import BreakerState, Guard, ReconnectSchedule, Recorder, tool_is_retry_safe
+from ._policies import BreakerPolicy, PoolLimits, ReconnectPolicy, RetryPolicy, Timeouts
+from ._pool import ConnectionPool
 from ._protocol import ProtocolMixin
-from ._policies import BreakerPolicy, PoolLimits, RetryPolicy, Timeouts
 from ._worker import Worker
 from .transports._base import Transport
 
@@ -79,6 +82,21 @@ _ERA_LOCK = threading.Lock()
 
 _MAX_PAGES = 10_000
 
+#: Requests without side effects: retried after any transient failure.
+_SAFE_METHODS = frozenset(
+    {
+        "ping",
+        "server/discover",
+        "tools/list",
+        "resources/list",
+        "resources/templates/list",
+        "resources/read",
+        "prompts/list",
+        "prompts/get",
+        "completion/complete",
+    }
+)
+
 
 def _version() -> str:
     try:
@@ -112,6 +130,13 @@ class _Connection:
         self.meta: dict[str, Any] | None = None  # modern per-request _meta
 
     def alive(self) -> bool:
+        ch = self.channel
+        if isinstance(ch, Dispatcher):  # cheap: no syscall; the reader notices a dead peer
+            return ch._dead is None and not ch._closed
+        return bool(ch.alive())
+
+    def healthy(self) -> bool:
+        """A thorough check (process running, socket open), for keepalive rounds."""
         return bool(self.channel.alive())
 
     def close(self) -> None:
@@ -170,6 +195,10 @@ class Client(ProtocolMixin):
         log_level: str | None = None,
         client_info: Mapping[str, Any] | None = None,
         name: str | None = None,
+        reconnect: ReconnectPolicy = ReconnectPolicy.DEFAULT,
+        record: Recorder | None = None,
+        on_breaker_change: Callable[[BreakerState, BreakerState], None] | None = None,
+        on_unavailable: Callable[[ServerUnavailable], None] | None = None,
     ) -> None:
         if mode not in ("auto", "modern", "legacy"):
             raise ValueError(f"mode must be 'auto', 'modern' or 'legacy', not {mode!r}")
@@ -184,6 +213,7 @@ class Client(ProtocolMixin):
                 return single
 
             self._factory: TransportFactory = factory
+            pool = PoolLimits.SINGLE
         elif callable(transport):
             self._factory = transport
         else:
@@ -201,13 +231,28 @@ class Client(ProtocolMixin):
         self.client_info = dict(client_info or {"name": "mcpsync", "version": _version()})
         self.name = name or "server"
         self._lock = threading.Lock()
-        self._connect_lock = threading.Lock()
-        self._conn: _Connection | None = None
         self._closed = False
+        self._primary: _Connection | None = None
+        self._ever_connected = False
         self._worker = Worker(f"mcpsync-{self.name}")
         self._notification_handlers: dict[str, list[Callable[[Mapping[str, Any] | None], None]]] = {}
         self._server_logger = logging.getLogger(f"mcpsync.server.{self.name}")
         self._pid = os.getpid()
+        self._tools: dict[str, Tool] = {}
+        self._reconnect = ReconnectSchedule(reconnect, name=self.name, on_unavailable=on_unavailable)
+        self._guard = Guard(self.name, retry=retry, breaker=breaker, reconnect=self._reconnect, record=record)
+        if on_breaker_change is not None:
+            self._guard.breaker.add_listener(on_breaker_change)
+        self._pool: ConnectionPool[_Connection] = ConnectionPool(
+            self._open_pooled,
+            replace(pool, idle=min(pool.idle, timeouts.idle)),
+            address=self.name,
+            keepalive=self._keepalive,
+            keepalive_interval=timeouts.keepalive,
+            default_timeout=timeouts.request,
+            connect_retries=0,  # _open retries the connect once itself
+            maintenance_interval=min(timeouts.keepalive, timeouts.idle) / 4,
+        )
 
     # ------------------------------------------------------------------ constructors
 
@@ -254,17 +299,16 @@ class Client(ProtocolMixin):
 
     def connect(self) -> ServerSession:
         """Open the connection now (otherwise it opens on first use)."""
-        return self._connection().session  # type: ignore[return-value]
+        return self._primary_connection().session  # type: ignore[return-value]
 
     def close(self) -> None:
-        """Close the connection and stop the client's threads. Idempotent."""
+        """Close every connection and stop the client's threads. Idempotent."""
         with self._lock:
             if self._closed:
                 return
             self._closed = True
-            conn, self._conn = self._conn, None
-        if conn is not None:
-            conn.close()
+            self._primary = None
+        self._pool.close()
         self._worker.close()
 
     @property
@@ -274,7 +318,7 @@ class Client(ProtocolMixin):
     @property
     def session(self) -> ServerSession:
         """Facts about the server (era, version, capabilities); connects if needed."""
-        return self._connection().session  # type: ignore[return-value]
+        return self._primary_connection().session  # type: ignore[return-value]
 
     @property
     def era(self) -> str:
@@ -292,32 +336,76 @@ class Client(ProtocolMixin):
     def capabilities(self) -> ServerCapabilities:
         return self.session.capabilities
 
+    @property
+    def breaker_state(self) -> BreakerState:
+        """The circuit breaker's state (CLOSED, OPEN or HALF_OPEN)."""
+        return self._guard.breaker.state
+
+    @property
+    def unavailable(self) -> bool:
+        """True once reconnection gave up; calls raise ServerUnavailable until :meth:`reconnect`."""
+        return self._reconnect.unavailable
+
+    def reconnect(self) -> None:
+        """Clear the unavailable mark and the breaker; the next call connects afresh."""
+        self._reconnect.reset()
+        self._guard.breaker.reset()
+
+    def pool_stats(self) -> Any:
+        """Counters of the connection pool (created, closed, borrowed, returned, in use)."""
+        return self._pool.stats()
+
     # ------------------------------------------------------------------ connection
 
-    def _connection(self) -> _Connection:
-        conn = self._conn
-        if conn is not None and conn.alive() and self._pid == os.getpid():
+    def _check_usable(self) -> None:
+        if self._closed:
+            raise ConnectionClosed(f"client for {self.name} is closed")
+        if self._pid != os.getpid():
+            # forked: the pool forgets the parent's connections by itself; the
+            # worker's threads did not survive the fork
+            self._pid = os.getpid()
+            self._worker = Worker(f"mcpsync-{self.name}")
+            self._primary = None
+
+    def _primary_connection(self) -> _Connection:
+        """The connection that carries session-scoped state (subscriptions, listens).
+
+        It is one of the pool's connections (the first one opened); when it dies or is
+        reclaimed, the next use picks another and the session state is restored on it.
+        """
+        self._check_usable()
+        conn = self._primary
+        if conn is not None and conn.alive():
             return conn
-        with self._connect_lock:
-            if self._closed:
-                raise ConnectionClosed(f"client for {self.name} is closed")
-            conn = self._conn
-            if self._pid != os.getpid():
-                # forked: never share the parent's pipes and threads
-                self._pid = os.getpid()
-                self._worker = Worker(f"mcpsync-{self.name}")
-                conn = self._conn = None
-            if conn is not None and conn.alive():
-                return conn
-            if conn is not None:
-                conn.close()
+        lease = self._guard.call(lambda: self._pool.borrow(), safe_to_retry=True)
+        new = lease.connection
+        lease.release()
+        with self._lock:
+            old, self._primary = self._primary, new
+        if old is not None and old is not new:
+            self._primary_replaced(new)
+        return new
+
+    def _primary_replaced(self, conn: _Connection) -> None:
+        """Hook: the session-scoped connection was replaced (restore subscriptions)."""
+        restore = getattr(self, "_restore_session_state", None)
+        if restore is not None:
+            self._worker.submit(restore)
+
+    def _open_pooled(self) -> _Connection:
+        """The pool's factory: a first connect tries once (retried once); after a
+        connection was lost, reconnection follows the backoff schedule."""
+        if not self._ever_connected:
             conn = self._open()
-            with self._lock:
-                if self._closed:
-                    conn.close()
-                    raise ConnectionClosed(f"client for {self.name} is closed")
-                self._conn = conn
+            self._ever_connected = True
             return conn
+        return self._reconnect.run(self._open)
+
+    def _keepalive(self, conn: _Connection) -> None:
+        if not conn.healthy():
+            raise ConnectionClosed(f"connection to {self.name} died")
+        if conn.meta is None and conn.session is not None:  # the legacy era has ping
+            conn.channel.request("ping", None, self.timeouts.request)
 
     def _open(self) -> _Connection:
         """Start a connection and handshake, retried once with a fresh transport."""
@@ -486,15 +574,37 @@ class Client(ProtocolMixin):
         *,
         timeout: float | None = None,
         progress: ProgressCallback | None = None,
+        safe_to_retry: bool | None = None,
+        tool: str | None = None,
     ) -> Any:
         """Send any request and return its decoded result (typed where mcpsync has a type).
 
-        In the modern era the per-request ``_meta`` (protocol version, capabilities,
-        client info) is added, and an unsupported-version error is answered by one
-        retry with a version the server supports.
+        The call borrows a pooled connection, runs under the server's circuit breaker and
+        is retried per the retry policy (requests without side effects always; others
+        only when ``safe_to_retry`` or when the attempt never left the client). In the
+        modern era the per-request ``_meta`` (protocol version, capabilities, client
+        info) is added, and an unsupported-version error is answered by one retry with a
+        version the server supports.
         """
-        conn = self._connection()
+        self._check_usable()
         t = self.timeouts.request if timeout is None else timeout
+        safe = (method in _SAFE_METHODS) if safe_to_retry is None else safe_to_retry
+        return self._guard.call(lambda: self._attempt(method, params, t, progress), safe_to_retry=safe, tool=tool)
+
+    def _attempt(self, method: str, params: Mapping[str, Any] | None, t: float, progress: ProgressCallback | None) -> Any:
+        lease = self._pool.borrow()
+        conn = lease.connection
+        try:
+            result = self._request_on(conn, method, params, t, progress)
+        except BaseException:
+            lease.release(broken=not conn.alive())
+            raise
+        lease.release()
+        return result
+
+    def _request_on(
+        self, conn: _Connection, method: str, params: Mapping[str, Any] | None, t: float, progress: ProgressCallback | None
+    ) -> Any:
         for _ in range(2):
             sent = params
             if conn.meta is not None:
@@ -529,15 +639,14 @@ class Client(ProtocolMixin):
         return True
 
     def notify(self, method: str, params: Mapping[str, Any] | None = None) -> None:
-        """Send a notification to the server."""
-        self._connection().channel.notify(method, params)
+        """Send a notification to the server (on the session-scoped connection)."""
+        self._primary_connection().channel.notify(method, params)
 
     # ------------------------------------------------------------------ MCP methods
 
     def ping(self, *, timeout: float | None = None) -> None:
         """Check the server answers. Modern servers have no ``ping``; ``server/discover`` stands in."""
-        conn = self._connection()
-        if conn.meta is not None:
+        if self.session.era == "modern":
             self.request("server/discover", None, timeout=timeout)
         else:
             self.request("ping", None, timeout=timeout)
@@ -550,6 +659,7 @@ class Client(ProtocolMixin):
         for _ in range(_MAX_PAGES):
             page: ListToolsResult = self.request("tools/list", {"cursor": cursor} if cursor else None, timeout=timeout)
             tools.extend(page.tools)
+            self._tools.update((tool.name, tool) for tool in page.tools)
             cursor = page.next_cursor
             if not cursor:
                 return tools
@@ -566,6 +676,7 @@ class Client(ProtocolMixin):
         timeout: float | None = None,
         progress: ProgressCallback | None = None,
         meta: Mapping[str, Any] | None = None,
+        retry_safe: bool = False,
     ) -> CallToolResult:
         """Call a tool and return its result.
 
@@ -577,6 +688,8 @@ class Client(ProtocolMixin):
             progress: ``progress(progress, total, message)`` for progress notifications;
                 each one resets the timer, up to ``timeouts.progress_cap``.
             meta: extra ``_meta`` for the request.
+            retry_safe: allow retrying after the request may have reached the server
+                (tools annotated ``readOnlyHint`` or ``idempotentHint`` are retried anyway).
 
         Returns:
             The result; ``result.is_error`` is True when the tool itself failed.
@@ -584,7 +697,14 @@ class Client(ProtocolMixin):
         params: dict[str, Any] = {"name": name, "arguments": dict(arguments) if arguments else {}}
         if meta:
             params["_meta"] = dict(meta)
-        return self.request("tools/call", params, timeout=timeout, progress=progress)  # type: ignore[no-any-return]
+        return self.request(  # type: ignore[no-any-return]
+            "tools/call",
+            params,
+            timeout=timeout,
+            progress=progress,
+            tool=name,
+            safe_to_retry=retry_safe or tool_is_retry_safe(self._tools.get(name)),
+        )
 
     # ------------------------------------------------------------------ incoming
 

@@ -215,3 +215,447 @@ def error_from_code(
         elif method == "tools/call" and ("not found" in low or "unknown tool" in low):
             cls = ToolNotFound
     return cls(message, code=code, data=data)
+
+
+# ---------------------------------------------------------------------------------------
+# Resilience additions (issue 7): pool errors, error classification, and the mapping of
+# HTTP statuses, gRPC statuses and lower-layer exceptions onto the tree above.
+# ---------------------------------------------------------------------------------------
+
+class PoolTimeout(NetworkError):
+    """No pooled connection became free within the pool's borrow timeout.
+
+    The request never left the client, so it is always safe to retry.
+    """
+
+
+class PoolClosed(ConnectionClosed):
+    """The connection pool was closed; no connection can be borrowed from it."""
+
+
+__all__ += [
+    "PoolTimeout",
+    "PoolClosed",
+    "NOT_SENT_ERRORS",
+    "NON_TRANSIENT_CODES",
+    "attach_fields",
+    "may_have_reached_server",
+    "is_server_error",
+    "is_transient",
+    "counts_as_breaker_failure",
+    "HTTP_STATUS_TABLE",
+    "GRPC_STATUS_TABLE",
+    "EXCEPTION_TABLE",
+    "error_from_http_status",
+    "error_from_grpc_status",
+    "error_from_exception",
+]
+
+#: Errors raised before the request was written anywhere: retrying them can never
+#: duplicate a side effect. An instance attribute ``sent`` (bool) overrides this.
+NOT_SENT_ERRORS: tuple[type[MCPError], ...] = (ConnectError, CircuitOpen, ServerUnavailable, PoolTimeout, PoolClosed)
+
+#: Codes in the JSON-RPC server-error range (-32099..-32000) that are *not* transient
+#: server faults: they are MCP-defined answers that a retry would only repeat.
+NON_TRANSIENT_CODES: frozenset[int] = frozenset({RESOURCE_NOT_FOUND_OLD, UNSUPPORTED_VERSION, URL_ELICITATION_REQUIRED})
+
+
+def attach_fields(exc: BaseException, **fields: Any) -> BaseException:
+    """Set extra attributes on ``exc`` so that they survive pickling.
+
+    For an :class:`MCPError` the names join the ones ``__reduce__`` carries; for any
+    other exception they are plain attributes.
+
+    Example:
+        >>> err = attach_fields(ConnectionClosed("gone"), retry_history=(("ConnectionClosed", 0.0),))
+        >>> err.retry_history
+        (('ConnectionClosed', 0.0),)
+    """
+    for key, value in fields.items():
+        setattr(exc, key, value)
+    if isinstance(exc, MCPError):
+        exc._fields = tuple(dict.fromkeys((*exc._fields, *fields)))
+    return exc
+
+
+def may_have_reached_server(exc: BaseException) -> bool:
+    """Whether the failed attempt may have been seen by the server (side effects possible).
+
+    ``exc.sent`` (a bool set by the raiser) decides when present; otherwise the
+    :data:`NOT_SENT_ERRORS` classes are known never to have left the client.
+    """
+    sent = getattr(exc, "sent", None)
+    if isinstance(sent, bool):
+        return sent
+    return not isinstance(exc, NOT_SENT_ERRORS)
+
+
+def is_server_error(exc: BaseException) -> bool:
+    """A JSON-RPC error that reports a fault of the server (internal error, -32000..-32099)."""
+    if not isinstance(exc, RemoteError):
+        return False
+    if isinstance(exc, (ToolError, ResourceError, MethodNotFound, UnsupportedProtocolVersion)):
+        return False
+    code = getattr(exc, "code", None)
+    if not isinstance(code, int) or code in NON_TRANSIENT_CODES:
+        return False
+    return code == INTERNAL_ERROR or -32099 <= code <= -32000
+
+
+def is_transient(exc: BaseException) -> bool:
+    """A failure that another attempt may not repeat: transport errors and server faults.
+
+    Never transient: :class:`AuthError`, :class:`Cancelled`, :class:`ToolError` and the
+    other answers the server gave on purpose, :class:`ProtocolError`.
+    """
+    return isinstance(exc, NetworkError) or is_server_error(exc)
+
+
+def counts_as_breaker_failure(exc: BaseException) -> bool:
+    """Whether ``exc`` is evidence that the *server* is failing (the breaker counts it).
+
+    Counted: transport errors and timeouts (``NetworkError`` except the client's own
+    fail-fast errors ``CircuitOpen``, ``ServerUnavailable``, ``PoolTimeout``,
+    ``PoolClosed``), server faults (:func:`is_server_error`) and protocol garbage
+    (``ProtocolError`` except ``MessageTooLarge``). Not counted: ``isError`` tool results
+    (they are results, not exceptions), InvalidParams, ToolNotFound, AuthError, Cancelled.
+    """
+    if isinstance(exc, (CircuitOpen, ServerUnavailable, PoolTimeout, PoolClosed)):
+        return False
+    if isinstance(exc, NetworkError):
+        return True
+    if isinstance(exc, ProtocolError):
+        return not isinstance(exc, MessageTooLarge)
+    return is_server_error(exc)
+
+
+# --- HTTP ---------------------------------------------------------------------------
+
+#: HTTP status → exception class. Statuses not listed fall back by class: other 4xx →
+#: ProtocolError, other 5xx → NetworkError. Change it in place to map new statuses.
+HTTP_STATUS_TABLE: dict[int, type[MCPError]] = {
+    400: ProtocolError,  # malformed request, missing/invalid session header
+    401: AuthError,
+    403: PermissionDenied,
+    404: ConnectionClosed,  # Streamable HTTP: the session expired, start a new one
+    405: ProtocolError,  # method not allowed (e.g. no GET stream offered)
+    406: ProtocolError,
+    408: RequestTimeout,
+    409: ProtocolError,
+    413: MessageTooLarge,
+    415: ProtocolError,
+    422: ProtocolError,
+    429: NetworkError,  # rate limited: transient, retried with backoff
+    500: NetworkError,
+    502: NetworkError,
+    503: NetworkError,
+    504: RequestTimeout,
+}
+
+
+def _build(cls: type[MCPError], message: str, fields: dict[str, Any]) -> MCPError:
+    if issubclass(cls, RemoteError):
+        fields.setdefault("code", INVALID_PARAMS if issubclass(cls, InvalidParams) else INTERNAL_ERROR)
+    return cls(message, **fields)
+
+
+def _connect_phase(cls: type[MCPError]) -> tuple[type[MCPError], dict[str, Any]]:
+    """During connect, timeouts and dead pipes are connect failures."""
+    if issubclass(cls, RequestTimeout):
+        return ConnectError, {"timeout": True}
+    if issubclass(cls, (ConnectionClosed, NetworkError)) and not issubclass(cls, NOT_SENT_ERRORS):
+        return ConnectError, {"timeout": False}
+    return cls, {}
+
+
+def error_from_http_status(
+    status: int,
+    message: str = "",
+    *,
+    connecting: bool = False,
+    table: Mapping[int, type[MCPError]] | None = None,
+    **fields: Any,
+) -> MCPError:
+    """Build the typed exception for an HTTP error status (not raised).
+
+    Args:
+        status: the HTTP status code (>= 400).
+        message: text for the exception (default ``"HTTP <status>"``).
+        connecting: the status answered the connection attempt itself (handshake); a
+            timeout or gateway failure then becomes :class:`ConnectError`.
+        table: the status table (default :data:`HTTP_STATUS_TABLE`).
+        **fields: extra fields for the exception (e.g. ``retry_after``).
+
+    Returns:
+        The exception; it carries ``status``.
+
+    Example:
+        >>> type(error_from_http_status(401)).__name__, type(error_from_http_status(504)).__name__
+        ('AuthError', 'RequestTimeout')
+    """
+    cls = (table if table is not None else HTTP_STATUS_TABLE).get(status)
+    if cls is None:
+        cls = NetworkError if status >= 500 else ProtocolError
+    extra: dict[str, Any] = {}
+    if connecting:
+        cls, extra = _connect_phase(cls)
+    return _build(cls, message or f"HTTP {status}", {"status": status, **extra, **fields})
+
+
+# --- gRPC ---------------------------------------------------------------------------
+
+#: gRPC status name → exception class. The gRPC transport carries opaque JSON-RPC frames,
+#: so these are transport-level statuses, not tool errors.
+GRPC_STATUS_TABLE: dict[str, type[MCPError]] = {
+    "CANCELLED": Cancelled,
+    "UNKNOWN": NetworkError,
+    "INVALID_ARGUMENT": ProtocolError,
+    "DEADLINE_EXCEEDED": RequestTimeout,
+    "NOT_FOUND": ConnectError,  # no such service/method at that address
+    "ALREADY_EXISTS": ProtocolError,
+    "PERMISSION_DENIED": PermissionDenied,
+    "RESOURCE_EXHAUSTED": NetworkError,  # quota / flow control: transient
+    "FAILED_PRECONDITION": ProtocolError,
+    "ABORTED": ConnectionClosed,
+    "OUT_OF_RANGE": ProtocolError,
+    "UNIMPLEMENTED": ProtocolError,
+    "INTERNAL": NetworkError,
+    "UNAVAILABLE": ConnectionClosed,
+    "DATA_LOSS": ConnectionClosed,
+    "UNAUTHENTICATED": AuthError,
+}
+
+_GRPC_CODE_NAMES = (
+    "OK CANCELLED UNKNOWN INVALID_ARGUMENT DEADLINE_EXCEEDED NOT_FOUND ALREADY_EXISTS "
+    "PERMISSION_DENIED RESOURCE_EXHAUSTED FAILED_PRECONDITION ABORTED OUT_OF_RANGE "
+    "UNIMPLEMENTED INTERNAL UNAVAILABLE DATA_LOSS UNAUTHENTICATED"
+).split()
+
+
+def _grpc_name(status: Any) -> str:
+    name = getattr(status, "name", None)  # grpc.StatusCode
+    if isinstance(name, str):
+        return name
+    if isinstance(status, int) and 0 <= status < len(_GRPC_CODE_NAMES):
+        return _GRPC_CODE_NAMES[status]
+    return str(status).upper().removeprefix("STATUSCODE.")
+
+
+def error_from_grpc_status(
+    status: Any,
+    message: str = "",
+    *,
+    connecting: bool = False,
+    table: Mapping[str, type[MCPError]] | None = None,
+    **fields: Any,
+) -> MCPError:
+    """Build the typed exception for a gRPC status (not raised).
+
+    Args:
+        status: a ``grpc.StatusCode``, its name (``"UNAVAILABLE"``) or its number.
+        message: the status details.
+        connecting: the status ended the connection attempt (``UNAVAILABLE`` or
+            ``DEADLINE_EXCEEDED`` then mean :class:`ConnectError`).
+        table: the status table (default :data:`GRPC_STATUS_TABLE`).
+        **fields: extra fields for the exception.
+
+    Returns:
+        The exception; it carries ``status`` (the status name, as the gRPC transport's
+        own errors do).
+    """
+    name = _grpc_name(status)
+    cls = (table if table is not None else GRPC_STATUS_TABLE).get(name, NetworkError)
+    extra: dict[str, Any] = {}
+    if connecting:
+        cls, extra = _connect_phase(cls)
+    return _build(cls, message or f"gRPC {name}", {"status": name, **extra, **fields})
+
+
+# --- lower-layer exceptions ---------------------------------------------------------
+
+#: Exception class, by qualified name (``module.Class``; builtins without a module),
+#: → exception class. Looked up along the exception's MRO, so the most specific entry
+#: wins. The urllib3 trap: ``NewConnectionError`` (refused, unreachable) subclasses
+#: ``ConnectTimeoutError`` there; it is listed on its own so refused is never a timeout.
+EXCEPTION_TABLE: dict[str, type[MCPError]] = {
+    # Python
+    "TimeoutError": RequestTimeout,  # socket.timeout is the same class
+    "concurrent.futures._base.TimeoutError": RequestTimeout,  # Python 3.10
+    "asyncio.exceptions.TimeoutError": RequestTimeout,  # Python 3.10
+    "subprocess.TimeoutExpired": RequestTimeout,
+    "ConnectionRefusedError": ConnectError,
+    "ConnectionResetError": ConnectionClosed,
+    "ConnectionAbortedError": ConnectionClosed,
+    "BrokenPipeError": ConnectionClosed,
+    "ConnectionError": ConnectionClosed,
+    "EOFError": ConnectionClosed,
+    "socket.gaierror": ConnectError,
+    "socket.herror": ConnectError,
+    "ssl.SSLCertVerificationError": ConnectError,
+    "ssl.SSLError": ConnectError,
+    "FileNotFoundError": ConnectError,  # stdio: the command does not exist
+    "PermissionError": ConnectError,  # stdio: the command is not executable
+    "ChildProcessError": ConnectionClosed,
+    "OSError": NetworkError,
+    # urllib3
+    "urllib3.exceptions.NewConnectionError": ConnectError,
+    "urllib3.exceptions.NameResolutionError": ConnectError,
+    "urllib3.exceptions.ConnectTimeoutError": ConnectError,
+    "urllib3.exceptions.ReadTimeoutError": RequestTimeout,
+    "urllib3.exceptions.TimeoutError": RequestTimeout,
+    "urllib3.exceptions.ProtocolError": ConnectionClosed,
+    "urllib3.exceptions.SSLError": ConnectError,
+    "urllib3.exceptions.ProxyError": ConnectError,
+    "urllib3.exceptions.MaxRetryError": ConnectError,
+    "urllib3.exceptions.DecodeError": ProtocolError,
+    "urllib3.exceptions.HTTPError": NetworkError,
+    # requests
+    "requests.exceptions.ConnectTimeout": ConnectError,
+    "requests.exceptions.ReadTimeout": RequestTimeout,
+    "requests.exceptions.Timeout": RequestTimeout,
+    "requests.exceptions.SSLError": ConnectError,
+    "requests.exceptions.ProxyError": ConnectError,
+    "requests.exceptions.ChunkedEncodingError": ConnectionClosed,
+    "requests.exceptions.ContentDecodingError": ProtocolError,
+    "requests.exceptions.InvalidJSONError": ProtocolError,
+    "requests.exceptions.TooManyRedirects": ProtocolError,
+    "requests.exceptions.InvalidURL": ConnectError,
+    "requests.exceptions.InvalidSchema": ConnectError,
+    "requests.exceptions.MissingSchema": ConnectError,
+    "requests.exceptions.ConnectionError": ConnectError,
+    "requests.exceptions.RequestException": NetworkError,
+    # websocket-client
+    "websocket._exceptions.WebSocketTimeoutException": RequestTimeout,
+    "websocket._exceptions.WebSocketConnectionClosedException": ConnectionClosed,
+    "websocket._exceptions.WebSocketAddressException": ConnectError,
+    "websocket._exceptions.WebSocketProxyException": ConnectError,
+    "websocket._exceptions.WebSocketProtocolException": ProtocolError,
+    "websocket._exceptions.WebSocketPayloadException": ProtocolError,
+    "websocket._exceptions.WebSocketException": NetworkError,
+    # msgspec (a frame that is not JSON)
+    "msgspec.DecodeError": ProtocolError,
+    "msgspec.ValidationError": ProtocolError,
+}
+
+#: Classes whose own entry is a fallback: the exception they wrap (``reason``,
+#: ``args``, ``__cause__``) is mapped first when it has an entry of its own.
+_WRAPPERS = frozenset(
+    {
+        "urllib3.exceptions.MaxRetryError",
+        "urllib3.exceptions.ProtocolError",
+        "urllib3.exceptions.ProxyError",
+        "requests.exceptions.ConnectionError",
+        "requests.exceptions.RequestException",
+        "requests.exceptions.ProxyError",
+        "requests.exceptions.SSLError",
+    }
+)
+
+# Exceptions whose class says "timeout" on the connect path (a ConnectError from them
+# carries ``timeout=True``).
+_CONNECT_TIMEOUTS = frozenset(
+    {"urllib3.exceptions.ConnectTimeoutError", "requests.exceptions.ConnectTimeout"}
+)
+
+
+def _qualname(cls: type) -> str:
+    if cls.__module__ == "builtins":
+        return cls.__qualname__
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def _lookup(exc: BaseException, table: Mapping[str, type[MCPError]]) -> tuple[str, type[MCPError]] | None:
+    for cls in type(exc).__mro__:
+        name = _qualname(cls)
+        hit = table.get(name)
+        if hit is not None:
+            return name, hit
+    return None
+
+
+def _inner(exc: BaseException) -> list[BaseException]:
+    found: list[BaseException] = []
+    reason = getattr(exc, "reason", None)
+    if isinstance(reason, BaseException):
+        found.append(reason)
+    found.extend(a for a in exc.args if isinstance(a, BaseException))
+    if exc.__cause__ is not None:
+        found.append(exc.__cause__)
+    return found
+
+
+def _status_of(exc: BaseException) -> int | None:
+    response = getattr(exc, "response", None)  # requests.HTTPError
+    status = getattr(response, "status_code", None)
+    if status is None:
+        status = getattr(exc, "status_code", None)  # websocket WebSocketBadStatusException
+    return status if isinstance(status, int) and status >= 400 else None
+
+
+def _resolve(
+    exc: BaseException, table: Mapping[str, type[MCPError]], depth: int
+) -> tuple[type[MCPError], dict[str, Any]] | None:
+    hit = _lookup(exc, table)
+    if hit is not None and hit[0] in _WRAPPERS and depth < 4:
+        for inner in _inner(exc):
+            found = _resolve(inner, table, depth + 1)
+            if found is not None:
+                return found
+    if hit is None:
+        return None
+    name, cls = hit
+    if cls is ConnectError:
+        timeout = any(_qualname(c) in _CONNECT_TIMEOUTS for c in type(exc).__mro__) and not any(
+            _qualname(c) == "urllib3.exceptions.NewConnectionError" for c in type(exc).__mro__
+        )
+        return cls, {"timeout": timeout}
+    return cls, {}
+
+
+def error_from_exception(
+    exc: BaseException,
+    *,
+    connecting: bool = False,
+    table: Mapping[str, type[MCPError]] | None = None,
+    message: str | None = None,
+) -> MCPError:
+    """Translate a lower-layer exception (OSError, requests, urllib3, websocket-client,
+    grpc, msgspec) into the tree above, for ``raise error_from_exception(e) from e``.
+
+    Args:
+        exc: the exception caught at the transport boundary. An :class:`MCPError` is
+            returned unchanged.
+        connecting: it was raised while connecting (process start, TCP connect,
+            handshake): timeouts and dead pipes then become :class:`ConnectError`
+            (``timeout`` tells which).
+        table: the exception table (default :data:`EXCEPTION_TABLE`).
+        message: text for the new exception (default ``str(exc)`` or the class name).
+
+    Returns:
+        The exception (not raised), with ``__cause__`` set to ``exc``. Unknown
+        exceptions that are not ``OSError`` become a plain :class:`NetworkError`.
+
+    Example:
+        >>> type(error_from_exception(ConnectionRefusedError())).__name__
+        'ConnectError'
+        >>> type(error_from_exception(TimeoutError())).__name__
+        'RequestTimeout'
+    """
+    if isinstance(exc, MCPError):
+        return exc
+    text = message if message is not None else (str(exc) or type(exc).__name__)
+    status = _status_of(exc)
+    if status is not None:
+        err = error_from_http_status(status, text, connecting=connecting)
+    elif callable(getattr(exc, "code", None)) and any(_qualname(c) == "grpc.RpcError" for c in type(exc).__mro__):
+        details = exc.details() if callable(getattr(exc, "details", None)) else None  # type: ignore[attr-defined]
+        err = error_from_grpc_status(exc.code(), message or details or text, connecting=connecting)  # type: ignore[attr-defined]
+    else:
+        resolved = _resolve(exc, table if table is not None else EXCEPTION_TABLE, 0)
+        cls, fields = resolved if resolved is not None else (NetworkError, {})
+        if connecting and cls is not ConnectError:
+            cls, extra = _connect_phase(cls)
+            fields = {**fields, **extra}
+        err = _build(cls, text, fields)
+    err.__cause__ = exc
+    return err

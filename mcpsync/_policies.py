@@ -10,10 +10,43 @@ Example:
 
 from __future__ import annotations
 
+import random as _random
 from dataclasses import dataclass, field, replace
-from typing import ClassVar
+from typing import Callable, ClassVar
 
-__all__ = ["Timeouts", "RetryPolicy", "BreakerPolicy", "PoolLimits", "replace"]
+from ._errors import (
+    AuthError,
+    Cancelled,
+    CircuitOpen,
+    InvalidParams,
+    PermissionDenied,
+    ServerUnavailable,
+    ToolNotFound,
+    is_transient,
+    may_have_reached_server,
+)
+
+__all__ = ["Timeouts", "RetryPolicy", "BreakerPolicy", "PoolLimits", "ReconnectPolicy", "NEVER_RETRY", "replace"]
+
+#: Errors that end a call at once: SPEC.md's four (ToolNotFound, InvalidParams,
+#: AuthError, PermissionDenied), plus the caller's own cancellation and the client's
+#: fail-fast states (retrying an open breaker or an unavailable server would only
+#: spend the wait budget on a known answer).
+NEVER_RETRY: tuple[type[BaseException], ...] = (
+    ToolNotFound,
+    InvalidParams,
+    AuthError,
+    PermissionDenied,
+    Cancelled,
+    CircuitOpen,
+    ServerUnavailable,
+)
+
+
+def _jittered(base: float, jitter: float, rand: Callable[[], float]) -> float:
+    if base <= 0 or jitter <= 0:
+        return max(base, 0.0)
+    return base * (1.0 + jitter * (2.0 * rand() - 1.0))
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,7 +89,15 @@ class RetryPolicy:
         backoff: the first non-immediate wait.
         max_wait: total seconds of waiting across all retries (at most).
         jitter: relative jitter applied to every wait (0.25 → ±25 %).
-        history: the attempts made so far, as (error class name, waited seconds) pairs.
+        fixed: every wait is ``backoff`` (the Minimal profile's fixed interval).
+        history: the failed attempts so far, as (error class name, seconds waited before
+            that attempt) pairs.
+        never_retry: error classes that end the call at once (default :data:`NEVER_RETRY`).
+
+    Example:
+        >>> p = RetryPolicy.DEFAULT.increment(TimeoutError())
+        >>> p.attempts, p.next_wait(), p.increment(TimeoutError()).next_wait(lambda: 0.5)
+        (1, 0.0, 1.0)
     """
 
     retries: int = 5
@@ -65,6 +106,7 @@ class RetryPolicy:
     jitter: float = 0.25
     fixed: bool = False
     history: tuple[tuple[str, float], ...] = field(default=(), compare=False)
+    never_retry: tuple[type[BaseException], ...] = field(default=NEVER_RETRY, repr=False)
     DEFAULT: ClassVar["RetryPolicy"]
     NONE: ClassVar["RetryPolicy"]
 
@@ -75,6 +117,65 @@ class RetryPolicy:
         if retry_number <= 1:
             return 0.0
         return self.backoff * (2 ** (retry_number - 2))
+
+    # -- per-attempt state (urllib3 ``Retry.increment`` style) --------------------
+
+    @property
+    def attempts(self) -> int:
+        """Failed attempts recorded so far."""
+        return len(self.history)
+
+    @property
+    def waited(self) -> float:
+        """Seconds waited so far, across all retries."""
+        return sum(wait for _, wait in self.history)
+
+    def increment(self, error: BaseException, waited: float = 0.0) -> "RetryPolicy":
+        """A new value with one more failed attempt in ``history``.
+
+        Args:
+            error: what the attempt raised.
+            waited: the seconds waited before that attempt (0 for the first).
+        """
+        return replace(self, history=(*self.history, (type(error).__name__, float(waited))))
+
+    def is_exhausted(self) -> bool:
+        """True once every retry has been used."""
+        return self.attempts > self.retries
+
+    def should_retry(self, error: BaseException, *, safe: bool) -> bool:
+        """Whether ``error`` may be retried at all (budget aside).
+
+        Args:
+            error: what the attempt raised.
+            safe: the call has no side effects to duplicate (tool annotated
+                ``readOnlyHint``/``idempotentHint``, or the caller opted in). When False,
+                only attempts that never left the client are retried.
+        """
+        if isinstance(error, self.never_retry) or not is_transient(error):
+            return False
+        return safe or not may_have_reached_server(error)
+
+    def next_wait(self, rand: Callable[[], float] = _random.random) -> float | None:
+        """Seconds to wait before the next retry, or ``None`` when the retries are spent.
+
+        The wait for retry ``n`` (``n`` = failed attempts so far) is
+        ``base_delay(n)`` with ±``jitter``, clipped to what is left of ``max_wait``; a
+        non-immediate retry with nothing left of ``max_wait`` is not made.
+
+        Args:
+            rand: a source of floats in [0, 1) for the jitter (inject for tests).
+        """
+        n = self.attempts
+        if n < 1 or n > self.retries:
+            return None
+        base = self.base_delay(n)
+        if base <= 0:
+            return 0.0
+        left = self.max_wait - self.waited
+        if left <= 0:
+            return None
+        return min(_jittered(base, self.jitter, rand), left)
 
 
 RetryPolicy.DEFAULT = RetryPolicy()
@@ -126,3 +227,51 @@ class PoolLimits:
 
 PoolLimits.DEFAULT = PoolLimits()
 PoolLimits.SINGLE = PoolLimits(min=1, max=1)
+
+
+@dataclass(frozen=True, slots=True)
+class ReconnectPolicy:
+    """Rebuilding a dead connection: after failure 1 at once, then 1 s, 2 s, 4 s, 8 s;
+    failure ``max_failures`` (6) marks the server unavailable.
+
+    The loss of the connection itself is failure 1 (the seed's numbering), so a dead
+    connection gets five rebuild attempts; a first connect that fails gets six.
+
+    Attributes:
+        max_failures: the failure that marks the server unavailable.
+        backoff: the first non-immediate wait.
+        jitter: relative jitter on every wait (0: the exact schedule).
+        never_retry: errors that stop reconnecting at once (authentication failures).
+
+    Example:
+        >>> [ReconnectPolicy.DEFAULT.delay_after(n) for n in range(1, 7)]
+        [0.0, 1.0, 2.0, 4.0, 8.0, None]
+    """
+
+    max_failures: int = 6
+    backoff: float = 1.0
+    jitter: float = 0.0
+    never_retry: tuple[type[BaseException], ...] = (AuthError,)
+    DEFAULT: ClassVar["ReconnectPolicy"]
+
+    def __post_init__(self) -> None:
+        if self.max_failures < 1 or self.backoff < 0 or not 0 <= self.jitter < 1:
+            raise ValueError("ReconnectPolicy needs max_failures >= 1, backoff >= 0, 0 <= jitter < 1")
+
+    def delay_after(self, failures: int, rand: Callable[[], float] = _random.random) -> float | None:
+        """Seconds to wait before the next attempt after ``failures`` failures, or ``None``
+        when the server is to be marked unavailable."""
+        if failures >= self.max_failures:
+            return None
+        if failures <= 1:
+            return 0.0
+        return _jittered(self.backoff * (2 ** (failures - 2)), self.jitter, rand)
+
+    def schedule(self) -> tuple[float, ...]:
+        """The un-jittered waits, in order: ``(0.0, 1.0, 2.0, 4.0, 8.0)`` by default."""
+        return tuple(
+            0.0 if n <= 1 else self.backoff * (2 ** (n - 2)) for n in range(1, self.max_failures)
+        )
+
+
+ReconnectPolicy.DEFAULT = ReconnectPolicy()

@@ -13,6 +13,7 @@ from mcpsync import (
     ConnectError,
     ConnectionClosed,
     MessageTooLarge,
+    PoolLimits,
     RemoteError,
     RequestTimeout,
     Timeouts,
@@ -45,7 +46,7 @@ def test_garbage_lines_are_dropped_and_the_call_still_answers():
     with raw_client("--misbehave", "garbage") as c:
         assert c.call_tool("bad").text == "ok after garbage"
         assert c.call_tool("echo", {"message": "still fine"}).text == "still fine"
-        assert c._conn.channel.stats["dropped"] >= 3
+        assert c._primary_connection().channel.stats["dropped"] >= 3
 
 
 def test_response_with_unknown_id_is_dropped():
@@ -72,7 +73,8 @@ def test_oversized_message_fails_only_its_call():
 
 
 def test_server_exiting_mid_call_fails_every_pending_call_at_once():
-    with raw_client("--misbehave", "exit") as c:
+    # one connection, so every call is pending on the process that dies
+    with raw_client("--misbehave", "exit", pool=PoolLimits.SINGLE) as c:
         c.connect()
         errors: list[BaseException] = []
 
@@ -103,7 +105,7 @@ def test_server_that_never_answers_times_out_and_is_told_to_cancel():
         # the server saw our notifications/cancelled (counted by its stats tool)
         stats = c.call_tool("stats").structured_content
         assert stats.get("notifications/cancelled") == 1
-        assert not c._conn.channel._pending  # nothing left in the pending map
+        assert not c._primary_connection().channel._pending  # nothing left in the pending map
 
 
 def test_chatty_stderr_never_blocks_the_client(caplog):
@@ -167,7 +169,7 @@ def test_progress_resets_the_timer_but_the_cap_holds():
 def test_close_reaps_the_child_and_leaves_no_threads():
     c = raw_client()
     c.connect()
-    transport = c._conn.transport
+    transport = c._primary_connection().transport
     pid = transport.pid
     c.close()
     c.close()  # idempotent

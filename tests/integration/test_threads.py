@@ -46,8 +46,8 @@ def test_32_threads_x_200_calls_on_one_client(mode):
     cmd = server_command("raw_server.py")
     with Client.stdio(cmd[0], cmd[1:], mode=mode) as c:
         hammer(c, 32, 200, "echo", "message", lambda m: m)
-        assert not c._conn.channel._pending
-        assert c._conn.channel.stats["dropped"] == 0
+        assert not c._primary_connection().channel._pending
+        assert c._primary_connection().channel.stats["dropped"] == 0
 
 
 def test_16_threads_against_server_everything():

@@ -1,0 +1,689 @@
+"""A pool of multiplexed connections to one server address.
+
+A pooled connection is a JSON-RPC channel that carries many calls at once, so a borrow
+does not take a connection away from everyone else: it picks the least-loaded live
+connection still under ``max_in_flight``, else opens a new one while under ``max``,
+else waits at most the borrow timeout and raises :class:`PoolTimeout`.
+
+Why not ``queue.LifoQueue`` as urllib3 does: a queue models *exclusive* checkout (one
+borrower per connection); here a connection is shared by up to ``max_in_flight``
+borrowers and the choice depends on load, which a queue cannot express. The pool keeps
+urllib3's other lessons (``urllib3/connectionpool.py``): one :class:`threading.Condition`
+(the primitive ``queue.Queue`` is built on) with an explicit borrow timeout; LIFO
+preference among equally loaded connections, so that under light load the same
+connection serves and the surplus ones go idle and are reaped; ``close()`` swaps the
+state out under the lock and closes the connections after releasing it; a
+``weakref.finalize`` that holds the state, never the pool. With ``max_in_flight=1``
+this is an ordinary exclusive pool.
+
+Example:
+    >>> class Conn:
+    ...     def alive(self): return True
+    ...     def close(self): pass
+    >>> pool = ConnectionPool(Conn, PoolLimits(min=1, max=2))
+    >>> with pool.connection() as conn:
+    ...     isinstance(conn, Conn)
+    True
+    >>> s = pool.stats()
+    >>> s.created, s.borrowed, s.returned, s.in_use
+    (1, 1, 1, 0)
+    >>> pool.close()
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import os
+import threading
+import time
+import weakref
+from contextlib import contextmanager
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Callable, Generic, Iterator, Protocol, TypeVar
+
+from ._errors import ConnectError, ConnectionClosed, PoolClosed, PoolTimeout
+from ._policies import PoolLimits, Timeouts
+
+__all__ = ["PoolableConnection", "ConnectionPool", "Lease", "PoolStats", "PoolManager", "connection_is_broken"]
+
+log = logging.getLogger("mcpsync.pool")
+
+
+class PoolableConnection(Protocol):
+    """What the pool needs of a connection (a :class:`~mcpsync._channel.Channel` has it)."""
+
+    def alive(self) -> bool: ...
+
+    def close(self) -> None: ...
+
+
+C = TypeVar("C", bound=PoolableConnection)
+
+
+def connection_is_broken(exc: BaseException) -> bool:
+    """Default verdict on a call's error: the connection itself died."""
+    return isinstance(exc, ConnectionClosed)
+
+
+@dataclass(frozen=True, slots=True)
+class PoolStats:
+    """A snapshot of the pool's counters.
+
+    Attributes:
+        created: connections opened.
+        closed: connections closed (reaped, discarded or at ``close()``).
+        borrowed: successful borrows.
+        returned: leases given back.
+        in_use: leases not yet given back (``borrowed - returned``).
+        size: connections in the pool now.
+        idle: connections with no call in flight.
+        discarded: connections dropped as dead or broken.
+        reaped: idle connections closed by :meth:`ConnectionPool.reap`.
+        timeouts: borrows that gave up after the borrow timeout.
+        keepalives: keepalive calls made.
+    """
+
+    created: int
+    closed: int
+    borrowed: int
+    returned: int
+    in_use: int
+    size: int
+    idle: int
+    discarded: int
+    reaped: int
+    timeouts: int
+    keepalives: int
+
+
+class _Entry(Generic[C]):
+    __slots__ = ("conn", "in_flight", "last_used", "last_keepalive", "dead", "seq")
+
+    def __init__(self, conn: C, now: float, seq: int) -> None:
+        self.conn = conn
+        self.in_flight = 0
+        self.last_used = now
+        self.last_keepalive = now
+        self.dead = False
+        self.seq = seq
+
+
+class _State(Generic[C]):
+    """Everything ``close()`` swaps out; the finalizer holds this, never the pool."""
+
+    __slots__ = ("entries", "closed", "stop")
+
+    def __init__(self) -> None:
+        self.entries: list[_Entry[C]] = []
+        self.closed = False
+        self.stop = threading.Event()
+
+
+def _close_quietly(conn: PoolableConnection) -> None:
+    try:
+        conn.close()
+    except Exception:
+        log.debug("closing a pooled connection raised", exc_info=True)
+
+
+def _finalize(state: _State[C]) -> None:
+    state.stop.set()
+    entries, state.entries, state.closed = state.entries, [], True
+    for entry in entries:
+        _close_quietly(entry.conn)
+
+
+def _maintenance_loop(ref: "weakref.ref[ConnectionPool[C]]", stop: threading.Event, interval: float) -> None:
+    while not stop.wait(interval):
+        pool = ref()
+        if pool is None:
+            return
+        try:
+            pool.maintain()
+        except Exception:
+            log.exception("pool maintenance failed")
+        del pool
+
+
+class Lease(Generic[C]):
+    """One borrow: the connection bound to one call until :meth:`release`.
+
+    A context manager: leaving the block returns the connection on every path (result,
+    error, timeout, cancellation, ``KeyboardInterrupt``). An error the pool judges
+    fatal for the connection (``ConnectionClosed`` by default), a connection no longer
+    ``alive()``, or :meth:`mark_broken` discards the connection instead.
+    """
+
+    __slots__ = ("_pool", "_entry", "_released", "_broken", "_epoch")
+
+    def __init__(self, pool: "ConnectionPool[C]", entry: _Entry[C]) -> None:
+        self._pool = pool
+        self._entry = entry
+        self._released = False
+        self._broken = False
+        self._epoch = pool._epoch
+
+    @property
+    def connection(self) -> C:
+        """The borrowed connection."""
+        return self._entry.conn
+
+    @property
+    def released(self) -> bool:
+        return self._released
+
+    def mark_broken(self) -> None:
+        """Have the connection discarded (and later replaced) when the lease ends."""
+        self._broken = True
+
+    def release(self, broken: bool = False) -> None:
+        """Give the connection back (idempotent: a second call does nothing).
+
+        Args:
+            broken: the connection is unusable; close and drop it.
+        """
+        self._pool._release(self, broken or self._broken)
+
+    def __enter__(self) -> C:
+        return self._entry.conn
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        broken = self._broken
+        if exc is not None and not broken:
+            try:
+                broken = self._pool._is_broken(exc) or not self._entry.conn.alive()
+            except Exception:
+                broken = True
+        self.release(broken)
+
+
+#: Live pools, so that a forked child can drop what it inherited (see ``_after_fork``).
+_LIVE_POOLS: "weakref.WeakSet[ConnectionPool[PoolableConnection]]" = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    for pool in list(_LIVE_POOLS):
+        pool._forget_after_fork()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+class ConnectionPool(Generic[C]):
+    """Connections to one server address, created lazily, shared up to ``max_in_flight``.
+
+    Fork-safe: in a child after ``os.fork()`` the pool forgets the parent's connections
+    without closing them (closing would end the parent's child processes and sessions)
+    and opens its own on the next borrow.
+
+    Args:
+        factory: opens one connection (raises :class:`ConnectError` on failure); called
+            outside the pool's lock.
+        limits: ``min`` (kept by the reaper, kept alive, and the count up to which a
+            concurrent call gets a fresh connection rather than sharing one), ``max``,
+            ``max_in_flight``, ``borrow_timeout``, ``idle``.
+        address: the server address (in errors).
+        clock: monotonic clock for idle and keepalive bookkeeping (inject for tests;
+            the borrow timeout itself always waits in real time).
+        keepalive: ``keepalive(conn)`` keeps a long-lived connection alive (``ping``, a
+            liveness check); it raising discards the connection.
+        keepalive_interval: seconds of inactivity before a kept connection is pinged.
+        default_timeout: the borrow timeout when ``limits.borrow_timeout`` is ``None``
+            (the request timeout).
+        is_broken: decides from a call's error whether its connection is dead.
+        connect_retries: a connect that times out (``ConnectError.timeout``) is retried
+            this many times (SPEC.md: once).
+        maintenance_interval: if set, a daemon thread (started by the first borrow) runs
+            :meth:`maintain` this often; otherwise the owner calls :meth:`maintain` /
+            :meth:`reap` itself.
+    """
+
+    def __init__(
+        self,
+        factory: Callable[[], C],
+        limits: PoolLimits = PoolLimits.DEFAULT,
+        *,
+        address: str = "",
+        clock: Callable[[], float] = time.monotonic,
+        keepalive: Callable[[C], None] | None = None,
+        keepalive_interval: float = Timeouts.DEFAULT.keepalive,
+        default_timeout: float = Timeouts.DEFAULT.request,
+        is_broken: Callable[[BaseException], bool] = connection_is_broken,
+        connect_retries: int = 1,
+        maintenance_interval: float | None = None,
+    ) -> None:
+        self.limits = limits
+        self.address = address
+        self._factory = factory
+        self._clock = clock
+        self._keepalive = keepalive
+        self._keepalive_interval = keepalive_interval
+        self._default_timeout = default_timeout
+        self._is_broken = is_broken
+        self._connect_retries = connect_retries
+        self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock)
+        self._waiting = 0  # borrowers blocked in _cond.wait (notify only when someone waits)
+        self._state: _State[C] = _State()
+        self._creating = 0
+        self._seq = itertools.count()
+        self._created = self._closed = self._borrowed = self._returned = 0
+        self._discarded = self._reaped = self._timeouts = self._keepalives = 0
+        self._finalizer = weakref.finalize(self, _finalize, self._state)
+        self._maintenance_interval = maintenance_interval
+        self._thread: threading.Thread | None = None
+        self._epoch = 0  # bumped in a forked child: leases of the parent then count for nothing
+        _LIVE_POOLS.add(self)
+
+    def _start_maintenance(self) -> None:
+        with self._cond:
+            if self._thread is not None or self._state.closed or self._maintenance_interval is None:
+                return
+            self._thread = threading.Thread(
+                target=_maintenance_loop,
+                args=(weakref.ref(self), self._state.stop, self._maintenance_interval),
+                name=f"mcpsync-pool-{self.address or id(self)}",
+                daemon=True,
+            )
+            self._thread.start()
+
+    def _forget_after_fork(self) -> None:
+        """In a forked child: drop the inherited state without touching its connections."""
+        self._finalizer.detach()  # the child's exit must not close the parent's connections
+        closed = self._state.closed
+        self._lock = threading.Lock()  # a parent thread may have held it
+        self._cond = threading.Condition(self._lock)
+        self._waiting = 0
+        self._state = _State()
+        self._state.closed = closed
+        self._creating = 0
+        self._created = self._closed = self._borrowed = self._returned = 0
+        self._discarded = self._reaped = self._timeouts = self._keepalives = 0
+        self._thread = None
+        self._epoch += 1
+        self._finalizer = weakref.finalize(self, _finalize, self._state)
+
+    # -- borrowing ------------------------------------------------------------------
+
+    def _pick(self) -> _Entry[C] | None:
+        best: _Entry[C] | None = None
+        limit = self.limits.max_in_flight
+        for entry in self._state.entries:
+            if entry.dead or entry.in_flight >= limit:
+                continue
+            if best is None or (entry.in_flight, -entry.last_used, -entry.seq) < (
+                best.in_flight,
+                -best.last_used,
+                -best.seq,
+            ):
+                best = entry
+        return best
+
+    def borrow(self, timeout: float | None = None) -> Lease[C]:
+        """Bind a connection to one call.
+
+        Args:
+            timeout: seconds to wait for capacity (default ``limits.borrow_timeout``,
+                else the request timeout).
+
+        Returns:
+            A :class:`Lease`; release it (or use it as a context manager) on every path.
+
+        Raises:
+            PoolTimeout: no connection had room within ``timeout``.
+            PoolClosed: the pool is closed.
+            ConnectError: opening a new connection failed.
+        """
+        if timeout is None:
+            timeout = self.limits.borrow_timeout if self.limits.borrow_timeout is not None else self._default_timeout
+        if self._thread is None and self._maintenance_interval is not None:
+            self._start_maintenance()
+        deadline = time.monotonic() + timeout
+        while True:
+            entry, create = self._reserve(deadline)
+            if create:
+                return self._open_new()
+            try:
+                alive = entry.conn.alive()
+            except Exception:
+                alive = False
+            if alive:
+                return Lease(self, entry)
+            self._drop(entry, undo_borrow=True)
+
+    def _reserve(self, deadline: float) -> tuple[_Entry[C], bool]:
+        """Under the lock: take a slot on an entry, or the right to create one."""
+        limits = self.limits
+        with self._lock:
+            while True:
+                state = self._state
+                if state.closed:
+                    raise PoolClosed(f"the connection pool for {self.address or 'the server'} is closed")
+                entry = self._pick()
+                total = len(state.entries) + self._creating
+                if entry is not None and (entry.in_flight == 0 or total >= limits.min):
+                    entry.in_flight += 1
+                    self._borrowed += 1
+                    return entry, False
+                if total < limits.min or (self._creating == 0 and total < limits.max):
+                    self._creating += 1
+                    return None, True  # type: ignore[return-value]
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    self._timeouts += 1
+                    raise PoolTimeout(
+                        f"no connection to {self.address or 'the server'} became free within the pool timeout",
+                        address=self.address,
+                    )
+                self._waiting += 1
+                try:
+                    self._cond.wait(remaining)
+                finally:
+                    self._waiting -= 1
+
+    def _connect(self) -> C:
+        attempt = 0
+        while True:
+            try:
+                return self._factory()
+            except ConnectError as exc:
+                if attempt >= self._connect_retries or getattr(exc, "timeout", False) is not True:
+                    raise
+                attempt += 1
+                log.info("connect to %s timed out; retrying (%d)", self.address, attempt)
+
+    def _open_new(self) -> Lease[C]:
+        try:
+            conn = self._connect()
+        except BaseException:
+            with self._cond:
+                self._creating -= 1
+                self._cond.notify_all()
+            raise
+        with self._cond:
+            self._creating -= 1
+            closed = self._state.closed
+            if not closed:
+                entry = _Entry(conn, self._clock(), next(self._seq))
+                entry.in_flight = 1
+                self._state.entries.append(entry)
+                self._created += 1
+                self._borrowed += 1
+                self._cond.notify_all()  # a new connection has room for others too
+            else:
+                self._created += 1
+                self._closed += 1
+        if closed:
+            _close_quietly(conn)
+            raise PoolClosed(f"the connection pool for {self.address or 'the server'} is closed")
+        return Lease(self, entry)
+
+    @contextmanager
+    def connection(self, timeout: float | None = None) -> Iterator[C]:
+        """``with pool.connection() as conn:`` — borrow, and return on every path.
+
+        Raises:
+            PoolTimeout, PoolClosed, ConnectError: as :meth:`borrow`.
+        """
+        lease = self.borrow(timeout)
+        with lease as conn:
+            yield conn
+
+    # -- returning --------------------------------------------------------------------
+
+    def _release(self, lease: Lease[C], broken: bool) -> None:
+        entry = lease._entry
+        to_close = False
+        with self._lock:
+            if lease._released:
+                return
+            lease._released = True
+            if lease._epoch != self._epoch:
+                return  # borrowed before a fork, from the parent's connections
+            entry.in_flight -= 1
+            self._returned += 1
+            entry.last_used = self._clock()
+            if broken and not entry.dead:
+                to_close = self._remove(entry)
+                self._cond.notify_all()
+            elif self._waiting:
+                self._cond.notify()
+        if to_close:
+            log.info("discarding a broken connection to %s", self.address)
+            _close_quietly(entry.conn)
+
+    def _remove(self, entry: _Entry[C], *, reaped: bool = False) -> bool:
+        """Under the lock: take ``entry`` out; True if the caller must close it."""
+        entry.dead = True
+        try:
+            self._state.entries.remove(entry)
+        except ValueError:
+            return False  # already swapped out by close()
+        self._closed += 1
+        if reaped:
+            self._reaped += 1
+        else:
+            self._discarded += 1
+        return True
+
+    def _drop(self, entry: _Entry[C], *, undo_borrow: bool = False) -> None:
+        with self._cond:
+            if undo_borrow:
+                entry.in_flight -= 1
+                self._borrowed -= 1
+            to_close = not entry.dead and self._remove(entry)
+            self._cond.notify_all()
+        if to_close:
+            _close_quietly(entry.conn)
+
+    # -- upkeep ------------------------------------------------------------------------
+
+    def reap(self, now: float | None = None) -> int:
+        """Close idle connections above ``min`` idle for ``limits.idle`` s, and dead ones.
+
+        Args:
+            now: the clock's current reading (default: ask the clock).
+
+        Returns:
+            How many connections were closed.
+        """
+        now = self._clock() if now is None else now
+        with self._cond:
+            entries = self._state.entries
+            idle = sorted((e for e in entries if e.in_flight == 0), key=lambda e: (e.last_used, e.seq))
+            excess = len(entries) - self.limits.min
+            victims = [e for e in idle if now - e.last_used >= self.limits.idle][: max(0, excess)]
+            for entry in victims:
+                self._remove(entry, reaped=True)
+            survivors = [e for e in idle if not e.dead]
+            if victims:
+                self._cond.notify_all()
+        for entry in victims:
+            _close_quietly(entry.conn)
+        dead = []
+        for entry in survivors:
+            try:
+                if not entry.conn.alive():
+                    dead.append(entry)
+            except Exception:
+                dead.append(entry)
+        for entry in dead:
+            self._drop(entry)
+        return len(victims) + len(dead)
+
+    def keepalive(self, now: float | None = None) -> int:
+        """Run the keepalive hook on the kept (``min`` most recently used) connections
+        with no activity for ``keepalive_interval`` seconds.
+
+        A hook that raises discards its connection (the next borrow opens a new one).
+
+        Returns:
+            How many keepalives were made.
+        """
+        if self._keepalive is None:
+            return 0
+        now = self._clock() if now is None else now
+        with self._cond:
+            kept = sorted(self._state.entries, key=lambda e: (e.last_used, e.seq), reverse=True)[: self.limits.min]
+            due = [
+                e
+                for e in kept
+                if e.in_flight < self.limits.max_in_flight
+                and now - max(e.last_used, e.last_keepalive) >= self._keepalive_interval
+            ]
+            for entry in due:
+                entry.in_flight += 1  # the hook holds a slot, like a call
+                entry.last_keepalive = now
+        made = 0
+        for entry in due:
+            ok = True
+            try:
+                self._keepalive(entry.conn)
+                made += 1
+            except Exception as exc:
+                log.info("keepalive to %s failed: %r; discarding the connection", self.address, exc)
+                ok = False
+            with self._cond:
+                entry.in_flight -= 1
+                self._keepalives += 1
+                to_close = not ok and not entry.dead and self._remove(entry)
+                if ok:
+                    self._cond.notify()
+                else:
+                    self._cond.notify_all()
+            if to_close:
+                _close_quietly(entry.conn)
+        return made
+
+    def maintain(self, now: float | None = None) -> None:
+        """One upkeep round: :meth:`reap`, then :meth:`keepalive`."""
+        now = self._clock() if now is None else now
+        self.reap(now)
+        self.keepalive(now)
+
+    # -- lifecycle & observation -----------------------------------------------------------
+
+    def close(self) -> None:
+        """Close every connection (in-flight calls on them fail with ConnectionClosed).
+
+        Idempotent. The state is swapped out under the lock; the connections are closed
+        after releasing it. Later borrows raise :class:`PoolClosed`.
+        """
+        with self._cond:
+            state = self._state
+            if state.closed:
+                return
+            entries, state.entries, state.closed = state.entries, [], True
+            for entry in entries:
+                entry.dead = True
+            self._closed += len(entries)
+            state.stop.set()
+            self._cond.notify_all()
+        for entry in entries:
+            _close_quietly(entry.conn)
+        self._finalizer.detach()
+        thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout=1.0)
+
+    @property
+    def closed(self) -> bool:
+        return self._state.closed
+
+    def __len__(self) -> int:
+        with self._cond:
+            return len(self._state.entries)
+
+    def stats(self) -> PoolStats:
+        """A consistent snapshot of the counters."""
+        with self._cond:
+            entries = self._state.entries
+            return PoolStats(
+                created=self._created,
+                closed=self._closed,
+                borrowed=self._borrowed,
+                returned=self._returned,
+                in_use=self._borrowed - self._returned,
+                size=len(entries),
+                idle=sum(1 for e in entries if e.in_flight == 0),
+                discarded=self._discarded,
+                reaped=self._reaped,
+                timeouts=self._timeouts,
+                keepalives=self._keepalives,
+            )
+
+    def loads(self) -> list[int]:
+        """In-flight calls per connection, in creation order (for tests and metrics)."""
+        with self._cond:
+            return [e.in_flight for e in sorted(self._state.entries, key=lambda e: e.seq)]
+
+    def __enter__(self) -> "ConnectionPool[C]":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        s = self.stats()
+        return f"<ConnectionPool {self.address!r} size={s.size} in_use={s.in_use} closed={self.closed}>"
+
+
+class PoolManager(Generic[C]):
+    """One :class:`ConnectionPool` per server address, created on first use.
+
+    Args:
+        factory: ``factory(address)`` opens a connection to ``address``.
+        limits: the limits of every pool.
+        **pool_options: passed to each :class:`ConnectionPool`.
+
+    Example:
+        >>> class Conn:
+        ...     def __init__(self, address): self.address = address
+        ...     def alive(self): return True
+        ...     def close(self): pass
+        >>> pools = PoolManager(Conn)
+        >>> with pools.get("a").connection() as conn:
+        ...     conn.address
+        'a'
+        >>> pools.close()
+    """
+
+    def __init__(self, factory: Callable[[str], C], limits: PoolLimits = PoolLimits.DEFAULT, **pool_options: object) -> None:
+        self._factory = factory
+        self._limits = limits
+        self._options = pool_options
+        self._lock = threading.Lock()
+        self._pools: dict[str, ConnectionPool[C]] = {}
+        self._closed = False
+
+    def get(self, address: str) -> ConnectionPool[C]:
+        """The pool for ``address``, creating it if needed."""
+        with self._lock:
+            if self._closed:
+                raise PoolClosed("the pool manager is closed")
+            pool = self._pools.get(address)
+            if pool is None:
+                factory = self._factory
+                pool = self._pools[address] = ConnectionPool(
+                    lambda: factory(address), self._limits, address=address, **self._options  # type: ignore[arg-type]
+                )
+            return pool
+
+    def addresses(self) -> list[str]:
+        with self._lock:
+            return list(self._pools)
+
+    def close(self) -> None:
+        """Close every pool (outside the lock)."""
+        with self._lock:
+            pools, self._pools, self._closed = list(self._pools.values()), {}, True
+        for pool in pools:
+            pool.close()

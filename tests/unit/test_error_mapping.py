@@ -1,0 +1,339 @@
+"""The error table: JSON-RPC codes, HTTP statuses, gRPC statuses, lower-layer exceptions."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import pickle
+import socket
+import ssl
+import subprocess
+
+import pytest
+
+from mcpsync import _errors as E
+from mcpsync._errors import (
+    AuthError,
+    Cancelled,
+    CircuitOpen,
+    ConnectError,
+    ConnectionClosed,
+    InvalidParams,
+    MCPError,
+    MessageTooLarge,
+    MethodNotFound,
+    NetworkError,
+    PermissionDenied,
+    PoolClosed,
+    PoolTimeout,
+    ProtocolError,
+    RemoteError,
+    RequestTimeout,
+    ResourceNotFound,
+    ServerUnavailable,
+    ToolNotFound,
+    attach_fields,
+    counts_as_breaker_failure,
+    error_from_code,
+    error_from_exception,
+    error_from_grpc_status,
+    error_from_http_status,
+    is_server_error,
+    is_transient,
+    may_have_reached_server,
+)
+
+
+# --- JSON-RPC codes -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("code", "method", "message", "cls"),
+    [
+        (-32601, None, "no such method", MethodNotFound),
+        (-32602, None, "bad", InvalidParams),
+        (-32602, "tools/call", "Unknown tool: nope", ToolNotFound),
+        (-32602, "resources/read", "Resource not found", ResourceNotFound),
+        (-32002, None, "Resource not found", ResourceNotFound),
+        (-32603, None, "boom", RemoteError),
+    ],
+)
+def test_jsonrpc_codes(code: int, method: str | None, message: str, cls: type) -> None:
+    err = error_from_code(code, message, method=method)
+    assert type(err) is cls
+    assert err.code == code
+
+
+def test_server_error_classification() -> None:
+    assert is_server_error(error_from_code(-32603, "internal"))
+    assert is_server_error(error_from_code(-32000, "server error"))
+    assert is_server_error(error_from_code(-32099, "server error"))
+    assert not is_server_error(error_from_code(-32002, "resource not found"))  # MCP answer, not a fault
+    assert not is_server_error(error_from_code(-32022, "unsupported version"))
+    assert not is_server_error(error_from_code(-32602, "bad"))
+    assert not is_server_error(error_from_code(-32601, "nope"))
+    assert not is_server_error(error_from_code(-31000, "app-defined"))
+    assert not is_server_error(ConnectionClosed("x"))
+
+
+# --- HTTP ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("status", "cls"),
+    [
+        (400, ProtocolError),
+        (401, AuthError),
+        (403, PermissionDenied),
+        (404, ConnectionClosed),
+        (408, RequestTimeout),
+        (413, MessageTooLarge),
+        (429, NetworkError),
+        (500, NetworkError),
+        (502, NetworkError),
+        (503, NetworkError),
+        (504, RequestTimeout),
+        (507, NetworkError),  # unlisted 5xx
+        (418, ProtocolError),  # unlisted 4xx
+    ],
+)
+def test_http_status_table(status: int, cls: type) -> None:
+    err = error_from_http_status(status, "x")
+    assert type(err) is cls
+    assert err.status == status
+
+
+def test_http_status_while_connecting_and_overrides() -> None:
+    err = error_from_http_status(504, connecting=True)
+    assert type(err) is ConnectError and err.timeout is True
+    err = error_from_http_status(503, connecting=True)
+    assert type(err) is ConnectError and err.timeout is False
+    assert type(error_from_http_status(401, connecting=True)) is AuthError  # auth stays auth
+    assert str(error_from_http_status(502)) == "HTTP 502"
+    custom = {**E.HTTP_STATUS_TABLE, 409: ConnectionClosed}
+    assert type(error_from_http_status(409, table=custom)) is ConnectionClosed
+    assert error_from_http_status(429, retry_after=3.0).retry_after == 3.0
+
+
+def test_http_errors_are_not_retryable_auth_but_5xx_are_transient() -> None:
+    assert not is_transient(error_from_http_status(401))
+    assert not is_transient(error_from_http_status(403))
+    assert is_transient(error_from_http_status(503))
+    assert is_transient(error_from_http_status(429))
+
+
+# --- gRPC ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "cls"),
+    [
+        ("UNAUTHENTICATED", AuthError),
+        ("PERMISSION_DENIED", PermissionDenied),
+        ("UNAVAILABLE", ConnectionClosed),
+        ("DEADLINE_EXCEEDED", RequestTimeout),
+        ("CANCELLED", Cancelled),
+        ("RESOURCE_EXHAUSTED", NetworkError),
+        ("INTERNAL", NetworkError),
+        ("UNIMPLEMENTED", ProtocolError),
+        ("NOT_FOUND", ConnectError),
+        ("SOMETHING_NEW", NetworkError),
+    ],
+)
+def test_grpc_status_names(name: str, cls: type) -> None:
+    err = error_from_grpc_status(name, "details")
+    assert type(err) is cls
+    assert err.status == name
+
+
+def test_grpc_status_code_forms() -> None:
+    grpc = pytest.importorskip("grpc")
+    assert type(error_from_grpc_status(grpc.StatusCode.UNAVAILABLE)) is ConnectionClosed
+    assert type(error_from_grpc_status(14)) is ConnectionClosed  # numeric UNAVAILABLE
+    assert type(error_from_grpc_status(4)) is RequestTimeout  # DEADLINE_EXCEEDED
+    err = error_from_grpc_status(grpc.StatusCode.UNAVAILABLE, connecting=True)
+    assert type(err) is ConnectError and err.timeout is False
+    err = error_from_grpc_status("DEADLINE_EXCEEDED", connecting=True)
+    assert type(err) is ConnectError and err.timeout is True
+
+
+def test_grpc_rpc_error_is_mapped_by_its_code() -> None:
+    grpc = pytest.importorskip("grpc")
+
+    class FakeRpcError(grpc.RpcError):
+        def code(self) -> object:
+            return grpc.StatusCode.UNAUTHENTICATED
+
+        def details(self) -> str:
+            return "token expired"
+
+    err = error_from_exception(FakeRpcError())
+    assert type(err) is AuthError
+    assert err.message == "token expired"
+
+
+# --- lower-layer exceptions ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("exc", "cls"),
+    [
+        (TimeoutError("timed out"), RequestTimeout),
+        (socket.timeout("timed out"), RequestTimeout),
+        (subprocess.TimeoutExpired(["node"], 10), RequestTimeout),
+        (concurrent.futures.TimeoutError(), RequestTimeout),
+        (ConnectionRefusedError(111, "refused"), ConnectError),
+        (ConnectionResetError(104, "reset"), ConnectionClosed),
+        (BrokenPipeError(32, "pipe"), ConnectionClosed),
+        (ConnectionAbortedError(), ConnectionClosed),
+        (EOFError(), ConnectionClosed),
+        (socket.gaierror(-2, "Name or service not known"), ConnectError),
+        (ssl.SSLCertVerificationError("bad cert"), ConnectError),
+        (FileNotFoundError(2, "no such command"), ConnectError),
+        (OSError(5, "io"), NetworkError),
+        (RuntimeError("??"), NetworkError),
+    ],
+)
+def test_python_exceptions(exc: BaseException, cls: type) -> None:
+    err = error_from_exception(exc)
+    assert type(err) is cls
+    assert err.__cause__ is exc
+
+
+def test_connection_refused_is_never_a_timeout() -> None:
+    err = error_from_exception(ConnectionRefusedError(111, "refused"), connecting=True)
+    assert type(err) is ConnectError
+    assert err.timeout is False
+    assert not isinstance(err, RequestTimeout)
+
+
+def test_timeouts_while_connecting_are_connect_timeouts() -> None:
+    err = error_from_exception(TimeoutError(), connecting=True)
+    assert type(err) is ConnectError and err.timeout is True
+    err = error_from_exception(ConnectionResetError(), connecting=True)
+    assert type(err) is ConnectError and err.timeout is False
+
+
+def test_urllib3_trap_new_connection_error_is_not_a_timeout() -> None:
+    u = pytest.importorskip("urllib3.exceptions")
+    refused = u.NewConnectionError(None, "Failed to establish a new connection: [Errno 111] refused")
+    assert isinstance(refused, u.ConnectTimeoutError)  # the trap itself
+    err = error_from_exception(refused)
+    assert type(err) is ConnectError and err.timeout is False
+    err = error_from_exception(u.ConnectTimeoutError(None, "timed out"))
+    assert type(err) is ConnectError and err.timeout is True
+    assert type(error_from_exception(u.ReadTimeoutError(None, "/", "read timed out"))) is RequestTimeout
+    wrapped = u.MaxRetryError(None, "/mcp", reason=refused)
+    err = error_from_exception(wrapped)
+    assert type(err) is ConnectError and err.timeout is False
+    reset = u.ProtocolError("Connection aborted.", ConnectionResetError(104, "reset"))
+    assert type(error_from_exception(reset)) is ConnectionClosed
+
+
+def test_requests_exceptions() -> None:
+    r = pytest.importorskip("requests")
+    u = pytest.importorskip("urllib3.exceptions")
+    refused = r.ConnectionError(u.MaxRetryError(None, "/", reason=u.NewConnectionError(None, "refused")))
+    err = error_from_exception(refused)
+    assert type(err) is ConnectError and err.timeout is False
+    err = error_from_exception(r.ConnectTimeout(u.MaxRetryError(None, "/", reason=u.ConnectTimeoutError(None, "t"))))
+    assert type(err) is ConnectError and err.timeout is True
+    assert type(error_from_exception(r.ReadTimeout("read timed out"))) is RequestTimeout
+    aborted = r.ConnectionError(u.ProtocolError("Connection aborted.", ConnectionResetError(104, "reset")))
+    assert type(error_from_exception(aborted)) is ConnectionClosed
+    assert type(error_from_exception(r.exceptions.ChunkedEncodingError("eof"))) is ConnectionClosed
+    response = r.Response()
+    response.status_code = 401
+    err = error_from_exception(r.HTTPError("401 Client Error", response=response))
+    assert type(err) is AuthError and err.status == 401
+    response.status_code = 503
+    assert type(error_from_exception(r.HTTPError("503", response=response))) is NetworkError
+
+
+def test_websocket_client_exceptions() -> None:
+    ws = pytest.importorskip("websocket")
+    assert type(error_from_exception(ws.WebSocketTimeoutException("t"))) is RequestTimeout
+    err = error_from_exception(ws.WebSocketTimeoutException("t"), connecting=True)
+    assert type(err) is ConnectError and err.timeout is True
+    assert type(error_from_exception(ws.WebSocketConnectionClosedException("closed"))) is ConnectionClosed
+    assert type(error_from_exception(ws.WebSocketProtocolException("bad frame"))) is ProtocolError
+    assert type(error_from_exception(ws.WebSocketAddressException("bad address"))) is ConnectError
+    bad = ws.WebSocketBadStatusException("Handshake status %d %s", 403, "Forbidden")
+    err = error_from_exception(bad)
+    assert type(err) is PermissionDenied and err.status == 403
+
+
+def test_msgspec_decode_error_is_protocol_error() -> None:
+    msgspec = pytest.importorskip("msgspec")
+    try:
+        msgspec.json.decode(b"{not json")
+    except msgspec.DecodeError as exc:
+        assert type(error_from_exception(exc)) is ProtocolError
+
+
+def test_mcp_errors_pass_through_and_table_is_configurable() -> None:
+    original = ConnectionClosed("x")
+    assert error_from_exception(original) is original
+    table = {**E.EXCEPTION_TABLE, "ConnectionRefusedError": ServerUnavailable}
+    assert type(error_from_exception(ConnectionRefusedError(), table=table)) is ServerUnavailable
+
+
+# --- classification helpers -----------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("exc", "reached"),
+    [
+        (ConnectError("refused"), False),
+        (CircuitOpen("open"), False),
+        (PoolTimeout("busy"), False),
+        (PoolClosed("closed"), False),
+        (ServerUnavailable("down"), False),
+        (RequestTimeout("t"), True),
+        (ConnectionClosed("eof"), True),
+        (ConnectionClosed("write failed before any byte", sent=False), False),
+        (error_from_code(-32603, "boom"), True),
+    ],
+)
+def test_may_have_reached_server(exc: MCPError, reached: bool) -> None:
+    assert may_have_reached_server(exc) is reached
+
+
+@pytest.mark.parametrize(
+    ("exc", "counted"),
+    [
+        (ConnectError("refused"), True),
+        (ConnectionClosed("eof"), True),
+        (RequestTimeout("t"), True),
+        (NetworkError("503"), True),
+        (ProtocolError("garbage"), True),
+        (error_from_code(-32603, "boom"), True),
+        (CircuitOpen("open"), False),
+        (ServerUnavailable("down"), False),
+        (PoolTimeout("busy"), False),
+        (MessageTooLarge("big"), False),
+        (InvalidParams("bad"), False),
+        (ToolNotFound("nope"), False),
+        (MethodNotFound("nope", code=-32601), False),
+        (AuthError("401"), False),
+        (PermissionDenied("403"), False),
+        (Cancelled("by caller"), False),
+        (ValueError("a bug"), False),
+    ],
+)
+def test_counts_as_breaker_failure(exc: BaseException, counted: bool) -> None:
+    assert counts_as_breaker_failure(exc) is counted
+
+
+def test_mapped_errors_and_attached_fields_pickle() -> None:
+    err = error_from_http_status(429, "slow down", retry_after=2.5)
+    attach_fields(err, retry_history=(("NetworkError", 0.0), ("NetworkError", 1.0)))
+    back = pickle.loads(pickle.dumps(err))
+    assert type(back) is NetworkError
+    assert (back.status, back.retry_after, back.message) == (429, 2.5, "slow down")
+    assert back.retry_history == (("NetworkError", 0.0), ("NetworkError", 1.0))
+    grpc_err = pickle.loads(pickle.dumps(error_from_grpc_status("UNAVAILABLE", connecting=True)))
+    assert type(grpc_err) is ConnectError and grpc_err.timeout is False and grpc_err.status == "UNAVAILABLE"
+    open_err = pickle.loads(pickle.dumps(CircuitOpen("open", retry_after=12.0, server="s")))
+    assert (open_err.retry_after, open_err.server) == (12.0, "s")
+    remote = pickle.loads(pickle.dumps(attach_fields(error_from_code(-32602, "bad", {"field": "q"}), retry_history=())))
+    assert type(remote) is InvalidParams and remote.data == {"field": "q"} and remote.retry_history == ()
