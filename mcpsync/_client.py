@@ -288,6 +288,87 @@ class Client(ProtocolMixin):
         args = list(args)
         return cls(lambda: StdioTransport(command, args, **kwargs), **options)
 
+    @classmethod
+    def websocket(
+        cls,
+        url: str,
+        *,
+        headers: Mapping[str, str] | None = None,
+        token: str | None = None,
+        sslopt: Mapping[str, Any] | None = None,
+        max_message_size: int | None = None,
+        **options: Any,
+    ) -> "Client":
+        """A client for a server reached over WebSocket (subprotocol ``mcp``).
+
+        No stock MCP server speaks WebSocket; ``mcpsync bridge --websocket`` serves any
+        MCP server over it.
+
+        Args:
+            url: ``ws://`` or ``wss://`` URL.
+            headers: extra handshake headers.
+            token: a bearer token for the handshake.
+            sslopt: websocket-client TLS options.
+            max_message_size: longest accepted message in bytes.
+            **options: the keyword options of :class:`Client`.
+        """
+        from .transports.websocket import WebSocketTransport
+
+        timeouts: Timeouts = options.get("timeouts", Timeouts.DEFAULT)
+        kw: dict[str, Any] = {"headers": headers, "token": token, "sslopt": sslopt, "ping_interval": timeouts.keepalive}
+        if max_message_size:
+            kw["max_message_size"] = max_message_size
+        options.setdefault("name", url)
+        return cls(lambda: WebSocketTransport(url, **kw), **options)
+
+    @classmethod
+    def grpc(
+        cls,
+        target: str,
+        *,
+        token: str | None = None,
+        metadata: Sequence[tuple[str, str]] | None = None,
+        secure: bool = False,
+        root_certificates: bytes | None = None,
+        scope: str = "session",
+        max_message_size: int | None = None,
+        **options: Any,
+    ) -> "Client":
+        """A client for a server reached over gRPC (``mcpsync bridge --grpc`` serves one).
+
+        Args:
+            target: ``host:port``.
+            token: a bearer token sent as ``authorization`` metadata.
+            metadata: extra metadata (lowercase keys).
+            secure: use TLS (``root_certificates`` to trust a private CA).
+            scope: ``"session"`` (one bidi stream per connection, both eras) or
+                ``"request"`` (one RPC per request; modern era only).
+            max_message_size: largest message in bytes (gRPC's own default is 4 MiB).
+            **options: the keyword options of :class:`Client`.
+        """
+        from .transports.grpc import GrpcTransport
+
+        kw: dict[str, Any] = {
+            "token": token,
+            "metadata": metadata,
+            "secure": secure,
+            "root_certificates": root_certificates,
+            "scope": scope,
+        }
+        if max_message_size:
+            kw["max_message_size"] = max_message_size
+        options.setdefault("name", target)
+        return cls(lambda: GrpcTransport(target, **kw), **options)
+
+    @classmethod
+    def local(cls, registry: Any, **options: Any) -> "Client":
+        """A client for tools registered in-process (:class:`mcpsync.server.Registry`):
+        no serialisation, no process boundary, no thread hop."""
+        from .transports.local import LocalChannel
+
+        options.setdefault("name", getattr(registry, "name", "local"))
+        return cls(lambda: LocalChannel(registry), **options)
+
     # ------------------------------------------------------------------ lifecycle
 
     def __enter__(self) -> "Client":

@@ -34,6 +34,7 @@ from ._channel import NotificationHandler, ProgressCallback, RequestHandler
 from ._errors import (
     INTERNAL_ERROR,
     METHOD_NOT_FOUND,
+    AuthError,
     Cancelled,
     ConnectionClosed,
     MCPError,
@@ -81,8 +82,7 @@ class _Pending:
     def __init__(self, rid: int, method: str, timeout: float, progress: ProgressCallback | None, cap: float) -> None:
         self.id = rid
         self.method = method
-        self.lock = threading.Lock()
-        self.lock.acquire()
+        self.lock: threading.Lock | None = None  # made when the caller must wait as a follower
         self.waiting = False
         self.signaled = False
         self.done = False
@@ -251,15 +251,29 @@ class Dispatcher:
         data = encode(msg)
         cap = self.progress_cap if self.progress_cap is not None else timeout * 10
         slot = _Pending(rid, method, timeout, progress, max(cap, timeout))
-        with self._mu:
+        mu = self._mu
+        with mu:
             self._pending[rid] = slot
             self._last_activity = slot.deadline - timeout
         try:
-            self._send(data, timeout)
-        except BaseException:
-            with self._mu:
+            self.transport.send(data, timeout)
+        except BaseException as exc:
+            with mu:
                 self._pending.pop(rid, None)
+            if isinstance(exc, ConnectionClosed):
+                self._mark_dead(exc)
             raise
+        self.stats["sent"] += 1
+        if cancel_event is None:
+            # Fast path: nobody is reading, so this caller reads its own answer.
+            with mu:
+                lead = self._leader is None
+                if lead:
+                    self._leader = slot
+            if lead:
+                self._lead(slot)
+                if slot.done and slot.error is None:
+                    return slot.result  # type: ignore[no-any-return]
         return self._wait(slot, cancel_event)
 
     # ------------------------------------------------------------------ waiting
@@ -275,6 +289,9 @@ class Dispatcher:
                     lead = True
                 else:
                     lead = False
+                    if slot.lock is None:
+                        slot.lock = threading.Lock()
+                        slot.lock.acquire()
                     slot.waiting = True
                     self._waiters.append(slot)
             if lead:
@@ -285,7 +302,9 @@ class Dispatcher:
                 remaining = slot.deadline - _monotonic()
                 if cancel_event is not None:
                     remaining = min(remaining, 0.05)
-                got = slot.lock.acquire(timeout=max(remaining, 0.0)) if remaining > 0 else False
+                lock = slot.lock
+                assert lock is not None
+                got = lock.acquire(timeout=max(remaining, 0.0)) if remaining > 0 else False
                 with mu:
                     slot.waiting = False
                     try:
@@ -293,7 +312,7 @@ class Dispatcher:
                     except ValueError:
                         pass
                     if not got and slot.signaled:
-                        slot.lock.acquire()  # consume a wake that raced the timeout
+                        lock.acquire()  # consume a wake that raced the timeout
                     slot.signaled = False
                 if slot.done:
                     break
@@ -351,7 +370,7 @@ class Dispatcher:
         # under self._mu
         if slot.waiting and not slot.signaled:
             slot.signaled = True
-            slot.lock.release()
+            slot.lock.release()  # type: ignore[union-attr]  # waiting implies a lock
 
     def _release_leadership(self) -> None:
         with self._mu:
@@ -376,7 +395,7 @@ class Dispatcher:
                     continue
                 if data is not None:
                     self._handle(data)
-        except NetworkError as exc:
+        except MCPError as exc:  # the transport's own verdict: keep its type for the callers
             self._mark_dead(exc)
         except Exception as exc:  # a transport bug must not leave callers waiting
             log.exception("reading from %s failed", self.name)
@@ -408,7 +427,7 @@ class Dispatcher:
                         self._handle(data)
                     if self._last_activity != started or self._waiters:
                         break
-            except NetworkError as exc:
+            except MCPError as exc:
                 self._mark_dead(exc)
             except Exception as exc:
                 log.exception("reading from %s failed", self.name)
@@ -531,14 +550,18 @@ class Dispatcher:
                 return
             self._dead = exc
         self._stop.set()
-        self._fail_all(exc if isinstance(exc, ConnectionClosed) else ConnectionClosed(f"connection to {self.name} failed: {exc}"))
+        if isinstance(exc, (ConnectionClosed, AuthError)):
+            self._fail_all(exc)
+        else:
+            self._fail_all(ConnectionClosed(f"connection to {self.name} failed: {exc}"))
 
-    def _fail_all(self, exc: ConnectionClosed) -> None:
+    def _fail_all(self, exc: MCPError) -> None:
+        cls = type(exc) if isinstance(exc, AuthError) else ConnectionClosed
         with self._mu:
             slots = list(self._pending.values())
             self._pending.clear()
             for slot in slots:
-                slot.error = ConnectionClosed(str(exc) or f"connection to {self.name} closed", method=slot.method)
+                slot.error = cls(str(exc) or f"connection to {self.name} closed", method=slot.method)
                 slot.done = True
                 self._wake(slot)
             callbacks = list(self._on_close)

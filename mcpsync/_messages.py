@@ -318,12 +318,16 @@ RESULT_DECODERS: dict[str, Any] = {
 }
 
 
-def decode_result(method: str, raw: bytes | Raw) -> Any:
+def decode_result(method: str, raw: Any) -> Any:
     """Decode a result for ``method``; methods without a typed decoder give plain JSON.
 
     Raises:
         ProtocolError: the result does not have the shape the method's type requires.
     """
+    if isinstance(raw, Struct):
+        return raw  # an in-process (Local) result, already typed
+    if not isinstance(raw, (bytes, bytearray, memoryview, Raw)):
+        raw = _encoder.encode(raw)  # an in-process result as plain JSON-compatible objects
     dec = RESULT_DECODERS.get(method)
     try:
         if dec is None:

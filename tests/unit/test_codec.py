@@ -1,0 +1,161 @@
+"""The msgspec codec: permissive envelope, typed results, unknown fields ignored."""
+
+from __future__ import annotations
+
+import pickle
+
+import msgspec
+import pytest
+
+from mcpsync import (
+    AudioContent,
+    CallToolResult,
+    EmbeddedResource,
+    ImageContent,
+    InvalidParams,
+    MethodNotFound,
+    ProtocolError,
+    RemoteError,
+    ResourceLink,
+    ResourceNotFound,
+    TextContent,
+    ToolNotFound,
+    UnknownContent,
+)
+from mcpsync._errors import ERROR_CODE_TABLE, ConnectError, error_from_code
+from mcpsync._messages import decode_envelope, decode_result, encode
+
+
+def test_envelope_kinds():
+    req = decode_envelope(b'{"jsonrpc":"2.0","id":"a-1","method":"ping"}')
+    assert req.id == "a-1" and req.method == "ping" and len(req.params) == 0
+    note = decode_envelope(b'{"jsonrpc":"2.0","method":"notifications/progress","params":{"progress":1}}')
+    assert note.id is None and bytes(note.params) == b'{"progress":1}'
+    res = decode_envelope(b'{"result":{"x":1},"jsonrpc":"2.0","id":7}')
+    assert res.id == 7 and bytes(res.result) == b'{"x":1}' and res.method is None
+    err = decode_envelope(b'{"jsonrpc":"2.0","id":7,"error":{"code":-32601,"message":"no","data":{"m":"x"}}}')
+    assert err.error.code == -32601 and err.error.data == {"m": "x"}
+    null = decode_envelope(b'{"jsonrpc":"2.0","id":1,"result":null}')
+    assert bytes(null.result) == b"null"
+
+
+def test_envelope_unknown_members_ignored():
+    env = decode_envelope(b'{"jsonrpc":"2.0","id":1,"result":{},"extra":{"deep":[1,2]},"x":null}')
+    assert env.id == 1
+
+
+@pytest.mark.parametrize(
+    "data, code",
+    [
+        (b"not json", -32700),
+        (b'{"jsonrpc":"2.0","id":1,"result":', -32700),
+        (b"\xff\xfe", -32700),
+        (b"[1,2,3]", -32600),
+        (b'{"id":{"nested":1}}', -32600),
+        (b'{"method":5}', -32600),
+    ],
+)
+def test_malformed_messages_are_typed_protocol_errors(data, code):
+    with pytest.raises(ProtocolError) as info:
+        decode_envelope(data)
+    assert info.value.code == code
+
+
+def test_call_tool_result_with_every_content_block():
+    raw = encode(
+        {
+            "content": [
+                {"type": "text", "text": "hi", "annotations": {"audience": ["user"], "priority": 0.5}},
+                {"type": "image", "data": "AAAA", "mimeType": "image/png"},
+                {"type": "audio", "data": "BBBB", "mimeType": "audio/wav"},
+                {"type": "resource_link", "uri": "file:///x", "name": "x", "mimeType": "text/plain"},
+                {"type": "resource", "resource": {"uri": "mem://a", "text": "body", "mimeType": "text/plain"}},
+                {"type": "resource", "resource": {"uri": "mem://b", "blob": "Q0FGRQ=="}},
+            ],
+            "structuredContent": {"ok": True},
+            "isError": False,
+            "_meta": {"k": "v"},
+            "futureField": 1,
+        }
+    )
+    r = decode_result("tools/call", raw)
+    assert isinstance(r, CallToolResult)
+    text, image, audio, link, embedded, blob = r.content
+    assert isinstance(text, TextContent) and text.text == "hi" and text.annotations.priority == 0.5
+    assert isinstance(image, ImageContent) and image.mime_type == "image/png"
+    assert isinstance(audio, AudioContent) and audio.data == "BBBB"
+    assert isinstance(link, ResourceLink) and link.uri == "file:///x"
+    assert isinstance(embedded, EmbeddedResource) and embedded.resource.text == "body"
+    assert blob.resource.blob == "Q0FGRQ==" and blob.resource.text is None
+    assert r.structured_content == {"ok": True} and r.meta == {"k": "v"} and r.text == "hi"
+
+
+def test_unknown_content_type_is_kept_not_fatal():
+    raw = b'{"content":[{"type":"hologram","frames":3},{"type":"text","text":"t"}]}'
+    r = decode_result("tools/call", raw)
+    assert isinstance(r.content[0], UnknownContent) and r.content[0].raw == {"type": "hologram", "frames": 3}
+    assert r.content[1].text == "t"
+
+
+def test_tools_list_typed_and_tolerant():
+    raw = encode(
+        {
+            "tools": [
+                {
+                    "name": "a",
+                    "title": "A",
+                    "inputSchema": {"type": "object"},
+                    "outputSchema": {"type": "object"},
+                    "annotations": {"readOnlyHint": True, "somethingNew": 1},
+                    "icons": [{"src": "https://x/icon.png", "mimeType": "image/png"}],
+                    "_meta": {"m": 1},
+                    "newField": [1],
+                }
+            ],
+            "nextCursor": "c2",
+        }
+    )
+    r = decode_result("tools/list", raw)
+    t = r.tools[0]
+    assert t.name == "a" and t.title == "A" and t.annotations.read_only_hint is True
+    assert t.icons[0].src.endswith("icon.png") and t.meta == {"m": 1} and r.next_cursor == "c2"
+
+
+def test_result_of_the_wrong_shape_is_a_protocol_error():
+    with pytest.raises(ProtocolError) as info:
+        decode_result("tools/list", b'{"tools": "not a list"}')
+    assert info.value.code == -32602
+
+
+def test_untyped_methods_decode_to_plain_json():
+    assert decode_result("x/custom", b'{"a":[1,2]}') == {"a": [1, 2]}
+
+
+def test_error_code_table_maps_and_is_configurable():
+    assert isinstance(error_from_code(-32601, "no such method"), MethodNotFound)
+    assert isinstance(error_from_code(-32602, "bad", method="tools/call"), InvalidParams)
+    assert isinstance(error_from_code(-32602, "Tool nope not found", method="tools/call"), ToolNotFound)
+    assert isinstance(error_from_code(-32602, "Resource not found", method="resources/read"), ResourceNotFound)
+    assert isinstance(error_from_code(-32002, "Resource not found"), ResourceNotFound)
+    assert type(error_from_code(-31999, "custom")) is RemoteError
+
+    class Mine(RemoteError):
+        pass
+
+    table = {**ERROR_CODE_TABLE, -31999: Mine}
+    assert isinstance(error_from_code(-31999, "custom", table=table), Mine)
+
+
+def test_errors_pickle_with_their_fields():
+    e = error_from_code(-32602, "bad field", {"field": "x"})
+    back = pickle.loads(pickle.dumps(e))
+    assert type(back) is InvalidParams and back.code == -32602 and back.data == {"field": "x"} and str(back) == "bad field"
+    c = pickle.loads(pickle.dumps(ConnectError("down", attempts=2)))
+    assert c.attempts == 2
+
+
+def test_structs_are_frozen():
+    r = decode_result("tools/call", b'{"content":[]}')
+    with pytest.raises(AttributeError):
+        r.is_error = True  # type: ignore[misc]
+    assert msgspec.to_builtins(r) == {}  # defaults are omitted on the wire
