@@ -1,0 +1,29 @@
+# Types for the compiled build of _pyspeedups.py (Cython pure-Python mode): setup.py
+# copies this file next to the generated _cspeedups.py. The .py stays the one source.
+cimport cython
+
+cdef Py_ssize_t _EDGE
+
+cdef class LineFramer:
+    cdef public Py_ssize_t max_size
+    cdef bytearray _buf
+    cdef bint _discarding
+    cdef Py_ssize_t _discard_size
+    cdef bytes _head
+    cdef bytes _tail
+    cdef list _ready
+
+    @cython.locals(start=Py_ssize_t, n=Py_ssize_t, nl=Py_ssize_t, stop=Py_ssize_t, size=Py_ssize_t, out=list, buf=bytearray)
+    cpdef list feed(self, bytes data)
+
+cdef class TTLCache:
+    cdef public object ttl
+    cdef public Py_ssize_t maxsize
+    cdef object _clock
+    cdef dict _data
+    cdef object _lock
+    cdef public Py_ssize_t hits
+    cdef public Py_ssize_t misses
+
+    @cython.locals(expires=double)
+    cpdef object get(self, object key, object default=*)
