@@ -76,6 +76,17 @@ _META_LOG = "io.modelcontextprotocol/logLevel"
 Mode = Literal["auto", "modern", "legacy"]
 TransportFactory = Callable[[], Union[Transport, Channel]]
 
+#: Bumped in a child after os.fork(): cheaper to compare than calling getpid() per call.
+_fork_generation = 0
+
+
+def _after_fork_in_child() -> None:
+    global _fork_generation
+    _fork_generation += 1
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
 #: Era detected per server address ("modern" / "legacy"), so reconnects skip the probe.
 _ERA_CACHE: dict[str, str] = {}
 _ERA_LOCK = threading.Lock()
@@ -237,7 +248,7 @@ class Client(ProtocolMixin):
         self._worker = Worker(f"mcpsync-{self.name}")
         self._notification_handlers: dict[str, list[Callable[[Mapping[str, Any] | None], None]]] = {}
         self._server_logger = logging.getLogger(f"mcpsync.server.{self.name}")
-        self._pid = os.getpid()
+        self._fork_gen = _fork_generation
         self._tools: dict[str, Tool] = {}
         self._reconnect = ReconnectSchedule(reconnect, name=self.name, on_unavailable=on_unavailable)
         self._guard = Guard(self.name, retry=retry, breaker=breaker, reconnect=self._reconnect, record=record)
@@ -441,10 +452,10 @@ class Client(ProtocolMixin):
     def _check_usable(self) -> None:
         if self._closed:
             raise ConnectionClosed(f"client for {self.name} is closed")
-        if self._pid != os.getpid():
+        if self._fork_gen != _fork_generation:
             # forked: the pool forgets the parent's connections by itself; the
             # worker's threads did not survive the fork
-            self._pid = os.getpid()
+            self._fork_gen = _fork_generation
             self._worker = Worker(f"mcpsync-{self.name}")
             self._primary = None
 
@@ -667,7 +678,8 @@ class Client(ProtocolMixin):
         info) is added, and an unsupported-version error is answered by one retry with a
         version the server supports.
         """
-        self._check_usable()
+        if self._closed or self._fork_gen != _fork_generation:
+            self._check_usable()
         t = self.timeouts.request if timeout is None else timeout
         safe = (method in _SAFE_METHODS) if safe_to_retry is None else safe_to_retry
         return self._guard.call(lambda: self._attempt(method, params, t, progress), safe_to_retry=safe, tool=tool)
@@ -775,7 +787,7 @@ class Client(ProtocolMixin):
         Returns:
             The result; ``result.is_error`` is True when the tool itself failed.
         """
-        params: dict[str, Any] = {"name": name, "arguments": dict(arguments) if arguments else {}}
+        params: dict[str, Any] = {"name": name, "arguments": arguments if arguments is not None else {}}
         if meta:
             params["_meta"] = dict(meta)
         return self.request(  # type: ignore[no-any-return]

@@ -709,7 +709,7 @@ class Guard:
             ServerUnavailable: the server is marked unavailable.
             MCPError: the last attempt's error, carrying ``retry_history``.
         """
-        start = self._clock()
+        start = self._clock() if self.record is not None or budget is not None else 0.0
         error: BaseException | None = None
         first: MCPError | None = None
         breaker = self.breaker

@@ -272,6 +272,7 @@ class ConnectionPool(Generic[C]):
         self._lock = threading.Lock()
         self._cond = threading.Condition(self._lock)
         self._waiting = 0  # borrowers blocked in _cond.wait (notify only when someone waits)
+        self._hot: _Entry[C] | None = None  # the entry returned last (the fast path's pick)
         self._state: _State[C] = _State()
         self._creating = 0
         self._seq = itertools.count()
@@ -302,6 +303,7 @@ class ConnectionPool(Generic[C]):
         self._lock = threading.Lock()  # a parent thread may have held it
         self._cond = threading.Condition(self._lock)
         self._waiting = 0
+        self._hot = None
         self._state = _State()
         self._state.closed = closed
         self._creating = 0
@@ -342,6 +344,19 @@ class ConnectionPool(Generic[C]):
             PoolClosed: the pool is closed.
             ConnectError: opening a new connection failed.
         """
+        hot = self._hot
+        if hot is not None and self._thread is not None:
+            # Fast path (a lone caller): the connection returned last is idle, which is
+            # what _pick would choose; take it without the general search.
+            with self._lock:
+                taken = hot.in_flight == 0 and not hot.dead and not self._state.closed
+                if taken:
+                    hot.in_flight = 1
+                    self._borrowed += 1
+            if taken:
+                if hot.conn.alive():
+                    return Lease(self, hot)
+                self._drop(hot, undo_borrow=True)
         if timeout is None:
             timeout = self.limits.borrow_timeout if self.limits.borrow_timeout is not None else self._default_timeout
         if self._thread is None and self._maintenance_interval is not None:
@@ -451,6 +466,7 @@ class ConnectionPool(Generic[C]):
             entry.in_flight -= 1
             self._returned += 1
             entry.last_used = self._clock()
+            self._hot = entry
             if broken and not entry.dead:
                 to_close = self._remove(entry)
                 self._cond.notify_all()
@@ -463,6 +479,8 @@ class ConnectionPool(Generic[C]):
     def _remove(self, entry: _Entry[C], *, reaped: bool = False) -> bool:
         """Under the lock: take ``entry`` out; True if the caller must close it."""
         entry.dead = True
+        if self._hot is entry:
+            self._hot = None
         try:
             self._state.entries.remove(entry)
         except ValueError:
