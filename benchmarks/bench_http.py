@@ -2,7 +2,7 @@
 
 Run with::
 
-    python -m pytest benchmarks/bench_http.py --benchmark-enable -q
+    taskset -c 0 python -m pytest benchmarks/bench_http.py --benchmark-enable -q
 
 One SDK server (tests/servers/http_sdk_server.py, Streamable HTTP under uvicorn on
 127.0.0.1) serves every contestant. Groups:
@@ -14,11 +14,14 @@ One SDK server (tests/servers/http_sdk_server.py, Streamable HTTP under uvicorn 
   urllib3 POST with the same headers and a JSON-RPC body, answer read whole).
 * ``http-throughput-16``: 16 threads × 10 calls through one shared mcpsync client;
   for the SDK, 160 calls as 16 concurrent tasks on its loop.
+* ``sse-parse-*``: mcpsync's SSE parser against sseclient-py, both fed 64 KiB reads:
+  1000 small events, and one 4 MiB event.
 
 Both against the server answering with ``application/json`` and with SSE streams.
 
-At the end the ratios to the SDK are printed (``-s`` to see them); they are also in
-each benchmark's ``extra_info``. Nothing here asserts a timing.
+Groups are suffixed ``-json`` / ``-sse`` (how the server answers); the ratio table of
+benchmarks/conftest.py compares each group against its ``raw`` entry (throughput
+groups: against the fastest). Nothing here asserts a timing.
 """
 
 from __future__ import annotations
@@ -44,40 +47,15 @@ from mcpsync.transports.streamable_http import StreamableHTTPTransport  # noqa: 
 
 THREADS = 16
 PER_THREAD = 10
-_means: dict[str, float] = {}
 
 
 @pytest.fixture(scope="module", params=["json", "sse"])
-def server(request: pytest.FixtureRequest) -> Iterator[str]:
+def server(request: pytest.FixtureRequest) -> Iterator[tuple[str, str]]:
     """The SDK server answering with application/json, or with SSE streams (its default)."""
     port = hs.free_port()
     flags = ["--json"] if request.param == "json" else []
-    _means.clear()
     with hs.run_server(hs.sdk_server_argv(port, *flags), port):
-        yield f"http://127.0.0.1:{port}/mcp"
-    _report(request.param)
-
-
-def _report(kind: str) -> None:
-    lines = []
-    for group in ("latency", "throughput"):
-        sdk = _means.get(f"sdk-{group}")
-        for name, mean in sorted(_means.items()):
-            if name.endswith(group) and sdk:
-                lines.append(f"  {name:32s} {mean * 1e6:10.1f} µs   x{mean / sdk:5.2f} of the SDK")
-    if lines:
-        print(f"\nHTTP benchmark ratios, {kind} responses (mean time; lower is better):\n" + "\n".join(lines))
-
-
-def _record(benchmark: Any, name: str) -> None:
-    stats = getattr(benchmark, "stats", None)
-    mean = None
-    if stats is not None:
-        inner = getattr(stats, "stats", stats)
-        mean = getattr(inner, "mean", None)
-    if mean:
-        _means[name] = mean
-        benchmark.extra_info["mean_us"] = round(mean * 1e6, 1)
+        yield f"http://127.0.0.1:{port}/mcp", request.param
 
 
 class _SDKClient:
@@ -121,16 +99,17 @@ class _SDKClient:
 
 
 @pytest.fixture(scope="module")
-def sdk(server: str) -> Iterator[_SDKClient]:
-    client = _SDKClient(server)
+def sdk(server: tuple[str, str]) -> Iterator[_SDKClient]:
+    client = _SDKClient(server[0])
     client.run(client.client.call_tool("echo", {"message": "warm"}))
     yield client
     client.close()
 
 
 @pytest.fixture(scope="module", params=["auto", "legacy"])
-def ours(server: str, request: pytest.FixtureRequest) -> Iterator[tuple[str, Client]]:
-    client = Client(lambda: StreamableHTTPTransport(server), mode=request.param)
+def ours(server: tuple[str, str], request: pytest.FixtureRequest) -> Iterator[tuple[str, Client]]:
+    url = server[0]
+    client = Client(lambda: StreamableHTTPTransport(url), mode=request.param)
     client.call_tool("echo", {"message": "warm"})
     yield ("modern" if client.era == "modern" else "legacy"), client
     client.close()
@@ -147,28 +126,29 @@ def _threads(fn: Callable[[int], None]) -> None:
 # ------------------------------------------------------------------ latency
 
 
-@pytest.mark.benchmark(group="http-latency")
-def test_latency_mcpsync(benchmark: Any, ours: tuple[str, Client]) -> None:
+def test_latency_mcpsync(benchmark: Any, server: tuple[str, str], ours: tuple[str, Client]) -> None:
     era, client = ours
+    benchmark.group = f"http-latency-{server[1]}"
+    benchmark.extra_info["era"] = era
     result = benchmark(client.call_tool, "echo", {"message": "x"})
     assert result.text == "Echo: x"
-    _record(benchmark, f"mcpsync-{era}-latency")
 
 
-@pytest.mark.benchmark(group="http-latency")
-def test_latency_sdk(benchmark: Any, sdk: _SDKClient) -> None:
+def test_latency_sdk(benchmark: Any, server: tuple[str, str], sdk: _SDKClient) -> None:
+    benchmark.group = f"http-latency-{server[1]}"
+
     def call() -> Any:
         return sdk.run(sdk.client.call_tool("echo", {"message": "x"}))
 
     result = benchmark(call)
     assert result.content[0].text == "Echo: x"
-    _record(benchmark, "sdk-latency")
 
 
-@pytest.mark.benchmark(group="http-latency")
-def test_latency_raw_urllib3(benchmark: Any, server: str) -> None:
+def test_latency_raw_urllib3(benchmark: Any, server: tuple[str, str]) -> None:
     import urllib3
 
+    url = server[0]
+    benchmark.group = f"http-latency-{server[1]}"
     http = urllib3.PoolManager(maxsize=2)
     body = json.dumps(
         {
@@ -187,18 +167,18 @@ def test_latency_raw_urllib3(benchmark: Any, server: str) -> None:
     }
 
     def call() -> bytes:
-        return http.request("POST", server, body=body, headers=headers).data
+        return http.request("POST", url, body=body, headers=headers).data
 
     assert b"Echo: x" in benchmark(call)
-    _record(benchmark, "raw-urllib3-latency")
 
 
 # ------------------------------------------------------------------ throughput
 
 
-@pytest.mark.benchmark(group="http-throughput-16")
-def test_throughput_mcpsync(benchmark: Any, ours: tuple[str, Client]) -> None:
+def test_throughput_mcpsync(benchmark: Any, server: tuple[str, str], ours: tuple[str, Client]) -> None:
     era, client = ours
+    benchmark.group = f"http-throughput-16-{server[1]}"
+    benchmark.extra_info["era"] = era
     errors: list[BaseException] = []
 
     def work(n: int) -> None:
@@ -211,11 +191,11 @@ def test_throughput_mcpsync(benchmark: Any, ours: tuple[str, Client]) -> None:
     benchmark.pedantic(_threads, args=(work,), rounds=3, iterations=1)
     assert not errors
     benchmark.extra_info["calls_per_round"] = THREADS * PER_THREAD
-    _record(benchmark, f"mcpsync-{era}-throughput")
 
 
-@pytest.mark.benchmark(group="http-throughput-16")
-def test_throughput_sdk(benchmark: Any, sdk: _SDKClient) -> None:
+def test_throughput_sdk(benchmark: Any, server: tuple[str, str], sdk: _SDKClient) -> None:
+    benchmark.group = f"http-throughput-16-{server[1]}"
+
     async def burst() -> None:
         async def one(n: int) -> None:
             for i in range(PER_THREAD):
@@ -226,4 +206,36 @@ def test_throughput_sdk(benchmark: Any, sdk: _SDKClient) -> None:
 
     benchmark.pedantic(lambda: sdk.run(burst()), rounds=3, iterations=1)
     benchmark.extra_info["calls_per_round"] = THREADS * PER_THREAD
-    _record(benchmark, "sdk-throughput")
+
+
+# ------------------------------------------------------------------ SSE parsing
+
+_SMALL = b'event: message\r\ndata: {"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"Echo: x"}]}}\r\n\r\n'
+_SMALL_STREAM = [(_SMALL * 1000)[i : i + 65536] for i in range(0, len(_SMALL) * 1000, 65536)]
+_BIG = b"data: " + b"x" * (4 * 1024 * 1024) + b"\n\n"
+_BIG_STREAM = [_BIG[i : i + 65536] for i in range(0, len(_BIG), 65536)]
+
+
+def _ours(chunks: list[bytes]) -> int:
+    from mcpsync.transports._http_common import SSEParser
+
+    parser = SSEParser(max_size=8 * 1024 * 1024)
+    return sum(len(parser.feed(c)) for c in chunks)
+
+
+def _sseclient(chunks: list[bytes]) -> int:
+    import sseclient
+
+    return sum(1 for _ in sseclient.SSEClient(iter(chunks)).events())
+
+
+@pytest.mark.parametrize("parser", [_ours, _sseclient], ids=["mcpsync", "sseclient-py"])
+def test_parse_1000_small_events(benchmark: Any, parser: Callable[[list[bytes]], int]) -> None:
+    benchmark.group = "sse-parse-1000-small"
+    assert benchmark(parser, _SMALL_STREAM) == 1000
+
+
+@pytest.mark.parametrize("parser", [_ours, _sseclient], ids=["mcpsync", "sseclient-py"])
+def test_parse_one_4mib_event(benchmark: Any, parser: Callable[[list[bytes]], int]) -> None:
+    benchmark.group = "sse-parse-4mib"
+    assert benchmark(parser, _BIG_STREAM) == 1

@@ -300,6 +300,91 @@ class Client(ProtocolMixin):
         return cls(lambda: StdioTransport(command, args, **kwargs), **options)
 
     @classmethod
+    def http(
+        cls,
+        url: str,
+        *,
+        headers: Mapping[str, str] | None = None,
+        auth: Any = None,
+        verify: bool | str = True,
+        pool_size: int = 10,
+        max_message_size: int | None = None,
+        sse_fallback: bool = True,
+        **options: Any,
+    ) -> "Client":
+        """A client for a remote server: Streamable HTTP (both eras), falling back to
+        HTTP+SSE (2024-11-05) when the URL refuses POSTs.
+
+        Args:
+            url: the MCP endpoint (``https://host/mcp``) or an HTTP+SSE stream URL.
+            headers: static headers for every request.
+            auth: an auth hook such as :class:`mcpsync.auth.OAuth`: ``headers(url, method)``
+                before every request, ``on_response(url, method, status, headers)`` on
+                401/403 (True = retry once).
+            verify: TLS verification: True, False or a CA bundle path.
+            pool_size: HTTP connections per origin (shared by the client's threads).
+            max_message_size: longest accepted message in bytes.
+            sse_fallback: switch to HTTP+SSE when the URL refuses POSTs.
+            **options: the keyword options of :class:`Client`.
+        """
+        from .transports.streamable_http import StreamableHTTPTransport
+
+        kwargs = cls._http_kwargs(headers, auth, verify, pool_size, max_message_size, options)
+        kwargs["sse_fallback"] = sse_fallback
+        return cls(lambda: StreamableHTTPTransport(url, **kwargs), **cls._http_options(url, options))
+
+    @classmethod
+    def sse(
+        cls,
+        url: str,
+        *,
+        headers: Mapping[str, str] | None = None,
+        auth: Any = None,
+        verify: bool | str = True,
+        pool_size: int = 10,
+        max_message_size: int | None = None,
+        **options: Any,
+    ) -> "Client":
+        """A client for a server speaking HTTP+SSE (2024-11-05) at the stream ``url``.
+        Options as for :meth:`http`."""
+        from .transports.sse import SSETransport
+
+        kwargs = cls._http_kwargs(headers, auth, verify, pool_size, max_message_size, options)
+        return cls(lambda: SSETransport(url, **kwargs), **cls._http_options(url, options))
+
+    @staticmethod
+    def _http_kwargs(
+        headers: Mapping[str, str] | None,
+        auth: Any,
+        verify: bool | str,
+        pool_size: int,
+        max_message_size: int | None,
+        options: Mapping[str, Any],
+    ) -> dict[str, Any]:
+        timeouts: Timeouts = options.get("timeouts", Timeouts.DEFAULT)
+        kwargs: dict[str, Any] = {
+            "headers": dict(headers or {}),
+            "auth": auth,
+            "verify": verify,
+            "connect_timeout": timeouts.connect,
+            "read_timeout": timeouts.idle,
+            "pool_size": pool_size,
+        }
+        if max_message_size is not None:
+            kwargs["max_message_size"] = max_message_size
+        return kwargs
+
+    @staticmethod
+    def _http_options(url: str, options: dict[str, Any]) -> dict[str, Any]:
+        from urllib.parse import urlsplit
+
+        options.setdefault("name", urlsplit(url).netloc or url)
+        # One transport per client: urllib3 fans requests out over its own pool of TCP
+        # connections, and every extra legacy-era transport would be another session.
+        options.setdefault("pool", PoolLimits.SINGLE)
+        return options
+
+    @classmethod
     def websocket(
         cls,
         url: str,

@@ -139,6 +139,10 @@ class Dispatcher:
         self._on_request: RequestHandler | None = None
         self._on_close: list[Callable[[BaseException], None]] = []
         self.stats = {"sent": 0, "received": 0, "dropped": 0}
+        set_failure_handler = getattr(transport, "set_failure_handler", None)
+        if set_failure_handler is not None:
+            # transports whose exchanges fail per request (HTTP) report them here
+            set_failure_handler(self._fail_request)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -365,6 +369,16 @@ class Dispatcher:
         except MCPError:
             pass
         return True
+
+    def _fail_request(self, request_id: Any, exc: BaseException) -> None:
+        """Fail one pending request (its exchange broke) without killing the connection."""
+        with self._mu:
+            slot = self._pending.pop(request_id, None)
+            if slot is None:
+                return
+            slot.error = exc
+            slot.done = True
+            self._wake(slot)
 
     def _wake(self, slot: _Pending) -> None:
         # under self._mu

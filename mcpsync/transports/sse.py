@@ -1,0 +1,375 @@
+"""The HTTP+SSE transport of protocol revision 2024-11-05.
+
+``connect`` GETs the stream URL (``text/event-stream``) and waits for the ``endpoint``
+event, whose data names the URL to POST messages to. It is resolved against the stream
+URL, and an endpoint on another origin is refused (a server must not send our messages
+elsewhere). Every message is then POSTed there (the server answers 202); every message
+from the server, responses included, arrives on the stream, read by one daemon thread.
+The session lives as long as the stream: when it ends the transport is closed
+(:class:`ConnectionClosed` from ``receive`` and ``send``).
+
+Example:
+    >>> t = SSETransport("http://127.0.0.1:3001/sse")   # doctest: +SKIP
+    >>> t.connect(10)                                    # doctest: +SKIP
+    >>> t.send(b'{"jsonrpc":"2.0","id":1,"method":"ping"}')  # doctest: +SKIP
+    >>> t.receive(5)                                     # doctest: +SKIP
+    b'{"jsonrpc":"2.0","id":1,"result":{}}'
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import threading
+import time
+from typing import Any, Callable, Mapping
+from urllib.parse import urljoin
+
+import urllib3
+
+from .._errors import ConnectError, ConnectionClosed, MCPError, ProtocolError
+from ._base import Transport
+from ._http_common import (
+    MAX_REDIRECTS,
+    HTTPOptions,
+    Pools,
+    SSEParser,
+    _Oversized,
+    acquire_pool,
+    auth_retry,
+    call_auth_headers,
+    media_type,
+    origin_of,
+    read_body,
+    redirect_target,
+    release_pool,
+    status_error,
+    translate,
+)
+
+__all__ = ["SSETransport"]
+
+log = logging.getLogger("mcpsync.http")
+
+_JSON = "application/json"
+_SSE = "text/event-stream"
+
+
+def _drop(resp: Any) -> None:
+    """Close a response's connection and hand the (closed) connection back to its pool."""
+    try:
+        resp.close()
+        resp.release_conn()
+    except Exception:  # noqa: BLE001 - already gone
+        pass
+
+
+class SSETransport(Transport):
+    """HTTP+SSE (2024-11-05): one GET stream for server messages, POSTs to its endpoint.
+
+    Args:
+        url: the SSE stream URL, e.g. ``http://127.0.0.1:3001/sse``.
+        headers: static headers for every request.
+        auth: an auth hook (``headers(url, method)`` / ``on_response(...)``).
+        verify: TLS verification (True, False or a CA bundle path).
+        connect_timeout: TCP connect timeout in seconds (retried once).
+        read_timeout: the longest silence tolerated on the stream (servers ping).
+        pool_size: pooled connections per origin.
+        max_message_size: the largest message accepted, in bytes.
+        options: all of the above as one :class:`HTTPOptions` (overrides them).
+    """
+
+    kind = "sse"
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        headers: Mapping[str, str] | None = None,
+        auth: Any = None,
+        verify: bool | str = True,
+        connect_timeout: float = 10.0,
+        read_timeout: float = 300.0,
+        pool_size: int = 10,
+        max_message_size: int | None = None,
+        options: HTTPOptions | None = None,
+    ) -> None:
+        if not url.lower().startswith(("http://", "https://")):
+            raise ValueError(f"not an http(s) URL: {url!r}")
+        if options is None:
+            kwargs: dict[str, Any] = {
+                "headers": dict(headers or {}),
+                "auth": auth,
+                "verify": verify,
+                "connect_timeout": connect_timeout,
+                "read_timeout": read_timeout,
+                "pool_size": pool_size,
+            }
+            if max_message_size is not None:
+                kwargs["max_message_size"] = max_message_size
+            options = HTTPOptions(**kwargs)
+        self.url = url
+        self.options = options
+        self.endpoint: str | None = None
+        self._lock = threading.Lock()
+        self._cond = threading.Condition(threading.Lock())
+        self._queue: collections.deque[Any] = collections.deque()
+        self._closed = False
+        self._ended: MCPError | None = None
+        self._pool_key: Any = None
+        self._pool: Pools | None = None
+        self._stream: Any = None
+        self._reader: threading.Thread | None = None
+        self._protocol_version: str | None = None
+        self._failure_handler: Callable[[Any, MCPError], None] | None = None
+
+    # ------------------------------------------------------------- Transport API
+
+    def connect(self, timeout: float) -> None:
+        """Open the stream and wait (at most ``timeout`` s) for the ``endpoint`` event.
+
+        Raises:
+            ConnectError: unreachable, not an SSE stream, no endpoint in time, or an
+                endpoint on another origin.
+            AuthError / PermissionDenied: a final 401 / 403.
+        """
+        if self._closed:
+            raise ConnectionClosed("transport is closed")
+        if self._reader is not None:
+            return
+        if self._pool is None:
+            self._pool_key, self._pool = acquire_pool(self.url, self.options)
+        deadline = time.monotonic() + timeout
+        headers = {"Accept": _SSE, "Cache-Control": "no-cache"}
+        resp = self._open("GET", self.url, headers, None, read_timeout=max(0.01, timeout), control=True, budget=timeout)
+        if not 200 <= resp.status < 300:
+            body = read_body(resp, 65536, self.url)
+            resp.release_conn()
+            err = status_error(resp.status, self.url, body)
+            if resp.status in (401, 403):
+                raise err
+            raise ConnectError(f"no SSE stream at {self.url}: {err}", status=resp.status)
+        ctype = media_type(resp.headers.get("content-type"))
+        if ctype != _SSE:
+            _drop(resp)
+            raise ConnectError(f"{self.url} answered with {ctype or 'no content type'!r}, not an SSE stream")
+        parser = SSEParser(self.options.max_message_size)
+        pending: list[Any] = []
+        endpoint: str | None = None
+        try:
+            while endpoint is None:
+                if time.monotonic() > deadline:
+                    raise ConnectError(f"{self.url} sent no endpoint event within {timeout:g} s")
+                chunk = resp.read1(65536)
+                if not chunk:
+                    raise ConnectError(f"{self.url} closed the stream before the endpoint event")
+                for ev in parser.feed(chunk):
+                    if endpoint is None and not isinstance(ev, _Oversized) and ev.event == "endpoint":
+                        endpoint = ev.data.decode("utf-8", "replace").strip()
+                    else:
+                        pending.append(ev)
+        except MCPError:
+            _drop(resp)
+            raise
+        except Exception as exc:
+            _drop(resp)
+            raise ConnectError(f"waiting for the endpoint event from {self.url}: {translate(exc, self.url)}") from exc
+        resolved = urljoin(self.url, endpoint)
+        if origin_of(resolved) != origin_of(self.url):
+            _drop(resp)
+            raise ConnectError(f"{self.url} named an endpoint on another origin ({resolved}); refused")
+        self.endpoint = resolved
+        # the stream's later silences are bounded by the read timeout, not the connect timeout
+        try:
+            sock = getattr(resp.connection, "sock", None)
+            if sock is not None:
+                sock.settimeout(self.options.read_timeout)
+        except Exception:  # noqa: BLE001
+            pass
+        self._stream = resp
+        for ev in pending:
+            self._take(ev)
+        self._reader = threading.Thread(
+            target=self._read_loop, args=(resp, parser), name="mcpsync-sse-reader", daemon=True
+        )
+        self._reader.start()
+
+    def send(self, message: bytes, timeout: float | None = None) -> None:
+        """POST one message to the endpoint; the answer arrives on the stream.
+
+        Raises:
+            ConnectionClosed: closed, or the stream / session has ended.
+            ConnectError: the server cannot be reached.
+            AuthError / PermissionDenied: a final 401 / 403.
+            ProtocolError: the server refused the message.
+        """
+        if self._closed:
+            raise ConnectionClosed("transport is closed")
+        if self._ended is not None:
+            raise ConnectionClosed(f"SSE session ended: {self._ended}")
+        if self.endpoint is None:
+            raise ConnectionClosed("SSE transport is not connected")
+        if message.lstrip()[:1] == b"[":
+            raise ProtocolError("JSON-RPC batches are never sent")
+        headers = {"Content-Type": _JSON, "Accept": f"{_JSON}, {_SSE}"}
+        read = self.options.read_timeout if timeout is None else max(0.001, min(timeout, self.options.read_timeout))
+        resp = self._open("POST", self.endpoint, headers, message, read_timeout=read, budget=timeout)
+        body = read_body(resp, 65536, self.endpoint)
+        resp.release_conn()
+        if 200 <= resp.status < 300:
+            return
+        if resp.status == 404:
+            raise ConnectionClosed(f"SSE session at {self.url} is gone (HTTP 404)", status=404)
+        raise status_error(resp.status, self.endpoint, body)
+
+    def receive(self, timeout: float | None) -> bytes | None:
+        """The next message from the stream, None after ``timeout``; ConnectionClosed at its end."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._cond:
+            while not self._queue:
+                if self._closed:
+                    raise ConnectionClosed("transport is closed")
+                if self._ended is not None:
+                    raise ConnectionClosed(f"SSE stream ended: {self._ended}")
+                if deadline is None:
+                    self._cond.wait()
+                else:
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        return None
+                    self._cond.wait(left)
+            item = self._queue.popleft()
+        if isinstance(item, _Oversized):
+            raise item.error
+        return item  # type: ignore[no-any-return]
+
+    def close(self) -> None:
+        """Stop the stream and release the pool. Idempotent, never blocks long."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            stream = self._stream
+        if stream is not None:
+            try:
+                stream.shutdown()
+            except Exception:  # noqa: BLE001
+                pass
+        if self._reader is not None and self._reader is not threading.current_thread():
+            self._reader.join(2.0)
+        if self._pool_key is not None:
+            release_pool(self._pool_key)
+            self._pool_key = None
+        with self._cond:
+            self._cond.notify_all()
+
+    def alive(self) -> bool:
+        return not self._closed and self._ended is None
+
+    def set_protocol_version(self, version: str) -> None:
+        self._protocol_version = version
+
+    def set_failure_handler(self, handler: Callable[[Any, MCPError], None] | None) -> None:
+        """Accepted for symmetry with Streamable HTTP; stream failures end the session here."""
+        self._failure_handler = handler
+
+    def describe(self) -> str:
+        return f"sse {self.url}"
+
+    def session_info(self) -> dict[str, Any]:
+        return {"transport": "sse", "url": self.url, "endpoint": self.endpoint, "era_hint": "legacy"}
+
+    # ------------------------------------------------------------- internals
+
+    def _open(
+        self,
+        method: str,
+        url: str,
+        headers: dict[str, str],
+        body: bytes | None,
+        *,
+        read_timeout: float,
+        control: bool = False,
+        budget: float | None = None,
+    ) -> Any:
+        connect = self.options.connect_timeout
+        if budget is not None:
+            connect = max(0.05, min(connect, budget / 2))
+        pools = self._pool
+        if pools is None:
+            raise ConnectionClosed("transport is closed")
+        pool = pools.control if control else pools.main
+        extra: dict[str, Any] = {} if control else {"pool_timeout": read_timeout}
+        auth = self.options.auth
+        retried = False
+        redirects = 0
+        base = {"User-Agent": self.options.user_agent, **self.options.headers, **headers}
+        if self._protocol_version is not None:
+            base["MCP-Protocol-Version"] = self._protocol_version
+        while True:
+            send_headers = dict(base)
+            send_headers.update(call_auth_headers(auth, url, method))
+            try:
+                resp = pool.request(
+                    method,
+                    url,
+                    body=body,
+                    headers=send_headers,
+                    preload_content=False,
+                    redirect=False,
+                    timeout=urllib3.Timeout(connect=connect, read=read_timeout),
+                    **extra,
+                )
+            except Exception as exc:
+                if self._closed:
+                    raise ConnectionClosed("transport is closed") from exc
+                raise translate(exc, url, connecting=True) from exc
+            target = redirect_target(url, resp)
+            if target is not None:
+                redirects += 1
+                if redirects > MAX_REDIRECTS:
+                    raise ProtocolError(f"{url}: too many redirects", status=resp.status)
+                if url == self.url:
+                    self.url = target
+                elif url == self.endpoint:
+                    self.endpoint = target
+                url = target
+                continue
+            if resp.status in (401, 403):
+                data = read_body(resp, 65536, url)
+                resp.release_conn()
+                if not retried and auth_retry(auth, url, method, resp.status, resp.headers):
+                    retried = True
+                    continue
+                raise status_error(resp.status, url, data)
+            return resp
+
+    def _take(self, ev: Any) -> None:
+        if isinstance(ev, _Oversized):
+            self._put(ev)
+        elif ev.event == "message" and ev.data.strip():
+            self._put(ev.data)
+        elif ev.event == "endpoint":
+            log.debug("%s sent another endpoint event; ignored", self.url)
+
+    def _put(self, item: Any) -> None:
+        with self._cond:
+            self._queue.append(item)
+            self._cond.notify()
+
+    def _read_loop(self, resp: Any, parser: SSEParser) -> None:
+        reason: MCPError
+        try:
+            while True:
+                chunk = resp.read1(65536)
+                if not chunk:
+                    reason = ConnectionClosed(f"{self.url} closed the SSE stream")
+                    break
+                for ev in parser.feed(chunk):
+                    self._take(ev)
+        except Exception as exc:  # noqa: BLE001 - translated
+            reason = translate(exc, self.url)
+        _drop(resp)
+        with self._cond:
+            self._ended = reason
+            self._cond.notify_all()

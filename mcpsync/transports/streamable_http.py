@@ -1,0 +1,1291 @@
+"""Streamable HTTP: one POST per message, for both protocol eras, with HTTP+SSE fallback.
+
+One transport serves both eras; which one a message belongs to is read from the
+message itself:
+
+* **2026-07-28 (modern)** — a request whose ``params._meta`` carries
+  ``io.modelcontextprotocol/protocolVersion``. It is POSTed with
+  ``MCP-Protocol-Version`` (that value), ``Mcp-Method``, ``Mcp-Name`` (for
+  ``tools/call`` / ``prompts/get`` / ``resources/read``) and the ``Mcp-Param-*``
+  headers that the tool's ``x-mcp-header`` annotations ask for (learned from the
+  ``tools/list`` results that pass through; tools with invalid annotations are removed
+  from those results). A ``HeaderMismatch`` (-32020) on ``tools/call`` re-lists the
+  tools and retries once. Cancelling (``notifications/cancelled``) closes the
+  request's response stream; a stream that breaks before its response re-issues the
+  request under a new id (the answer is handed up under the original id), twice at
+  most. A ``subscriptions/listen`` stream is reopened whenever it ends, under the same
+  id (its notifications carry that id as the subscription id), with backoff.
+* **2025-03-26 … 2025-11-25 (legacy)** — ``initialize`` gives an ``Mcp-Session-Id``,
+  echoed from then on with ``MCP-Protocol-Version`` (see :meth:`set_protocol_version`).
+  Notifications and responses get 202 (any 2xx with an empty or ``null`` body is
+  accepted). After ``notifications/initialized`` a standalone GET stream carries
+  server messages (405 = not offered); a broken stream, standalone or per request, is
+  resumed with ``Last-Event-ID`` after the server's ``retry``. A 404 (or a 400 that
+  names the session) on a request that carried the session id re-initializes
+  transparently — the remembered ``initialize`` is replayed under a fresh id, then
+  ``notifications/initialized`` — and the message is sent again, once. ``close()``
+  sends DELETE.
+* **HTTP+SSE (2024-11-05) fallback** — when the very first exchange with a URL gets
+  400 / 404 / 405 without a JSON-RPC body, the transport switches to
+  :class:`~mcpsync.transports.sse.SSETransport` for the rest of its life. The outcome
+  is cached per URL (:func:`known_kind`), as is the era that worked
+  (:func:`known_era`), so later transports skip the probing.
+
+A 307 / 308 redirect within the URL's origin is followed and its target kept (e.g. a
+trailing-slash redirect); one to another origin is refused. Responses are
+``application/json`` (queued at once) or ``text/event-stream`` (read on
+a background thread, so ``send`` returns and server requests inside the stream reach
+the dispatcher while the stream is open). Errors are raised from ``send`` when the
+HTTP exchange itself fails; a request whose stream fails later, after ``send``
+returned, is reported to the handler given to :meth:`set_failure_handler` (without
+one it is answered with a JSON-RPC error, code -32000, whose ``data`` names the
+error class under ``"mcpsync/transportError"``, so that no caller waits forever).
+
+Example:
+    >>> t = StreamableHTTPTransport("http://127.0.0.1:8000/mcp")   # doctest: +SKIP
+    >>> t.connect(10)                                               # doctest: +SKIP
+    >>> t.send(b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{...}}')  # doctest: +SKIP
+    >>> t.receive(5)                                                # doctest: +SKIP
+    b'{"jsonrpc":"2.0","id":1,"result":{...}}'
+"""
+
+from __future__ import annotations
+
+import collections
+import itertools
+import logging
+import threading
+import time
+from typing import Any, Callable, Mapping, Union
+
+import msgspec
+import urllib3
+from msgspec import UNSET, Raw, Struct, UnsetType, field
+
+from .._errors import (
+    ConnectionClosed,
+    MCPError,
+    MessageTooLarge,
+    ProtocolError,
+    RequestTimeout,
+)
+from ._base import Transport
+from ._http_common import (
+    MAX_REDIRECTS,
+    HTTPOptions,
+    Pools,
+    SSEParser,
+    _Oversized,
+    acquire_pool,
+    auth_retry,
+    call_auth_headers,
+    encode_header_value,
+    header_annotation_error,
+    header_annotations,
+    mcp_param_headers,
+    media_type,
+    read_body,
+    redirect_target,
+    release_pool,
+    spawn,
+    status_error,
+    translate,
+)
+
+__all__ = ["StreamableHTTPTransport", "open_http_transport", "known_kind", "known_era", "forget_url"]
+
+log = logging.getLogger("mcpsync.http")
+
+MODERN_META_KEY = "io.modelcontextprotocol/protocolVersion"
+MODERN_FIRST = "2026-07-28"
+HEADER_MISMATCH = -32020
+_NAME_KEYS = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
+_JSON = "application/json"
+_SSE = "text/event-stream"
+_RESUME_ATTEMPTS = 5
+_REISSUE_ATTEMPTS = 2
+_DRAIN_WAIT = 1.0
+_DELETE_TIMEOUT = 1.0
+
+# ----------------------------------------------------------------- per-URL memory
+
+_kind_cache: dict[str, str] = {}
+_era_cache: dict[str, str] = {}
+_cache_lock = threading.Lock()
+
+
+def known_kind(url: str) -> str | None:
+    """``"streamable"`` or ``"sse"`` once a transport has learned what ``url`` speaks."""
+    with _cache_lock:
+        return _kind_cache.get(url)
+
+
+def known_era(url: str) -> str | None:
+    """``"modern"`` or ``"legacy"`` once a request of that era has succeeded at ``url``."""
+    with _cache_lock:
+        return _era_cache.get(url)
+
+
+def forget_url(url: str | None = None) -> None:
+    """Forget what was learned about ``url`` (every URL when None)."""
+    with _cache_lock:
+        if url is None:
+            _kind_cache.clear()
+            _era_cache.clear()
+        else:
+            _kind_cache.pop(url, None)
+            _era_cache.pop(url, None)
+
+
+def _remember(cache: dict[str, str], url: str, value: str, *, overwrite: bool = True) -> None:
+    with _cache_lock:
+        if overwrite or url not in cache:
+            cache[url] = value
+
+
+# ----------------------------------------------------------------- message peeking
+
+
+class _OutParams(Struct):
+    name: Any = None
+    uri: Any = None
+    cursor: Any = None
+    arguments: Raw = Raw()
+    requestId: Any = None  # noqa: N815 - wire name
+    meta: Union[dict[str, Any], None] = field(default=None, name="_meta")
+
+
+class _Out(Struct):
+    id: Union[int, str, None, UnsetType] = UNSET
+    method: Union[str, None] = None
+    params: Union[_OutParams, None] = None
+
+
+class _In(Struct):
+    id: Union[int, str, None, UnsetType] = UNSET
+    method: Union[str, None] = None
+    result: Raw = Raw()
+    error: Raw = Raw()
+
+
+class _ErrorPeek(Struct):
+    code: int = 0
+    message: str = ""
+
+
+class _ToolPeek(Struct):
+    name: str = ""
+    inputSchema: Any = None  # noqa: N815 - wire name
+
+
+class _ToolsPeek(Struct):
+    tools: list[_ToolPeek] = []
+    nextCursor: Union[str, None] = None  # noqa: N815 - wire name
+
+
+_out_decoder = msgspec.json.Decoder(_Out)
+_in_decoder = msgspec.json.Decoder(_In)
+_error_decoder = msgspec.json.Decoder(_ErrorPeek)
+_tools_decoder = msgspec.json.Decoder(_ToolsPeek)
+_any_decoder = msgspec.json.Decoder()
+_encoder = msgspec.json.Encoder()
+
+
+class _Message:
+    """What the transport needs to know about one outgoing message."""
+
+    __slots__ = ("body", "id", "method", "params", "modern_version", "kind")
+
+    def __init__(self, body: bytes) -> None:
+        self.body = body
+        try:
+            out = _out_decoder.decode(body)
+        except (msgspec.ValidationError, msgspec.DecodeError):
+            out = _Out()
+        self.id = None if out.id is UNSET else out.id
+        self.method = out.method
+        self.params = out.params
+        meta = out.params.meta if out.params is not None else None
+        version = meta.get(MODERN_META_KEY) if meta else None
+        self.modern_version: str | None = version if isinstance(version, str) else None
+        if out.method is not None:
+            self.kind = "request" if out.id is not UNSET and out.id is not None else "notification"
+        else:
+            self.kind = "response"
+
+    @property
+    def is_request(self) -> bool:
+        return self.kind == "request"
+
+
+def _with_id(body: bytes, new_id: Any) -> bytes:
+    obj = _any_decoder.decode(body)
+    obj["id"] = new_id
+    return _encoder.encode(obj)
+
+
+def _peek_error(raw: Raw) -> _ErrorPeek | None:
+    try:
+        return _error_decoder.decode(raw)
+    except (msgspec.ValidationError, msgspec.DecodeError):
+        return None
+
+
+def _peek_in(data: bytes) -> _In | None:
+    try:
+        return _in_decoder.decode(data)
+    except (msgspec.ValidationError, msgspec.DecodeError):
+        return None
+
+
+# ----------------------------------------------------------------- exchanges
+
+
+class _Exchange:
+    """One request awaiting its response on an HTTP response stream."""
+
+    __slots__ = ("msg", "wire_id", "resp", "done", "cancelled", "oversize", "reissues", "delivered")
+
+    def __init__(self, msg: _Message) -> None:
+        self.msg = msg
+        self.wire_id: Any = msg.id
+        self.resp: Any = None
+        self.done = False
+        self.cancelled = False
+        self.oversize: MessageTooLarge | None = None
+        self.reissues = 0
+        self.delivered = 0
+
+
+_NO_STREAM = object()  # a reopened stream that failed to open: nothing to read this round
+
+
+def _shutdown(resp: Any) -> None:
+    """Unblock a thread reading ``resp`` (from any thread)."""
+    if resp is None:
+        return
+    try:
+        resp.shutdown()
+    except Exception:  # noqa: BLE001 - already released / closed
+        pass
+
+
+def _finish(resp: Any, *, reusable: bool) -> None:
+    """Give ``resp``'s connection back (reusable) or close it."""
+    try:
+        if not reusable:
+            resp.close()
+        resp.release_conn()
+    except Exception:  # noqa: BLE001
+        pass
+
+
+class StreamableHTTPTransport(Transport):
+    """The Streamable HTTP transport (both eras), falling back to HTTP+SSE.
+
+    Args:
+        url: the MCP endpoint, e.g. ``https://example.com/mcp``.
+        headers: static headers for every request.
+        auth: an auth hook (``headers(url, method)`` / ``on_response(...)``).
+        verify: TLS verification (True, False or a CA bundle path).
+        connect_timeout: TCP connect timeout in seconds (retried once).
+        read_timeout: the longest silence tolerated on a response or stream.
+        pool_size: pooled connections per origin.
+        max_message_size: the largest message accepted, in bytes.
+        sse_fallback: switch to HTTP+SSE (2024-11-05) when the URL does not take POSTs.
+        get_stream: open the standalone GET stream after a legacy session starts.
+        get_stream_idle: reconnect the GET stream after this many seconds of silence.
+        options: the HTTP options as one :class:`HTTPOptions` (then the individual
+            HTTP arguments above are ignored).
+
+    Example:
+        >>> with StreamableHTTPTransport("http://127.0.0.1:8000/mcp") as t:  # doctest: +SKIP
+        ...     t.connect(10)
+    """
+
+    kind = "http"
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        headers: Mapping[str, str] | None = None,
+        auth: Any = None,
+        verify: bool | str = True,
+        connect_timeout: float = 10.0,
+        read_timeout: float = 300.0,
+        pool_size: int = 10,
+        max_message_size: int | None = None,
+        sse_fallback: bool = True,
+        get_stream: bool = True,
+        get_stream_idle: float = 60.0,
+        options: HTTPOptions | None = None,
+    ) -> None:
+        if not url.lower().startswith(("http://", "https://")):
+            raise ValueError(f"not an http(s) URL: {url!r}")
+        if options is None:
+            kwargs: dict[str, Any] = {
+                "headers": dict(headers or {}),
+                "auth": auth,
+                "verify": verify,
+                "connect_timeout": connect_timeout,
+                "read_timeout": read_timeout,
+                "pool_size": pool_size,
+            }
+            if max_message_size is not None:
+                kwargs["max_message_size"] = max_message_size
+            options = HTTPOptions(**kwargs)
+        self.url = url
+        self.options = options
+        self.sse_fallback = sse_fallback
+        self.get_stream_enabled = get_stream
+        self.get_stream_idle = get_stream_idle
+        self.request_scoped = False
+
+        self._lock = threading.Lock()
+        self._cond = threading.Condition(threading.Lock())
+        self._queue: collections.deque[Any] = collections.deque()
+        self._closed = False
+        self._dead: MCPError | None = None
+        self._closed_event = threading.Event()
+        self._pool_key: Any = None
+        self._pool: Pools | None = None
+        self._delegate: Transport | None = None
+        self._succeeded = False
+
+        self._session_id: str | None = None
+        self._protocol_version: str | None = None
+        self._init_body: bytes | None = None
+        self._reinit_lock = threading.Lock()
+        self._ids = itertools.count(1)
+
+        self._inflight: dict[Any, _Exchange] = {}
+        self._tool_headers: dict[str, dict[tuple[str, ...], str]] = {}
+
+        self._get_generation = 0
+        self._get_resp: Any = None
+        self._get_thread: threading.Thread | None = None
+        self._get_last_id: str | None = None
+
+        self._failure_handler: Callable[[Any, MCPError], None] | None = None
+        self._poked = False
+
+    # ------------------------------------------------------------- Transport API
+
+    def connect(self, timeout: float) -> None:
+        """Get the shared pool for the URL's origin (no request is made yet).
+
+        When the URL is already known to speak HTTP+SSE only, the SSE stream is opened
+        here. Raises :class:`ConnectError` on failure.
+        """
+        if self._closed:
+            raise ConnectionClosed("transport is closed")
+        if self._pool is None:
+            self._pool_key, self._pool = acquire_pool(self.url, self.options)
+        if self.sse_fallback and known_kind(self.url) == "sse" and self._delegate is None:
+            self._switch_to_sse(timeout)
+
+    def send(self, message: bytes, timeout: float | None = None) -> None:
+        """POST one message; its answer (if any) becomes available from :meth:`receive`.
+
+        Raises:
+            ConnectionClosed: the transport is closed or the session is gone.
+            ConnectError: the server cannot be reached.
+            RequestTimeout: no HTTP response within ``timeout``.
+            AuthError / PermissionDenied: a final 401 / 403.
+            ProtocolError: the server answered with something that is not MCP.
+            MessageTooLarge: the JSON response exceeded the size limit.
+        """
+        delegate = self._delegate
+        if delegate is not None:
+            delegate.send(message, timeout)
+            return
+        if self._closed:
+            raise ConnectionClosed("transport is closed")
+        if self._dead is not None:
+            raise ConnectionClosed(f"session is gone: {self._dead}")
+        if self._pool is None:
+            self.connect(self.options.connect_timeout)
+        if message[:1] == b"[" or message.lstrip()[:1] == b"[":
+            raise ProtocolError("JSON-RPC batches are never sent over Streamable HTTP")
+        msg = _Message(message)
+        if msg.method == "notifications/cancelled" and self._cancel(msg):
+            return
+        if msg.method == "initialize" and msg.is_request:
+            self._init_body = message
+        self._post(msg, timeout, allow_reinit=True, allow_relist=True)
+
+    def receive(self, timeout: float | None) -> bytes | None:
+        """The next message, ``None`` after ``timeout``; ConnectionClosed at the end.
+
+        Returns ``None`` early, once, right after a request was failed through the
+        failure handler, so that a reader waiting for that request notices.
+        """
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._cond:
+            while not self._queue:
+                if self._delegate is not None:
+                    break
+                if self._poked:
+                    self._poked = False
+                    return None
+                if self._closed or self._dead is not None:
+                    raise ConnectionClosed(
+                        "transport is closed" if self._closed else f"session is gone: {self._dead}"
+                    )
+                if deadline is None:
+                    self._cond.wait()
+                else:
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        return None
+                    self._cond.wait(left)
+            else:
+                item = self._queue.popleft()
+                if isinstance(item, _Oversized):
+                    raise item.error
+                return item  # type: ignore[no-any-return]
+        delegate = self._delegate
+        assert delegate is not None
+        rest = None if deadline is None else max(0.0, deadline - time.monotonic())
+        return delegate.receive(rest)
+
+    def close(self) -> None:
+        """End the session (DELETE), stop every stream, release the pool. Idempotent."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            inflight = list(self._inflight.values())
+            get_resp = self._get_resp
+            session = self._session_id
+        self._closed_event.set()
+        for exch in inflight:
+            exch.cancelled = True
+            _shutdown(exch.resp)
+        _shutdown(get_resp)
+        if self._delegate is not None:
+            self._delegate.close()
+        elif session is not None and self._pool is not None:
+            try:
+                headers = self._headers(None, "DELETE")
+                resp = self._pool.control.request(
+                    "DELETE",
+                    self.url,
+                    headers=headers,
+                    timeout=urllib3.Timeout(connect=_DELETE_TIMEOUT, read=_DELETE_TIMEOUT),
+                    retries=False,
+                    redirect=False,
+                )
+                resp.release_conn()
+            except Exception as exc:  # noqa: BLE001 - best effort on the way out
+                log.debug("DELETE of session at %s failed: %s", self.url, exc)
+        get_thread = self._get_thread
+        if get_thread is not None and get_thread is not threading.current_thread():
+            with self._lock:
+                _shutdown(self._get_resp)
+            get_thread.join(1.0)
+        if self._pool_key is not None:
+            release_pool(self._pool_key)
+            self._pool_key = None
+        with self._cond:
+            self._cond.notify_all()
+
+    def alive(self) -> bool:
+        if self._delegate is not None:
+            return self._delegate.alive()
+        return not self._closed and self._dead is None
+
+    def set_protocol_version(self, version: str) -> None:
+        """Send ``MCP-Protocol-Version: version`` on every later request without its own.
+
+        From 2026-07-28 on the transport is request-scoped (no session state).
+        """
+        self._protocol_version = version
+        self.request_scoped = version >= MODERN_FIRST
+        if self._delegate is not None:
+            self._delegate.set_protocol_version(version)
+
+    def set_failure_handler(self, handler: Callable[[Any, MCPError], None] | None) -> None:
+        """``handler(request_id, error)`` is called when a request's response stream
+        fails after ``send`` returned (it cannot be resumed or re-issued). Without a
+        handler the failure is logged and the request runs into its timeout."""
+        self._failure_handler = handler
+        delegate = self._delegate
+        if delegate is not None and hasattr(delegate, "set_failure_handler"):
+            delegate.set_failure_handler(handler)
+
+    def describe(self) -> str:
+        if self._delegate is not None:
+            return self._delegate.describe()
+        return f"http {self.url}"
+
+    def session_info(self) -> dict[str, Any]:
+        if self._delegate is not None:
+            info = dict(self._delegate.session_info())
+            info.setdefault("era_hint", "legacy")
+            return info
+        return {
+            "transport": "streamable-http",
+            "url": self.url,
+            "session_id": self._session_id,
+            "protocol_version": self._protocol_version,
+            "era_hint": known_era(self.url),
+            "get_stream": self._get_thread is not None and self._get_thread.is_alive(),
+            "inflight_streams": len(self._inflight),
+        }
+
+    # ------------------------------------------------------------- queue
+
+    def _put(self, item: Any) -> None:
+        with self._cond:
+            self._queue.append(item)
+            self._cond.notify()
+
+    def _fail(self, request_id: Any, error: MCPError) -> None:
+        handler = self._failure_handler
+        if handler is None:
+            # no typed channel to the caller: answer with a JSON-RPC error so it does not hang
+            log.warning("request %r to %s failed after send: %s", request_id, self.url, error)
+            self._put(
+                _encoder.encode(
+                    {
+                        "jsonrpc": "2.0",
+                        "id": request_id,
+                        "error": {
+                            "code": -32000,
+                            "message": str(error) or type(error).__name__,
+                            "data": {"mcpsync/transportError": type(error).__name__},
+                        },
+                    }
+                )
+            )
+            return
+        try:
+            handler(request_id, error)
+        except Exception:  # noqa: BLE001 - the handler belongs to the dispatcher
+            log.exception("failure handler raised")
+        with self._cond:  # wake the reader so it sees the failed call at once
+            self._poked = True
+            self._cond.notify_all()
+
+    # ------------------------------------------------------------- HTTP plumbing
+
+    def _headers(self, msg: _Message | None, method: str, *, accept: str | None = None) -> dict[str, str]:
+        h: dict[str, str] = {"User-Agent": self.options.user_agent}
+        h.update(self.options.headers)
+        if method == "POST":
+            h["Content-Type"] = _JSON
+            h["Accept"] = f"{_JSON}, {_SSE}"
+        elif accept:
+            h["Accept"] = accept
+        modern = msg.modern_version if msg is not None else None
+        if modern is not None:
+            h["MCP-Protocol-Version"] = modern
+            if msg is not None and msg.method is not None:
+                h["Mcp-Method"] = msg.method
+                key = _NAME_KEYS.get(msg.method)
+                if key is not None and msg.params is not None:
+                    value = getattr(msg.params, key)
+                    if isinstance(value, str):
+                        h["Mcp-Name"] = encode_header_value(value)
+                if msg.method == "tools/call" and msg.params is not None:
+                    annotations = self._tool_headers.get(msg.params.name)
+                    if annotations and len(msg.params.arguments):
+                        h.update(mcp_param_headers(annotations, _any_decoder.decode(msg.params.arguments)))
+        else:
+            if self._session_id is not None and not (msg is not None and msg.method == "initialize"):
+                h["Mcp-Session-Id"] = self._session_id
+            if self._protocol_version is not None and not (msg is not None and msg.method == "initialize"):
+                h["MCP-Protocol-Version"] = self._protocol_version
+        return h
+
+    def _open(
+        self,
+        method: str,
+        headers: dict[str, str],
+        body: bytes | None,
+        read_timeout: float,
+        *,
+        control: bool = False,
+        budget: float | None = None,
+    ) -> Any:
+        """One HTTP exchange up to the response headers, with the auth hook's single retry.
+
+        Requests wait (at most ``read_timeout``) for a free connection of the main pool;
+        ``control`` exchanges (streams, replies, notifications) never wait. A failed
+        connect is retried once; with a ``budget`` (the caller's timeout) both connect
+        attempts fit in it.
+        """
+        connect = self.options.connect_timeout
+        if budget is not None:
+            connect = max(0.05, min(connect, budget / 2))
+        pools = self._pool
+        if pools is None:
+            raise ConnectionClosed("transport is closed")
+        pool = pools.control if control else pools.main
+        extra: dict[str, Any] = {} if control else {"pool_timeout": read_timeout}
+        auth = self.options.auth
+        retried = False
+        redirects = 0
+        while True:
+            send_headers = dict(headers)
+            send_headers.update(call_auth_headers(auth, self.url, method))
+            try:
+                resp = pool.request(
+                    method,
+                    self.url,
+                    body=body,
+                    headers=send_headers,
+                    preload_content=False,
+                    redirect=False,
+                    timeout=urllib3.Timeout(connect=connect, read=read_timeout),
+                    **extra,
+                )
+            except Exception as exc:
+                if self._closed:
+                    raise ConnectionClosed("transport is closed") from exc
+                raise translate(exc, self.url, connecting=True) from exc
+            target = redirect_target(self.url, resp)
+            if target is not None:
+                redirects += 1
+                if redirects > MAX_REDIRECTS:
+                    raise ProtocolError(f"{self.url}: too many redirects", status=resp.status)
+                log.info("%s redirects to %s (HTTP %d): using that from now on", self.url, target, resp.status)
+                self.url = target
+                continue
+            if resp.status in (401, 403):
+                data = read_body(resp, 65536, self.url)
+                resp.release_conn()
+                if not retried and auth_retry(auth, self.url, method, resp.status, resp.headers):
+                    retried = True
+                    continue
+                raise status_error(resp.status, self.url, data)
+            return resp
+
+    def _read_timeout(self, timeout: float | None) -> float:
+        if timeout is None:
+            return self.options.read_timeout
+        return max(0.001, min(timeout, self.options.read_timeout))
+
+    # ------------------------------------------------------------- POST
+
+    def _post(self, msg: _Message, timeout: float | None, *, allow_reinit: bool, allow_relist: bool) -> None:
+        sent_session = None if msg.modern_version else self._session_id
+        headers = self._headers(msg, "POST")
+        resp = self._open(
+            "POST", headers, msg.body, self._read_timeout(timeout), control=not msg.is_request, budget=timeout
+        )
+        status = resp.status
+        ctype = media_type(resp.headers.get("content-type"))
+
+        if 200 <= status < 300:
+            new_session = resp.headers.get("mcp-session-id")
+            if msg.method == "initialize" and msg.is_request:
+                self._session_id = new_session or None
+            if msg.method == "notifications/initialized" and not msg.modern_version:
+                self._start_get_stream(wait=min(2.0, self.options.connect_timeout))
+            if ctype == _SSE:
+                self._succeeded = True
+                _remember(_kind_cache, self.url, "streamable")
+                # the dispatcher times the request; the stream itself may idle up to read_timeout
+                self._set_stream_timeout(resp)
+                if not msg.is_request:
+                    self._spawn(self._loose_worker, resp)
+                    return
+                exch = _Exchange(msg)
+                exch.resp = resp
+                with self._lock:
+                    self._inflight[msg.id] = exch
+                self._spawn(self._stream_worker, exch)
+                return
+            body = read_body(resp, self.options.max_message_size, self.url)
+            resp.release_conn()
+            self._succeeded = True
+            _remember(_kind_cache, self.url, "streamable")
+            stripped = body.strip()
+            if stripped and stripped != b"null":
+                if ctype not in (_JSON, _SSE) and not ctype.endswith("+json"):
+                    raise ProtocolError(
+                        f"{self.url} answered {msg.method or 'a message'} with content type "
+                        f"{ctype or 'none'!r}, not JSON or SSE",
+                        status=status,
+                    )
+                self._deliver_json(body, msg)
+            elif msg.is_request:
+                raise ProtocolError(f"{self.url} sent no response to {msg.method} (HTTP {status})", status=status)
+            return
+
+        body = read_body(resp, self.options.max_message_size, self.url)
+        resp.release_conn()
+        jsonrpc = _peek_in(body) if media_type(resp.headers.get("content-type")) == _JSON or body[:1] == b"{" else None
+        is_jsonrpc = jsonrpc is not None and (jsonrpc.id is not UNSET or len(jsonrpc.error) > 0)
+        error = _peek_error(jsonrpc.error) if jsonrpc is not None and len(jsonrpc.error) else None
+
+        # an expired session: re-initialize and send again, once
+        if sent_session is not None and allow_reinit and self._looks_expired(status, jsonrpc, error, msg):
+            log.info("session %s at %s expired (HTTP %d): re-initializing", sent_session, self.url, status)
+            if self._reinit(sent_session, timeout):
+                if msg.kind == "response":
+                    return  # the answer belonged to the old session
+                self._post(msg, timeout, allow_reinit=False, allow_relist=allow_relist)
+                return
+            raise ConnectionClosed(f"session at {self.url} expired and could not be re-initialized", status=status)
+
+        # modern header mismatch on tools/call: refresh the tools' header annotations, retry once
+        if (
+            msg.modern_version
+            and allow_relist
+            and error is not None
+            and error.code == HEADER_MISMATCH
+            and msg.method == "tools/call"
+        ):
+            log.info("%s: header mismatch on tools/call (%s): re-listing tools", self.url, error.message)
+            self._relist_tools(msg, timeout)
+            self._post(msg, timeout, allow_reinit=allow_reinit, allow_relist=False)
+            return
+
+        if is_jsonrpc and msg.is_request:
+            self._succeeded = True
+            self._deliver_json(body, msg)
+            return
+
+        if (
+            self.sse_fallback
+            and not self._succeeded
+            and sent_session is None
+            and status in (400, 404, 405)
+            and not is_jsonrpc
+            and msg.is_request
+        ):
+            log.info("%s refuses POST (HTTP %d): falling back to HTTP+SSE", self.url, status)
+            self._switch_to_sse(timeout if timeout is not None else self.options.connect_timeout)
+            assert self._delegate is not None
+            self._delegate.send(msg.body, timeout)
+            return
+
+        raise status_error(status, self.url, body)
+
+    def _looks_expired(self, status: int, jsonrpc: _In | None, error: _ErrorPeek | None, msg: _Message) -> bool:
+        if jsonrpc is not None and jsonrpc.id is not UNSET and jsonrpc.id is not None and jsonrpc.id == msg.id:
+            return False  # a real answer to this request (e.g. method not found)
+        if status == 404:
+            return True
+        if status == 400 and error is not None and "session" in error.message.lower():
+            return True
+        return False
+
+    def _deliver_json(self, body: bytes, msg: _Message | None) -> None:
+        stripped = body.lstrip()
+        if stripped[:1] == b"[":
+            try:
+                items = _any_decoder.decode(body)
+            except msgspec.DecodeError as exc:
+                raise ProtocolError(f"malformed JSON from {self.url}: {exc}") from None
+            for item in items:
+                self._deliver(_encoder.encode(item), None, msg)
+            return
+        self._deliver(body, None, msg)
+
+    def _deliver(self, data: bytes, exch: _Exchange | None, msg: _Message | None) -> bool:
+        """Queue one incoming message. True when it is the response ``exch``/``msg`` awaits."""
+        peek = _peek_in(data)
+        if peek is None:
+            if msg is not None and msg.is_request and exch is None:
+                raise ProtocolError(f"{self.url} answered {msg.method} with malformed JSON: {data[:80]!r}")
+            self._put(data)  # the dispatcher reports it
+            return False
+        is_response = peek.method is None and peek.id is not UNSET
+        answered = False
+        if is_response:
+            expected = exch.wire_id if exch is not None else (msg.id if msg is not None else None)
+            original = exch.msg.id if exch is not None else expected
+            if expected is not None and (peek.id == expected or peek.id is None):
+                answered = True
+                if peek.id != original:
+                    data = _with_id(data, original)
+                target = exch.msg if exch is not None else msg
+                if target is not None:
+                    if len(peek.result):
+                        self._on_result(target, peek.result)
+                    if target.modern_version and len(peek.result):
+                        _remember(_era_cache, self.url, "modern")
+                    elif target.method == "initialize" and len(peek.result):
+                        _remember(_era_cache, self.url, "legacy", overwrite=False)
+                    if target.method == "tools/list" and target.modern_version and len(peek.result):
+                        data = self._filter_tools(data, peek.result)
+        self._put(data)
+        return answered
+
+    def _on_result(self, msg: _Message, result: Raw) -> None:
+        if msg.method == "tools/list" and msg.modern_version:
+            self._learn_tools(result)
+
+    def _learn_tools(self, result: Raw | bytes) -> list[str]:
+        """Record the tools' Mcp-Param header annotations; return the invalid tools."""
+        try:
+            listing = _tools_decoder.decode(result)
+        except (msgspec.ValidationError, msgspec.DecodeError):
+            return []
+        invalid: list[str] = []
+        for tool in listing.tools:
+            problem = header_annotation_error(tool.inputSchema)
+            if problem is not None:
+                invalid.append(tool.name)
+                self._tool_headers.pop(tool.name, None)
+                log.warning("tool %r dropped: %s", tool.name, problem)
+                continue
+            annotations = header_annotations(tool.inputSchema)
+            if annotations:
+                self._tool_headers[tool.name] = annotations
+            else:
+                self._tool_headers.pop(tool.name, None)
+        return invalid
+
+    def _filter_tools(self, data: bytes, result: Raw) -> bytes:
+        """Drop tools with invalid x-mcp-header annotations from a tools/list response."""
+        if b"x-mcp-header" not in bytes(result):
+            return data
+        try:
+            obj = _any_decoder.decode(data)
+            tools = obj["result"]["tools"]
+        except (msgspec.DecodeError, KeyError, TypeError):
+            return data
+        kept = [t for t in tools if not (isinstance(t, dict) and header_annotation_error(t.get("inputSchema")))]
+        if len(kept) == len(tools):
+            return data
+        obj["result"]["tools"] = kept
+        return _encoder.encode(obj)
+
+    # ------------------------------------------------------------- response streams
+
+    def _spawn(self, target: Callable[..., None], *args: Any) -> None:
+        spawn(target, *args)
+
+    def _set_stream_timeout(self, resp: Any) -> None:
+        try:
+            sock = getattr(resp.connection, "sock", None)
+            if sock is not None:
+                sock.settimeout(self.options.read_timeout)
+        except Exception:  # noqa: BLE001 - the POST's own read timeout stays
+            pass
+
+    def _loose_worker(self, resp: Any) -> None:
+        """An SSE answer to a notification or response: deliver what comes, to its end."""
+        try:
+            self._read_get(resp, SSEParser(self.options.max_message_size))
+        except Exception:  # noqa: BLE001
+            log.exception("stream reader for %s failed", self.url)
+
+    def _stream_worker(self, exch: _Exchange) -> None:
+        try:
+            self._follow(exch)
+        except Exception:  # noqa: BLE001 - never let a stream thread die silently
+            log.exception("stream reader for %s failed", self.url)
+        finally:
+            with self._lock:
+                if self._inflight.get(exch.msg.id) is exch:
+                    del self._inflight[exch.msg.id]
+
+    def _follow(self, exch: _Exchange) -> None:
+        """Read ``exch``'s response stream to its answer, resuming / re-issuing as needed."""
+        parser = SSEParser(self.options.max_message_size)
+        resp = exch.resp
+        resumes = 0
+        quiet = 0
+        while True:
+            error = self._read_stream(resp, parser, exch) if resp is not _NO_STREAM else None
+            if exch.done or exch.cancelled or self._closed:
+                return
+            if exch.oversize is not None:
+                self._fail(exch.msg.id, exch.oversize)
+                return
+            msg = exch.msg
+            if msg.method == "subscriptions/listen" and msg.modern_version:
+                # a listen stream is meant to stay open: reopen it under the same id (its
+                # notifications name that id), backing off while it delivers nothing
+                quiet = 0 if exch.delivered else quiet + 1
+                exch.delivered = 0
+                delay = 1.0 if quiet == 0 else min(30.0, 2.0**quiet)
+                log.info("listen stream %r ended (%s): reopening in %g s", msg.id, error, delay)
+                if self._closed_event.wait(delay) or exch.cancelled:
+                    return
+                resp = self._reissue(exch, report=False)
+                if resp is None:
+                    if exch.done:
+                        return
+                    resp = _NO_STREAM
+                parser = SSEParser(self.options.max_message_size)
+                continue
+            if msg.modern_version:
+                if exch.reissues >= _REISSUE_ATTEMPTS:
+                    self._fail(msg.id, error or ConnectionClosed(f"{self.url} closed the stream before answering"))
+                    return
+                exch.reissues += 1
+                exch.wire_id = f"mcpsync-reissue-{next(self._ids)}"
+                log.info("stream for %r broke (%s): re-issuing as %s", msg.id, error, exch.wire_id)
+                resp = self._reissue(exch)
+                if resp is None:
+                    return
+                parser = SSEParser(self.options.max_message_size)
+                continue
+            # legacy: resume with Last-Event-ID if the server gave event ids
+            if parser.last_event_id is None or self._session_id is None or resumes >= _RESUME_ATTEMPTS:
+                self._fail(msg.id, error or ConnectionClosed(f"{self.url} closed the stream before answering"))
+                return
+            resumes += 1
+            log.info("stream for %r broke (%s): resuming after event %s", msg.id, error, parser.last_event_id)
+            delay = (parser.retry if parser.retry is not None else 1000) / 1000.0
+            if self._closed_event.wait(min(delay * resumes, 30.0)):
+                return
+            try:
+                resp = self._resume(parser.last_event_id)
+            except MCPError as exc:
+                error = exc
+                resp = None
+            if resp is None:
+                if resumes >= _RESUME_ATTEMPTS:
+                    self._fail(msg.id, error or ConnectionClosed("stream could not be resumed"))
+                    return
+                continue
+            exch.resp = resp
+            if exch.cancelled or self._closed:
+                _shutdown(resp)
+                _finish(resp, reusable=False)
+                return
+
+    def _read_stream(self, resp: Any, parser: SSEParser, exch: _Exchange | None) -> MCPError | None:
+        """Deliver events from ``resp`` until the awaited answer, EOF or an error."""
+        error: MCPError | None = None
+        eof = False
+        try:
+            while True:
+                chunk = resp.read1(65536)
+                if not chunk:
+                    eof = True
+                    break
+                answered = False
+                for ev in parser.feed(chunk):
+                    if isinstance(ev, _Oversized):
+                        self._put(ev)
+                        if exch is not None:
+                            exch.oversize = ev.error
+                        continue
+                    if ev.event != "message" or not ev.data.strip():
+                        continue
+                    if exch is not None:
+                        exch.delivered += 1
+                    if self._deliver(ev.data, exch, None):
+                        answered = True
+                if answered and exch is not None:
+                    exch.done = True
+                    break
+        except Exception as exc:  # noqa: BLE001 - translated below
+            if not (exch is not None and (exch.cancelled or exch.done)) and not self._closed:
+                error = translate(exc, self.url, fatal=False)
+        if exch is not None and exch.done and not eof:
+            eof = self._drain(resp)
+        _finish(resp, reusable=eof and error is None)
+        return error
+
+    def _drain(self, resp: Any) -> bool:
+        """After the answer: wait briefly for the server to end the stream (keeps the connection)."""
+        try:
+            sock = getattr(resp.connection, "sock", None)
+            if sock is not None:
+                sock.settimeout(_DRAIN_WAIT)
+            for _ in range(16):
+                if not resp.read1(65536):
+                    return True
+        except Exception:  # noqa: BLE001 - the connection is closed instead
+            pass
+        return False
+
+    def _reissue(self, exch: _Exchange, *, report: bool = True) -> Any:
+        """POST ``exch``'s request again under its wire id; None when no stream came of it
+        (the answer came as JSON, or it failed: reported unless ``report`` is False)."""
+        body = exch.msg.body if exch.wire_id == exch.msg.id else _with_id(exch.msg.body, exch.wire_id)
+        headers = self._headers(exch.msg, "POST")
+        try:
+            resp = self._open("POST", headers, body, self.options.read_timeout)
+        except MCPError as exc:
+            if report:
+                self._fail(exch.msg.id, exc)
+            return None
+        ctype = media_type(resp.headers.get("content-type"))
+        if ctype == _SSE and 200 <= resp.status < 300:
+            exch.resp = resp
+            if exch.cancelled or self._closed:
+                _shutdown(resp)
+            return resp
+        try:
+            body = read_body(resp, self.options.max_message_size, self.url)
+        except MCPError as exc:
+            if report:
+                self._fail(exch.msg.id, exc)
+            return None
+        resp.release_conn()
+        peek = _peek_in(body)
+        if peek is not None and (200 <= resp.status < 300 or peek.id is not UNSET):
+            if self._deliver(body, exch, None):
+                exch.done = True
+                return None
+        if report:
+            self._fail(exch.msg.id, status_error(resp.status, self.url, body))
+        return None
+
+    def _resume(self, last_event_id: str) -> Any:
+        """GET with ``Last-Event-ID``; the response, or None when the server refuses."""
+        headers = self._headers(None, "GET", accept=_SSE)
+        headers["Last-Event-ID"] = last_event_id
+        resp = self._open("GET", headers, None, self.options.read_timeout)
+        if 200 <= resp.status < 300 and media_type(resp.headers.get("content-type")) == _SSE:
+            return resp
+        body = read_body(resp, 65536, self.url)
+        resp.release_conn()
+        raise status_error(resp.status, self.url, body)
+
+    def _cancel(self, msg: _Message) -> bool:
+        """Close the stream of the cancelled request. True when nothing needs POSTing."""
+        params = msg.params
+        rid = params.requestId if params is not None else None
+        with self._lock:
+            exch = self._inflight.get(rid)
+        if exch is None:
+            return msg.modern_version is not None
+        exch.cancelled = True
+        _shutdown(exch.resp)
+        # modern: closing the stream is the cancellation; legacy: tell the server as well
+        return exch.msg.modern_version is not None
+
+    # ------------------------------------------------------------- internal requests
+
+    def _internal(self, msg: _Message, timeout: float | None) -> bytes | None:
+        """POST a request of our own and return its response, without queueing it."""
+        headers = self._headers(msg, "POST")
+        resp = self._open(
+            "POST", headers, msg.body, self._read_timeout(timeout), control=not msg.is_request, budget=timeout
+        )
+        status = resp.status
+        ctype = media_type(resp.headers.get("content-type"))
+        if msg.method == "initialize" and 200 <= status < 300:
+            self._session_id = resp.headers.get("mcp-session-id") or None
+        if ctype == _SSE and 200 <= status < 300:
+            parser = SSEParser(self.options.max_message_size)
+            try:
+                while True:
+                    chunk = resp.read1(65536)
+                    if not chunk:
+                        break
+                    for ev in parser.feed(chunk):
+                        if isinstance(ev, _Oversized) or not ev.data.strip():
+                            continue
+                        peek = _peek_in(ev.data)
+                        if peek is not None and peek.method is None and peek.id == msg.id:
+                            _finish(resp, reusable=self._drain(resp))
+                            return ev.data
+                        self._put(ev.data)
+            except Exception as exc:
+                _finish(resp, reusable=False)
+                raise translate(exc, self.url, fatal=False) from exc
+            _finish(resp, reusable=True)
+            return None
+        body = read_body(resp, self.options.max_message_size, self.url)
+        resp.release_conn()
+        if not 200 <= status < 300 and _peek_in(body) is None:
+            raise status_error(status, self.url, body)
+        return body if body.strip() else None
+
+    def _reinit(self, failed_session: str, timeout: float | None) -> bool:
+        """Replace an expired session. True when a new one is up (by us or another thread)."""
+        with self._reinit_lock:
+            if self._session_id != failed_session:
+                return self._session_id is not None
+            init = self._init_body
+            if init is None:
+                return False
+            # other senders keep using the old session meanwhile: their 404s wait on this lock
+            try:
+                replay = _Message(_with_id(init, f"mcpsync-reinit-{next(self._ids)}"))
+                answer = self._internal(replay, timeout)
+                peek = _peek_in(answer) if answer else None
+                if peek is None or not len(peek.result):
+                    raise ConnectionClosed(f"re-initialize at {self.url} failed")
+                note = _Message(b'{"jsonrpc":"2.0","method":"notifications/initialized"}')
+                self._internal(note, timeout)
+            except MCPError as exc:
+                log.warning("re-initialize at %s failed: %s", self.url, exc)
+                self._dead = exc
+                with self._cond:
+                    self._cond.notify_all()
+                return False
+        log.info("new session %s at %s", self._session_id, self.url)
+        self._start_get_stream(wait=min(2.0, self.options.connect_timeout))
+        return True
+
+    def _relist_tools(self, failed: _Message, timeout: float | None) -> None:
+        """Fetch every page of tools/list again to refresh the Mcp-Param annotations."""
+        meta = failed.params.meta if failed.params is not None else None
+        cursor: str | None = None
+        for _ in range(100):
+            params: dict[str, Any] = {"_meta": meta or {}}
+            if cursor is not None:
+                params["cursor"] = cursor
+            req = _Message(
+                _encoder.encode(
+                    {"jsonrpc": "2.0", "id": f"mcpsync-relist-{next(self._ids)}", "method": "tools/list", "params": params}
+                )
+            )
+            try:
+                answer = self._internal(req, timeout)
+            except MCPError as exc:
+                log.info("re-listing tools at %s failed: %s", self.url, exc)
+                return
+            peek = _peek_in(answer) if answer else None
+            if peek is None or not len(peek.result):
+                return
+            self._learn_tools(peek.result)
+            try:
+                cursor = _tools_decoder.decode(peek.result).nextCursor
+            except (msgspec.ValidationError, msgspec.DecodeError):
+                return
+            if not cursor:
+                return
+
+    # ------------------------------------------------------------- standalone GET stream
+
+    def _start_get_stream(self, wait: float = 0.0) -> None:
+        """(Re)start the standalone GET stream; wait up to ``wait`` s for the server's answer,
+        so that server messages sent right after the handshake have a stream to go to."""
+        if not self.get_stream_enabled or self._closed:
+            return
+        with self._lock:
+            self._get_generation += 1
+            generation = self._get_generation
+            old = self._get_resp
+        _shutdown(old)
+        answered = threading.Event()
+        thread = threading.Thread(
+            target=self._get_loop, args=(generation, answered), name="mcpsync-http-get", daemon=True
+        )
+        self._get_thread = thread
+        thread.start()
+        if wait > 0:
+            answered.wait(wait)
+
+    def _get_loop(self, generation: int, answered: threading.Event) -> None:
+        try:
+            self._get_loop_inner(generation, answered)
+        except Exception:  # noqa: BLE001 - never let the GET thread die silently
+            log.exception("GET stream for %s failed", self.url)
+        finally:
+            answered.set()
+
+    def _get_loop_inner(self, generation: int, answered: threading.Event) -> None:
+        parser = SSEParser(self.options.max_message_size)
+        failures = 0
+        streamed = False
+        while not self._closed and generation == self._get_generation:
+            headers = self._headers(None, "GET", accept=_SSE)
+            if self._get_last_id is not None:
+                headers["Last-Event-ID"] = self._get_last_id
+            delivered = False
+            try:
+                resp = self._open("GET", headers, None, self.get_stream_idle, control=True)
+            except MCPError as exc:
+                log.debug("GET stream at %s: %s", self.url, exc)
+                resp = None
+            answered.set()
+            if resp is not None:
+                status = resp.status
+                if status == 405:
+                    log.debug("%s offers no GET stream", self.url)
+                    _finish(resp, reusable=False)
+                    return
+                if status in (400, 404) and self._session_id is not None:
+                    _finish(resp, reusable=False)
+                    if not streamed:
+                        log.debug("%s refuses the GET stream (HTTP %d)", self.url, status)
+                        return
+                    # it worked before, so the session is gone: re-initialize (once per
+                    # session; the next POST would do it too), which restarts the stream
+                    session = self._session_id
+                    if self._init_body is not None and self._reinit(session, None):
+                        return
+                    failures += 1
+                elif 200 <= status < 300 and media_type(resp.headers.get("content-type")) == _SSE:
+                    streamed = True
+                    with self._lock:
+                        if generation != self._get_generation or self._closed:
+                            _shutdown(resp)
+                        self._get_resp = resp
+                    delivered, error = self._read_get(resp, parser)
+                    with self._lock:
+                        if self._get_resp is resp:
+                            self._get_resp = None
+                    if parser.last_event_id is not None:
+                        self._get_last_id = parser.last_event_id
+                    if isinstance(error, RequestTimeout):
+                        failures = 0
+                        continue  # just idle: reconnect at once
+                    failures = 0 if delivered else failures + 1
+                else:
+                    _finish(resp, reusable=False)
+                    failures += 1
+            else:
+                failures += 1
+            base = (parser.retry if parser.retry is not None else 1000) / 1000.0
+            delay = min(base * (2 ** max(0, failures - 1)), 30.0) if failures else base
+            if self._closed_event.wait(delay):
+                return
+
+    def _read_get(self, resp: Any, parser: SSEParser) -> tuple[bool, MCPError | None]:
+        delivered = False
+        error: MCPError | None = None
+        try:
+            while True:
+                chunk = resp.read1(65536)
+                if not chunk:
+                    break
+                for ev in parser.feed(chunk):
+                    if isinstance(ev, _Oversized):
+                        self._put(ev)
+                        continue
+                    if ev.event != "message" or not ev.data.strip():
+                        continue
+                    delivered = True
+                    self._deliver(ev.data, None, None)
+        except Exception as exc:  # noqa: BLE001
+            error = translate(exc, self.url, fatal=False)
+        _finish(resp, reusable=False)
+        return delivered, error
+
+    # ------------------------------------------------------------- HTTP+SSE fallback
+
+    def _switch_to_sse(self, timeout: float) -> None:
+        from .sse import SSETransport
+
+        delegate = SSETransport(self.url, options=self.options)
+        if self._failure_handler is not None:
+            delegate.set_failure_handler(self._failure_handler)
+        delegate.connect(timeout)
+        if self._protocol_version is not None:
+            delegate.set_protocol_version(self._protocol_version)
+        _remember(_kind_cache, self.url, "sse")
+        _remember(_era_cache, self.url, "legacy")
+        self._delegate = delegate
+        with self._cond:
+            self._cond.notify_all()
+
+
+def open_http_transport(url: str, **options: Any) -> Transport:
+    """A transport for a bare URL: Streamable HTTP, or HTTP+SSE when the URL is known
+    (from an earlier attempt) to speak only that. Unconnected; options as for
+    :class:`StreamableHTTPTransport`."""
+    if known_kind(url) == "sse" and options.get("sse_fallback", True):
+        from .sse import SSETransport
+
+        sse_opts = {k: v for k, v in options.items() if k not in ("sse_fallback", "get_stream", "get_stream_idle")}
+        return SSETransport(url, **sse_opts)
+    return StreamableHTTPTransport(url, **options)
+

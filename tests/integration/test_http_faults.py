@@ -1,0 +1,421 @@
+"""HTTP servers that misbehave: every failure is a typed error, nothing hangs."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "servers"))
+
+import http_support as hs  # noqa: E402
+from http_faulty import FaultyServer  # noqa: E402
+
+from mcpsync._errors import (  # noqa: E402
+    AuthError,
+    ConnectError,
+    ConnectionClosed,
+    NetworkError,
+    PermissionDenied,
+    ProtocolError,
+    RequestTimeout,
+)
+from mcpsync.transports.sse import SSETransport  # noqa: E402
+from mcpsync.transports.streamable_http import StreamableHTTPTransport, forget_url  # noqa: E402
+
+REQ = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}).encode()
+NOTE = json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}).encode()
+
+
+@pytest.fixture(scope="module")
+def faulty() -> Iterator[FaultyServer]:
+    server = FaultyServer().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def transport(faulty: FaultyServer) -> Iterator[Any]:
+    made: list[StreamableHTTPTransport] = []
+
+    def make(path: str, **kw: Any) -> StreamableHTTPTransport:
+        url = faulty.url(path)
+        forget_url(url)
+        kw.setdefault("sse_fallback", False)
+        t = StreamableHTTPTransport(url, **kw)
+        t.connect(5)
+        made.append(t)
+        return t
+
+    yield make
+    for t in made:
+        t.close()
+
+
+def test_garbage_json_is_a_protocol_error(transport: Any) -> None:
+    with pytest.raises(ProtocolError, match="malformed JSON"):
+        transport("/garbage").send(REQ, 5)
+
+
+def test_wrong_content_type_is_a_protocol_error(transport: Any) -> None:
+    with pytest.raises(ProtocolError, match="text/html"):
+        transport("/html").send(REQ, 5)
+
+
+def test_http_500_is_a_network_error_with_its_status(transport: Any) -> None:
+    with pytest.raises(NetworkError) as info:
+        transport("/500").send(REQ, 5)
+    assert info.value.status == 500
+    assert "boom" in str(info.value)
+
+
+def test_empty_answer_to_a_request_is_a_protocol_error(transport: Any) -> None:
+    t = transport("/empty")
+    with pytest.raises(ProtocolError, match="no response"):
+        t.send(REQ, 5)
+    t.send(NOTE, 5)  # a notification may get an empty / null body
+
+
+def test_404_without_a_session_is_not_a_hang(transport: Any) -> None:
+    with pytest.raises(ProtocolError) as info:
+        transport("/nowhere").send(REQ, 5)
+    assert info.value.status == 404
+
+
+def test_connection_refused_is_a_connect_error() -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    t = StreamableHTTPTransport(f"http://127.0.0.1:{port}/mcp", connect_timeout=2)
+    t.connect(2)
+    try:
+        with pytest.raises(ConnectError):
+            t.send(REQ, 5)
+    finally:
+        t.close()
+
+
+def test_slow_server_read_timeout(transport: Any) -> None:
+    with pytest.raises(RequestTimeout):
+        transport("/slow").send(REQ, 0.3)
+
+
+def test_dropped_stream_modern_reissues_then_fails(transport: Any, faulty: FaultyServer) -> None:
+    t = transport("/drop")
+    c = hs.RawClient(t)
+    try:
+        before = faulty.hits[("POST", "/drop")]
+        with pytest.raises(NetworkError):
+            c.modern("tools/list", timeout=10)
+        assert faulty.hits[("POST", "/drop")] - before == 3  # first try + two re-issues
+        assert t.alive()
+    finally:
+        c.close()
+
+
+def test_dropped_stream_legacy_without_event_ids_fails_typed(transport: Any) -> None:
+    t = transport("/drop")
+    c = hs.RawClient(t)
+    try:
+        with pytest.raises(NetworkError):
+            c.request("tools/list", timeout=10)
+    finally:
+        c.close()
+
+
+def test_dropped_stream_without_a_failure_handler_answers_with_an_error(transport: Any) -> None:
+    t = transport("/drop")
+    t.send(REQ, 5)
+    got = []
+    for _ in range(50):
+        data = t.receive(0.2)
+        if data is not None:
+            got.append(json.loads(data))
+            if "id" in got[-1]:
+                break
+    answer = got[-1]
+    assert answer["id"] == 1
+    assert answer["error"]["data"]["mcpsync/transportError"] == "ConnectionClosed"
+
+
+def test_legacy_stream_resumed_with_last_event_id(transport: Any, faulty: FaultyServer) -> None:
+    t = transport("/resume")
+    c = hs.RawClient(t)
+    try:
+        c.initialize()
+        answer = c.request("tools/call", {"name": "x", "arguments": {}}, timeout=10)
+        assert hs.text_of(answer) == "resumed"
+        assert faulty.seen_headers["/resume"].get("Last-Event-ID") == "1b"
+        assert [n["params"]["data"] for n in c.notifications if n["method"] == "notifications/message"] == ["before"]
+    finally:
+        c.close()
+
+
+def test_auth_hook_refreshes_on_401_and_retries_once(transport: Any) -> None:
+    class Auth:
+        token = "bad"
+        told: list[int] = []
+
+        def headers(self, url: str, method: str) -> dict[str, str]:
+            return {"Authorization": f"Bearer {self.token}"}
+
+        def on_response(self, url: str, method: str, status: int, headers: Any) -> bool:
+            self.told.append(status)
+            assert "invalid_token" in headers.get("WWW-Authenticate", "")
+            self.token = "good"
+            return True
+
+    auth = Auth()
+    t = transport("/auth", auth=auth)
+    t.send(REQ, 5)
+    assert json.loads(t.receive(5))["result"] == {"ok": True}
+    assert auth.told == [401]
+
+
+def test_final_401_is_an_auth_error(transport: Any) -> None:
+    class NoLuck:
+        def headers(self, url: str, method: str) -> dict[str, str]:
+            return {"Authorization": "Bearer bad"}
+
+        def on_response(self, url: str, method: str, status: int, headers: Any) -> bool:
+            return True  # keeps asking: retried once only
+
+    with pytest.raises(AuthError):
+        transport("/auth", auth=NoLuck()).send(REQ, 5)
+
+
+def test_403_is_permission_denied(transport: Any) -> None:
+    with pytest.raises(PermissionDenied):
+        transport("/forbidden").send(REQ, 5)
+
+
+def test_close_unblocks_a_silent_stream(transport: Any) -> None:
+    t = transport("/hang-sse")
+    t.send(REQ, 5)
+    closer = threading.Thread(target=t.close)
+    closer.start()
+    closer.join(5)
+    assert not closer.is_alive()
+    assert not t.alive()
+    with pytest.raises(ConnectionClosed):
+        t.receive(0.1)
+    with pytest.raises(ConnectionClosed):
+        t.send(REQ, 1)
+
+
+def test_batches_are_never_sent(transport: Any) -> None:
+    with pytest.raises(ProtocolError, match="batch"):
+        transport("/garbage").send(b"[" + REQ + b"]", 5)
+
+
+def test_sse_endpoint_on_another_origin_is_refused(faulty: FaultyServer) -> None:
+    t = SSETransport(faulty.url("/sse-evil"))
+    try:
+        with pytest.raises(ConnectError, match="another origin"):
+            t.connect(5)
+    finally:
+        t.close()
+
+
+def test_sse_wrong_content_type_is_a_connect_error(faulty: FaultyServer) -> None:
+    t = SSETransport(faulty.url("/sse-html"))
+    try:
+        with pytest.raises(ConnectError, match="text/html"):
+            t.connect(5)
+    finally:
+        t.close()
+
+
+def test_sse_without_endpoint_event_times_out_as_connect_error(faulty: FaultyServer) -> None:
+    t = SSETransport(faulty.url("/sse-quiet"))
+    try:
+        with pytest.raises(ConnectError):
+            t.connect(0.5)
+    finally:
+        t.close()
+
+
+def test_get_stream_reconnects_with_last_event_id(transport: Any, faulty: FaultyServer) -> None:
+    t = transport("/getloop")
+    c = hs.RawClient(t)
+    try:
+        c.initialize()
+        c.wait_notification("notifications/message", 5, pred=lambda n: n["params"]["data"] >= 2)
+        # every reconnect names the last event seen
+        assert faulty.seen_headers["/getloop"].get("Last-Event-ID", "").startswith("g")
+    finally:
+        c.close()
+
+
+def test_idle_get_stream_that_closes_at_once_backs_off(transport: Any, faulty: FaultyServer) -> None:
+    t = transport("/getquiet")
+    c = hs.RawClient(t)
+    try:
+        c.initialize()
+        time.sleep(2.5)
+        hits = faulty.hits[("GET", "/getquiet")]
+        # delays of 1 s, 2 s, 4 s ... not a reconnect every second forever (nor a tight loop)
+        assert 1 <= hits <= 3
+    finally:
+        c.close()
+
+
+def test_environment_proxy_is_used(monkeypatch: pytest.MonkeyPatch) -> None:
+    import urllib3
+
+    from mcpsync.transports._http_common import HTTPOptions, acquire_pool, release_pool
+
+    monkeypatch.setenv("HTTP_PROXY", "http://127.0.0.1:3128")
+    monkeypatch.setenv("NO_PROXY", "internal.example")
+    key, manager = acquire_pool("http://mcp.example.com/mcp", HTTPOptions())
+    try:
+        assert isinstance(manager.main, urllib3.ProxyManager)
+        assert manager.main.proxy is not None and manager.main.proxy.port == 3128
+    finally:
+        release_pool(key)
+    key, manager = acquire_pool("http://internal.example/mcp", HTTPOptions())
+    try:
+        assert not isinstance(manager.main, urllib3.ProxyManager)
+    finally:
+        release_pool(key)
+
+
+def test_one_pool_per_origin_shared_and_released(faulty: FaultyServer) -> None:
+    from mcpsync.transports import _http_common as common
+
+    a = StreamableHTTPTransport(faulty.url("/garbage"))
+    b = StreamableHTTPTransport(faulty.url("/html"))
+    a.connect(1)
+    b.connect(1)
+    try:
+        assert a._pool is b._pool
+    finally:
+        a.close()
+        assert a._pool_key in common._pools or b._pool_key in common._pools
+        b.close()
+    assert all(k[0] != ("http", "127.0.0.1", faulty.port) for k in common._pools)
+
+
+def test_exhausted_pool_is_a_bounded_wait(transport: Any) -> None:
+    t = transport("/slow", pool_size=1)
+    first = threading.Thread(target=lambda: t.send(REQ, 5))
+    first.start()
+    time.sleep(0.2)  # the only connection is now busy
+    try:
+        with pytest.raises(RequestTimeout, match="no free connection"):
+            t.send(REQ, 0.3)
+    finally:
+        first.join(10)
+
+
+def test_get_stream_keeps_retrying_after_failures(transport: Any) -> None:
+    t = transport("/getflaky")
+    c = hs.RawClient(t)
+    try:
+        c.initialize()
+        # 500, 500, then a stream: retried after 1 s and 2 s, not given up
+        assert c.wait_notification("notifications/message", 8)["params"]["data"] == "up"
+    finally:
+        c.close()
+
+
+def test_tools_with_invalid_header_annotations_are_dropped(transport: Any) -> None:
+    t = transport("/tools")
+    c = hs.RawClient(t)
+    try:
+        names = [tool["name"] for tool in c.modern("tools/list")["result"]["tools"]]
+        assert names == ["good", "plain"]
+        answer = c.modern("tools/call", {"name": "good", "arguments": {"r": "north"}})
+        assert hs.text_of(answer) == "north"
+    finally:
+        c.close()
+
+
+def test_dropped_stream_through_the_client_is_an_error_not_a_hang(faulty: FaultyServer) -> None:
+    client_mod = pytest.importorskip("mcpsync._client")
+    from mcpsync._errors import MCPError
+
+    url = faulty.url("/dropcall")
+    forget_url(url)
+    with client_mod.Client(lambda: StreamableHTTPTransport(url), mode="legacy") as c:
+        with pytest.raises(MCPError) as info:
+            c.call_tool("anything", {}, timeout=10)
+        assert not isinstance(info.value, RequestTimeout)
+        c.ping()  # the client is still usable
+
+
+def test_modern_listen_stream_is_reopened_under_the_same_id(transport: Any, faulty: FaultyServer) -> None:
+    t = transport("/listen")
+    c = hs.RawClient(t)
+    try:
+        params = {"notifications": {"resourceSubscriptions": ["x://1"]}, "_meta": hs.modern_meta()}
+        t.send(json.dumps({"jsonrpc": "2.0", "id": "sub-7", "method": "subscriptions/listen", "params": params}).encode(), 5)
+        note = c.wait_notification("notifications/resources/updated", 8)
+        assert note["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"] == "sub-7"
+        assert faulty.httpd.listen_ids[-2:] == ["sub-7", "sub-7"]
+        t.send(json.dumps({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": "sub-7"}}).encode(), 1)
+    finally:
+        c.close()
+
+
+def test_connect_timeout_is_a_connect_error_within_the_callers_budget() -> None:
+    # a listening socket whose accept queue is full drops further SYNs: connects time out
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(0)
+    port = srv.getsockname()[1]
+    fillers = []
+    for _ in range(3):
+        s = socket.socket()
+        s.setblocking(False)
+        try:
+            s.connect(("127.0.0.1", port))
+        except BlockingIOError:
+            pass
+        fillers.append(s)
+    t = StreamableHTTPTransport(f"http://127.0.0.1:{port}/mcp")
+    t.connect(1)
+    try:
+        with pytest.raises(ConnectError, match="timed out"):
+            t.send(REQ, 1.0)  # two connect attempts of 0.5 s each
+    finally:
+        t.close()
+        for s in fillers:
+            s.close()
+        srv.close()
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_forked_child_gets_its_own_connections_and_threads(transport: Any, faulty: FaultyServer) -> None:
+    parent = transport("/drop")
+    parent.send(REQ, 5)  # a stream thread ran and is parked; the pool holds a connection
+    assert parent.receive(5) is not None
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - runs in the child
+        code = 1
+        try:
+            child = StreamableHTTPTransport(faulty.url("/drop"), sse_fallback=False)
+            child.connect(2)
+            child.send(REQ, 5)
+            code = 0 if child.receive(5) is not None else 3
+        except BaseException:  # noqa: BLE001
+            code = 2
+        os._exit(code)
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        time.sleep(0.05)
+    else:
+        os.kill(pid, 9)
+        os.waitpid(pid, 0)
+        pytest.fail("the forked child hung")
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0

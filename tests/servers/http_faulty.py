@@ -1,0 +1,240 @@
+"""A deliberately misbehaving HTTP server for the HTTP transport fault tests.
+
+Runs in a thread of the test process on 127.0.0.1 (``FaultyServer().start()``). Each
+path misbehaves in one way; ``hits`` counts requests per (method, path) and
+``seen_headers`` keeps the headers of the last request per path.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import Counter
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+def _result(rid: Any, result: Any) -> bytes:
+    return json.dumps({"jsonrpc": "2.0", "id": rid, "result": result}).encode()
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: "_Server"
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - quiet
+        pass
+
+    # -- helpers
+    def _body(self) -> dict[str, Any]:
+        n = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(n) if n else b""
+        try:
+            return json.loads(raw) if raw else {}
+        except ValueError:
+            return {}
+
+    def _send(self, status: int, body: bytes = b"", ctype: str | None = "application/json", **headers: str) -> None:
+        self.send_response(status)
+        if ctype:
+            self.send_header("Content-Type", ctype)
+        for k, v in headers.items():
+            self.send_header(k.replace("_", "-"), v)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def _start_sse(self, **headers: str) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Connection", "close")
+        for k, v in headers.items():
+            self.send_header(k.replace("_", "-"), v)
+        self.end_headers()
+        self.close_connection = True
+
+    def _event(self, data: bytes, event_id: str | None = None, event: str | None = None) -> None:
+        out = b""
+        if event_id is not None:
+            out += b"id: " + event_id.encode() + b"\n"
+        if event is not None:
+            out += b"event: " + event.encode() + b"\n"
+        out += b"data: " + data + b"\n\n"
+        self.wfile.write(out)
+        self.wfile.flush()
+
+    def _note(self) -> None:
+        self.server.hits[(self.command, self.path.split("?")[0])] += 1
+        self.server.seen_headers[self.path.split("?")[0]] = dict(self.headers)
+
+    # -- verbs
+    def do_DELETE(self) -> None:  # noqa: N802
+        self._note()
+        self._send(200, b"")
+
+    def do_GET(self) -> None:  # noqa: N802
+        self._note()
+        path = self.path.split("?")[0]
+        if path == "/resume":
+            last = self.headers.get("Last-Event-ID")
+            if last is None:
+                self._send(405, b"", None)
+                return
+            self._start_sse()
+            self._event(_result(self.server.pending_id, {"content": [{"type": "text", "text": "resumed"}]}), "2")
+            return
+        if path == "/getloop":
+            # the standalone stream: one event with an id, then a clean close, every time
+            self._start_sse()
+            n = self.server.hits[("GET", "/getloop")]
+            self._event(json.dumps({"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "info", "data": n}}).encode(), f"g{n}")
+            return
+        if path == "/dropcall":
+            self._send(405, b"", None)
+            return
+        if path == "/getflaky":
+            if self.server.hits[("GET", "/getflaky")] <= 2:
+                self._send(500, b"not yet", "text/plain")
+                return
+            self._start_sse()
+            self._event(json.dumps({"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "info", "data": "up"}}).encode())
+            time.sleep(1)
+            return
+        if path == "/getquiet":
+            self._start_sse()  # closes at once, nothing delivered
+            return
+        if path == "/sse-evil":
+            self._start_sse()
+            self._event(b"http://evil.example.com/messages", event="endpoint")
+            time.sleep(0.5)
+            return
+        if path == "/sse-html":
+            self._send(200, b"<html></html>", "text/html")
+            return
+        if path == "/sse-quiet":
+            self._start_sse()
+            time.sleep(3)
+            return
+        self._send(404, b"not here", "text/plain")
+
+    def do_POST(self) -> None:  # noqa: N802
+        self._note()
+        path = self.path.split("?")[0]
+        msg = self._body()
+        rid = msg.get("id")
+        if path == "/garbage":
+            self._send(200, b"this is {not json")
+        elif path == "/html":
+            self._send(200, b"<html>hello</html>", "text/html; charset=utf-8")
+        elif path == "/500":
+            self._send(500, b"boom", "text/plain")
+        elif path == "/empty":
+            self._send(200, b"" if rid is not None or msg.get("method") == "a" else b"null")
+        elif path == "/drop":
+            self._start_sse()
+            self._event(json.dumps({"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "info", "data": "x"}}).encode())
+            # and the connection closes without the response
+        elif path == "/resume":
+            if msg.get("method") == "initialize":
+                self._send(200, _result(rid, {"protocolVersion": "2025-11-25", "capabilities": {}, "serverInfo": {"name": "faulty", "version": "0"}}), Mcp_Session_Id="s-1")
+            elif rid is None:
+                self._send(202, b"", None)
+            else:
+                self.server.pending_id = rid
+                self._start_sse()
+                self._event(b"", "1")  # priming event, no data
+                self._event(json.dumps({"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "info", "data": "before"}}).encode(), "1b")
+        elif path == "/listen":
+            # 1st listen: acknowledged, then the stream breaks; 2nd: an update, then held open
+            n = self.server.hits[("POST", "/listen")]
+            self.server.listen_ids.append(rid)
+            self._start_sse()
+            sub = {"_meta": {"io.modelcontextprotocol/subscriptionId": rid}}
+            self._event(json.dumps({"jsonrpc": "2.0", "method": "notifications/subscriptions/acknowledged", "params": {**sub, "notifications": {}}}).encode())
+            if n >= 2:
+                self._event(json.dumps({"jsonrpc": "2.0", "method": "notifications/resources/updated", "params": {**sub, "uri": "x://1"}}).encode())
+                time.sleep(2)
+        elif path == "/tools":
+            schema_ok = {"type": "object", "properties": {"r": {"type": "string", "x-mcp-header": "R"}}}
+            schema_bad = {"type": "object", "properties": {"f": {"type": "number", "x-mcp-header": "F"}}}
+            tools = [
+                {"name": "good", "inputSchema": schema_ok},
+                {"name": "bad", "inputSchema": schema_bad},
+                {"name": "plain", "inputSchema": {"type": "object"}},
+            ]
+            if msg.get("method") == "tools/list":
+                self._send(200, _result(rid, {"tools": tools}))
+            else:
+                self._send(200, _result(rid, {"content": [{"type": "text", "text": self.headers.get("Mcp-Param-R", "-")}]}))
+        elif path == "/dropcall":
+            if msg.get("method") == "initialize":
+                self._send(200, _result(rid, {"protocolVersion": "2025-11-25", "capabilities": {"tools": {}}, "serverInfo": {"name": "faulty", "version": "0"}}), Mcp_Session_Id="s-3")
+            elif rid is None:
+                self._send(202, b"", None)
+            elif msg.get("method") == "tools/call":
+                self._start_sse()  # and hang up without an answer
+            else:
+                self._send(200, _result(rid, {}))
+        elif path in ("/getloop", "/getquiet", "/getflaky"):
+            if msg.get("method") == "initialize":
+                self._send(200, _result(rid, {"protocolVersion": "2025-11-25", "capabilities": {}, "serverInfo": {"name": "faulty", "version": "0"}}), Mcp_Session_Id="s-2")
+            else:
+                self._send(202, b"", None)
+        elif path == "/auth":
+            if self.headers.get("Authorization") != "Bearer good":
+                self._send(401, b'{"error":"invalid_token"}', WWW_Authenticate='Bearer error="invalid_token"')
+            else:
+                self._send(200, _result(rid, {"ok": True}))
+        elif path == "/forbidden":
+            self._send(403, b"no", "text/plain")
+        elif path == "/slow":
+            time.sleep(2)
+            self._send(200, _result(rid, {}))
+        elif path == "/hang-sse":
+            self._start_sse()
+            time.sleep(3)
+        else:
+            self._send(404, b"not found", "text/plain")
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    hits: Counter[tuple[str, str]]
+    seen_headers: dict[str, dict[str, str]]
+    pending_id: Any = None
+    listen_ids: list[Any]
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        pass  # clients that hang up early are part of the tests
+
+
+class FaultyServer:
+    """Start with :meth:`start`, stop with :meth:`stop`; ``url(path)`` builds URLs."""
+
+    def __init__(self) -> None:
+        self.httpd = _Server(("127.0.0.1", 0), _Handler)
+        self.httpd.hits = Counter()
+        self.httpd.seen_headers = {}
+        self.httpd.listen_ids = []
+        self.port = self.httpd.server_address[1]
+        self._thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True)
+
+    def start(self) -> "FaultyServer":
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+    def url(self, path: str) -> str:
+        return f"http://127.0.0.1:{self.port}{path}"
+
+    @property
+    def hits(self) -> Counter[tuple[str, str]]:
+        return self.httpd.hits
+
+    @property
+    def seen_headers(self) -> dict[str, dict[str, str]]:
+        return self.httpd.seen_headers
