@@ -6,6 +6,7 @@ Example:
     ...     print(client.call_tool("echo", {"message": "hi"}).text)
 """
 
+from ._agent_messages import agent_message
 from ._client import Client, ServerSession
 from ._errors import (
     AuthError,
@@ -19,6 +20,7 @@ from ._errors import (
     MethodNotFound,
     NetworkError,
     PermissionDenied,
+    PoolTimeout,
     ProtocolError,
     RemoteError,
     RequestTimeout,
@@ -40,7 +42,8 @@ from ._messages import (
     Tool,
     UnknownContent,
 )
-from ._policies import BreakerPolicy, PoolLimits, RetryPolicy, Timeouts
+from ._guard import BreakerState
+from ._policies import BreakerPolicy, PoolLimits, ReconnectPolicy, RetryPolicy, Timeouts
 from ._speedups import IMPLEMENTATION as SPEEDUPS
 from .transports._base import Transport
 
@@ -54,6 +57,9 @@ __all__ = [
     "RetryPolicy",
     "BreakerPolicy",
     "PoolLimits",
+    "ReconnectPolicy",
+    "BreakerState",
+    "agent_message",
     "Tool",
     "CallToolResult",
     "TextContent",
@@ -82,6 +88,7 @@ __all__ = [
     "UnsupportedProtocolVersion",
     "AuthError",
     "PermissionDenied",
+    "PoolTimeout",
     "Cancelled",
     "SPEEDUPS",
     "__version__",

@@ -391,6 +391,7 @@ class Client(ProtocolMixin):
         *,
         headers: Mapping[str, str] | None = None,
         token: str | None = None,
+        auth: Any = None,
         sslopt: Mapping[str, Any] | None = None,
         max_message_size: int | None = None,
         **options: Any,
@@ -404,6 +405,8 @@ class Client(ProtocolMixin):
             url: ``ws://`` or ``wss://`` URL.
             headers: extra handshake headers.
             token: a bearer token for the handshake.
+            auth: an auth hook (e.g. :class:`mcpsync.auth.OAuth`) asked for fresh headers
+                at every handshake.
             sslopt: websocket-client TLS options.
             max_message_size: longest accepted message in bytes.
             **options: the keyword options of :class:`Client`.
@@ -415,7 +418,13 @@ class Client(ProtocolMixin):
         if max_message_size:
             kw["max_message_size"] = max_message_size
         options.setdefault("name", url)
-        return cls(lambda: WebSocketTransport(url, **kw), **options)
+        static = dict(headers or {})
+
+        def factory() -> WebSocketTransport:
+            hdrs = {**static, **auth.headers(url, "GET")} if auth is not None else static
+            return WebSocketTransport(url, **{**kw, "headers": hdrs})
+
+        return cls(factory, **options)
 
     @classmethod
     def grpc(
@@ -423,6 +432,7 @@ class Client(ProtocolMixin):
         target: str,
         *,
         token: str | None = None,
+        auth: Any = None,
         metadata: Sequence[tuple[str, str]] | None = None,
         secure: bool = False,
         root_certificates: bytes | None = None,
@@ -435,6 +445,8 @@ class Client(ProtocolMixin):
         Args:
             target: ``host:port``.
             token: a bearer token sent as ``authorization`` metadata.
+            auth: an auth hook (e.g. :class:`mcpsync.auth.OAuth`) asked for fresh headers
+                at every connect; they are sent as lowercase metadata.
             metadata: extra metadata (lowercase keys).
             secure: use TLS (``root_certificates`` to trust a private CA).
             scope: ``"session"`` (one bidi stream per connection, both eras) or
@@ -454,7 +466,15 @@ class Client(ProtocolMixin):
         if max_message_size:
             kw["max_message_size"] = max_message_size
         options.setdefault("name", target)
-        return cls(lambda: GrpcTransport(target, **kw), **options)
+        static = list(metadata or ())
+
+        def factory() -> GrpcTransport:
+            md = static
+            if auth is not None:
+                md = static + [(k.lower(), v) for k, v in auth.headers(target, "POST").items()]
+            return GrpcTransport(target, **{**kw, "metadata": md})
+
+        return cls(factory, **options)
 
     @classmethod
     def local(cls, registry: Any, **options: Any) -> "Client":

@@ -1,0 +1,344 @@
+"""Where OAuth tokens and client credentials live.
+
+:class:`TokenStore` is the interface; :class:`KeyringTokenStore` (the default) keeps everything
+in the OS credential store through ``keyring`` (macOS Keychain, Windows Credential Manager,
+the Linux Secret Service); :class:`MemoryTokenStore` keeps it in process memory, for tests.
+
+Layout in the keyring: one entry set per MCP server, never shared between servers::
+
+    service "mcpsync-oauth:<canonical server URL>"   username "tokens"  → the TokenSet (JSON)
+    service "mcpsync-oauth-client:<issuer>"           username "client"  → the ClientInfo (JSON)
+
+Client credentials are keyed by the authorization server's issuer (a client id is only
+meaningful at the server that issued it). No token or secret is ever written to a plain file,
+a log line, an exception message or a ``repr``.
+
+Example:
+    >>> from mcpsync.auth import MemoryTokenStore, TokenSet
+    >>> store = MemoryTokenStore()
+    >>> store.save_tokens("https://mcp.example.com/mcp", TokenSet(access_token="s3cret"))
+    >>> store.load_tokens("https://mcp.example.com/mcp")
+    TokenSet(token_type='Bearer', expires_at=None, scope=None, refresh_token=None)
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from .._errors import AuthError
+
+__all__ = [
+    "TokenSet",
+    "ClientInfo",
+    "TokenStore",
+    "MemoryTokenStore",
+    "KeyringTokenStore",
+    "default_store",
+]
+
+_TOKEN_SERVICE = "mcpsync-oauth:"
+_CLIENT_SERVICE = "mcpsync-oauth-client:"
+
+
+@dataclass(frozen=True, slots=True)
+class TokenSet:
+    """The tokens issued for one MCP server.
+
+    Attributes:
+        access_token: the access token (never shown by ``repr``).
+        token_type: ``Bearer`` or ``DPoP``.
+        expires_at: wall-clock expiry (``time.time()`` seconds) or ``None`` if unknown.
+        refresh_token: the refresh token, if one was issued (never shown by ``repr``).
+        scope: the granted scopes, space separated, as the server reported them (or as asked).
+        issuer: the issuer of the authorization server that minted them.
+        resource: the RFC 8707 resource they were issued for.
+        obtained_at: when they were obtained (``time.time()``).
+    """
+
+    access_token: str = field(repr=False)
+    token_type: str = "Bearer"
+    expires_at: float | None = None
+    refresh_token: str | None = field(default=None, repr=False)
+    scope: str | None = None
+    issuer: str | None = field(default=None, repr=False, compare=False)
+    resource: str | None = field(default=None, repr=False, compare=False)
+    obtained_at: float = field(default_factory=time.time, repr=False, compare=False)
+
+    def __repr__(self) -> str:
+        # An explicit repr: tokens never appear, and ``refresh_token`` only says whether one exists.
+        return (
+            f"TokenSet(token_type={self.token_type!r}, expires_at={self.expires_at!r}, "
+            f"scope={self.scope!r}, refresh_token={'<set>' if self.refresh_token else None})"
+        )
+
+    @property
+    def scopes(self) -> frozenset[str]:
+        """The granted scopes as a set."""
+        return frozenset((self.scope or "").split())
+
+    def expired(self, leeway: float = 0.0, now: float | None = None) -> bool:
+        """Whether the access token is expired (or will be within ``leeway`` seconds)."""
+        if self.expires_at is None:
+            return False
+        return (time.time() if now is None else now) + leeway >= self.expires_at
+
+    def to_json(self) -> str:
+        """Serialise (for a credential store only — the result holds the secrets)."""
+        return json.dumps(asdict(self), separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, text: str) -> "TokenSet":
+        data = json.loads(text)
+        known = {k: data[k] for k in cls.__dataclass_fields__ if k in data}
+        return cls(**known)
+
+
+@dataclass(frozen=True, slots=True)
+class ClientInfo:
+    """An OAuth client registration at one authorization server.
+
+    Attributes:
+        client_id: the client identifier (a URL for Client ID Metadata Documents).
+        client_secret: the secret of a confidential client (never shown by ``repr``).
+        token_endpoint_auth_method: ``none``, ``client_secret_basic``, ``client_secret_post``
+            or ``private_key_jwt``.
+        redirect_uris: the redirect URIs registered (exact, port included).
+        issuer: the issuer the registration belongs to.
+        client_secret_expires_at: 0 or ``None`` for never, else epoch seconds.
+        source: how it was obtained: ``preregistered``, ``metadata_document`` or ``dynamic``.
+    """
+
+    client_id: str
+    client_secret: str | None = field(default=None, repr=False)
+    token_endpoint_auth_method: str = "none"
+    redirect_uris: tuple[str, ...] = ()
+    issuer: str | None = None
+    client_secret_expires_at: float | None = None
+    source: str = "preregistered"
+
+    def __repr__(self) -> str:
+        return (
+            f"ClientInfo(client_id={self.client_id!r}, token_endpoint_auth_method="
+            f"{self.token_endpoint_auth_method!r}, redirect_uris={self.redirect_uris!r}, "
+            f"issuer={self.issuer!r}, source={self.source!r}, "
+            f"client_secret={'<set>' if self.client_secret else None})"
+        )
+
+    def secret_expired(self, now: float | None = None) -> bool:
+        if not self.client_secret_expires_at:
+            return False
+        return (time.time() if now is None else now) >= self.client_secret_expires_at
+
+    def to_json(self) -> str:
+        data = asdict(self)
+        data["redirect_uris"] = list(self.redirect_uris)
+        return json.dumps(data, separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, text: str) -> "ClientInfo":
+        data = json.loads(text)
+        known = {k: data[k] for k in cls.__dataclass_fields__ if k in data}
+        known["redirect_uris"] = tuple(known.get("redirect_uris") or ())
+        return cls(**known)
+
+
+@runtime_checkable
+class TokenStore(Protocol):
+    """Persists token sets per MCP server and client registrations per issuer.
+
+    Implementations must be thread-safe and must never write secrets anywhere but a credential
+    store (no plain files, no logs).
+    """
+
+    def load_tokens(self, server: str) -> TokenSet | None: ...
+
+    def save_tokens(self, server: str, tokens: TokenSet) -> None: ...
+
+    def delete_tokens(self, server: str) -> None: ...
+
+    def load_client(self, issuer: str) -> ClientInfo | None: ...
+
+    def save_client(self, issuer: str, client: ClientInfo) -> None: ...
+
+    def delete_client(self, issuer: str) -> None: ...
+
+
+class MemoryTokenStore:
+    """A :class:`TokenStore` in process memory (tests, short-lived processes).
+
+    Example:
+        >>> store = MemoryTokenStore()
+        >>> store.load_client("https://auth.example.com") is None
+        True
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._tokens: dict[str, TokenSet] = {}
+        self._clients: dict[str, ClientInfo] = {}
+
+    def __repr__(self) -> str:
+        with self._lock:
+            return f"MemoryTokenStore(servers={len(self._tokens)}, clients={len(self._clients)})"
+
+    def load_tokens(self, server: str) -> TokenSet | None:
+        with self._lock:
+            return self._tokens.get(server)
+
+    def save_tokens(self, server: str, tokens: TokenSet) -> None:
+        with self._lock:
+            self._tokens[server] = tokens
+
+    def delete_tokens(self, server: str) -> None:
+        with self._lock:
+            self._tokens.pop(server, None)
+
+    def load_client(self, issuer: str) -> ClientInfo | None:
+        with self._lock:
+            return self._clients.get(issuer)
+
+    def save_client(self, issuer: str, client: ClientInfo) -> None:
+        with self._lock:
+            self._clients[issuer] = client
+
+    def delete_client(self, issuer: str) -> None:
+        with self._lock:
+            self._clients.pop(issuer, None)
+
+    def servers(self) -> list[str]:
+        """The servers that have tokens (for tests)."""
+        with self._lock:
+            return list(self._tokens)
+
+
+def _insecure_backend(backend: Any) -> bool:
+    """A keyring backend that is not an OS credential store (plaintext files, the null backend)."""
+    cls = type(backend)
+    module = cls.__module__
+    name = cls.__name__.lower()
+    if module.startswith("keyrings.alt") or "plaintext" in name or "file" in module.rsplit(".", 1)[-1]:
+        return True
+    if module == "keyring.backends.fail" or module == "keyring.backends.null":
+        return True
+    # A chainer whose only members are insecure is insecure too.
+    members = getattr(backend, "backends", None)
+    if module == "keyring.backends.chainer" and members is not None:
+        return not members or all(_insecure_backend(b) for b in members)
+    return False
+
+
+class KeyringTokenStore:
+    """A :class:`TokenStore` in the OS credential store, through ``keyring`` (the default).
+
+    ``keyring`` is an optional extra (``pip install mcpsync[keyring]``), imported on first use.
+    A backend that is not an OS credential store (the fail backend, plaintext files) is refused
+    with :class:`~mcpsync.AuthError` rather than silently used.
+
+    Args:
+        backend: a ``keyring.backend.KeyringBackend`` to use instead of the active one.
+        namespace: prefix of the keyring service names (default ``mcpsync-oauth``).
+
+    Example:
+        >>> store = KeyringTokenStore()          # doctest: +SKIP
+        >>> store.save_tokens("https://mcp.example.com/mcp", tokens)   # doctest: +SKIP
+    """
+
+    def __init__(self, backend: Any = None, *, namespace: str = "mcpsync-oauth") -> None:
+        self._backend = backend
+        self._token_service = namespace + ":"
+        self._client_service = namespace + "-client:"
+        self._lock = threading.Lock()
+        self._checked = False
+
+    def __repr__(self) -> str:
+        return f"KeyringTokenStore(backend={type(self._backend).__name__ if self._backend else 'default'})"
+
+    def _kr(self) -> Any:
+        with self._lock:
+            if self._checked:
+                return self._backend
+            backend = self._backend
+            if backend is None:
+                try:
+                    import keyring  # optional extra, imported lazily
+                except ImportError as exc:
+                    raise AuthError(
+                        "the keyring token store needs the 'keyring' package: pip install mcpsync[keyring]"
+                    ) from exc
+                try:
+                    backend = keyring.get_keyring()
+                except Exception as exc:  # keyring raises plain exceptions when a backend is misnamed
+                    raise AuthError(f"no usable OS credential store: {type(exc).__name__}") from exc
+            if _insecure_backend(backend):
+                raise AuthError(
+                    f"no OS credential store available (keyring backend {type(backend).__module__}."
+                    f"{type(backend).__name__} is not one); pass another TokenStore"
+                )
+            self._backend = backend
+            self._checked = True
+            return backend
+
+    def _get(self, service: str, username: str) -> str | None:
+        backend = self._kr()
+        try:
+            value = backend.get_password(service, username)
+        except Exception as exc:
+            raise AuthError(f"reading the OS credential store failed: {type(exc).__name__}") from None
+        return value if isinstance(value, str) else None
+
+    def _set(self, service: str, username: str, value: str) -> None:
+        backend = self._kr()
+        try:
+            backend.set_password(service, username, value)
+        except Exception as exc:
+            # ``from None``: the keyring exception may quote the value being written.
+            raise AuthError(f"writing the OS credential store failed: {type(exc).__name__}") from None
+
+    def _delete(self, service: str, username: str) -> None:
+        backend = self._kr()
+        try:
+            backend.delete_password(service, username)
+        except Exception as exc:
+            if type(exc).__name__ == "PasswordDeleteError":
+                return
+            raise AuthError(f"deleting from the OS credential store failed: {type(exc).__name__}") from None
+
+    def load_tokens(self, server: str) -> TokenSet | None:
+        text = self._get(self._token_service + server, "tokens")
+        if not text:
+            return None
+        try:
+            return TokenSet.from_json(text)
+        except (ValueError, TypeError):
+            return None
+
+    def save_tokens(self, server: str, tokens: TokenSet) -> None:
+        self._set(self._token_service + server, "tokens", tokens.to_json())
+
+    def delete_tokens(self, server: str) -> None:
+        self._delete(self._token_service + server, "tokens")
+
+    def load_client(self, issuer: str) -> ClientInfo | None:
+        text = self._get(self._client_service + issuer, "client")
+        if not text:
+            return None
+        try:
+            return ClientInfo.from_json(text)
+        except (ValueError, TypeError):
+            return None
+
+    def save_client(self, issuer: str, client: ClientInfo) -> None:
+        self._set(self._client_service + issuer, "client", client.to_json())
+
+    def delete_client(self, issuer: str) -> None:
+        self._delete(self._client_service + issuer, "client")
+
+
+def default_store() -> TokenStore:
+    """The default store: the OS credential store via ``keyring``."""
+    return KeyringTokenStore()
+

@@ -1,0 +1,210 @@
+"""OAuth machine and headless flows against Authlib's authorization server
+(tests/servers/auth_authlib_server.py): the device grant (RFC 8628), client credentials with
+client_secret_basic / client_secret_post / private_key_jwt (RFC 7523), strict RFC 8707 resource
+checks, and the background renewal of machine tokens before expiry."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import select
+import subprocess
+import threading
+import time
+from typing import Any, Iterator
+
+import pytest
+import requests
+
+from mcpsync._errors import AuthError
+from mcpsync.auth import MemoryTokenStore, OAuth, SigningKey, clear_metadata_cache
+from tests.conftest import PYTHON, SERVERS, free_port
+from tests.integration.test_oauth_sdk import call, initialize, raw, tool, tool_text, wait_for
+
+pytest.importorskip("authlib")
+pytest.importorskip("flask")
+pytestmark = pytest.mark.timeout(90)
+
+
+@contextlib.contextmanager
+def authlib_server(*flags: str, lifetime: int = 3600) -> Iterator[dict[str, str]]:
+    port = free_port()
+    proc = subprocess.Popen(
+        [PYTHON, str(SERVERS / "auth_authlib_server.py"), "--port", str(port), "--token-lifetime", str(lifetime), *flags],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        line = ""
+        while time.monotonic() < deadline and proc.poll() is None:
+            ready, _, _ = select.select([proc.stdout], [], [], 0.5)
+            if ready:
+                line = proc.stdout.readline()
+                break
+        if "READY" not in line:
+            proc.kill()
+            raise RuntimeError("authlib server did not start: " + (proc.stderr.read() or "")[-2000:])
+        clear_metadata_cache()
+        origin = f"http://127.0.0.1:{port}"
+        yield {"mcp": origin + "/mcp", "as": origin}
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=5)
+        clear_metadata_cache()
+
+
+def test_device_grant() -> None:
+    with authlib_server() as urls:
+        shown: list[Any] = []
+
+        def user_approves(info: Any) -> None:
+            # The user reads the code and approves on another device, a little later
+            # (so the client's first poll sees authorization_pending).
+            shown.append(info)
+            threading.Timer(1.2, lambda: requests.get(urls["as"] + "/device/approve",
+                                                      params={"user_code": info.user_code}, timeout=5)).start()
+
+        store = MemoryTokenStore()
+        with OAuth(urls["mcp"], store=store, grant="device_code", client_id="device-client",
+                   on_device_code=user_approves, interactive_timeout=20) as auth:
+            assert call(auth, urls["mcp"], initialize()).status_code == 200
+            assert shown and shown[0].verification_uri == urls["as"] + "/device"
+            who = json.loads(tool_text(call(auth, urls["mcp"], tool("whoami"))))
+            assert who["client_id"] == "device-client"
+            assert store.load_tokens(urls["mcp"]) is not None
+
+
+def test_device_grant_denied() -> None:
+    with authlib_server() as urls:
+        def user_denies(info: Any) -> None:
+            requests.get(urls["as"] + "/device/approve", params={"user_code": info.user_code, "deny": 1}, timeout=5)
+
+        store = MemoryTokenStore()
+        with OAuth(urls["mcp"], store=store, grant="device_code", client_id="device-client",
+                   on_device_code=user_denies, interactive_timeout=20) as auth:
+            with pytest.raises(AuthError, match="access_denied"):
+                auth.authorize()
+            assert store.load_tokens(urls["mcp"]) is None
+
+
+@pytest.mark.parametrize("client_id, method", [("machine-basic", "client_secret_basic"),
+                                               ("machine-post", "client_secret_post")])
+def test_client_credentials(client_id: str, method: str) -> None:
+    with authlib_server() as urls:
+        with OAuth(urls["mcp"], store=MemoryTokenStore(), grant="client_credentials", client_id=client_id,
+                   client_secret="machine-secret", token_endpoint_auth_method=method) as auth:
+            who = json.loads(tool_text(call(auth, urls["mcp"], tool("whoami"))))
+            assert who["client_id"] == client_id
+
+
+def test_client_credentials_wrong_secret() -> None:
+    with authlib_server() as urls:
+        store = MemoryTokenStore()
+        with OAuth(urls["mcp"], store=store, grant="client_credentials", client_id="machine-basic",
+                   client_secret="not-the-secret") as auth:
+            with pytest.raises(AuthError, match="invalid_client"):
+                call(auth, urls["mcp"], initialize())
+            assert store.load_tokens(urls["mcp"]) is None
+            assert "not-the-secret" not in repr(auth)
+
+
+def test_private_key_jwt_client_credentials() -> None:
+    key = SigningKey.generate()
+    with authlib_server("--jwk", json.dumps(key.public_jwk())) as urls:
+        with OAuth(urls["mcp"], store=MemoryTokenStore(), grant="client_credentials", client_id="machine-jwt",
+                   private_key=key) as auth:
+            who = json.loads(tool_text(call(auth, urls["mcp"], tool("whoami"))))
+            assert who["client_id"] == "machine-jwt"
+
+
+def test_private_key_jwt_wrong_key_is_refused() -> None:
+    registered, other = SigningKey.generate(), SigningKey.generate()
+    with authlib_server("--jwk", json.dumps(registered.public_jwk())) as urls:
+        with OAuth(urls["mcp"], store=MemoryTokenStore(), grant="client_credentials", client_id="machine-jwt",
+                   private_key=other) as auth:
+            with pytest.raises(AuthError, match="invalid_client"):
+                auth.authorize()
+
+
+def test_strict_resource_rejected() -> None:
+    with authlib_server("--expected-resource", "http://127.0.0.1:1/elsewhere") as urls:
+        store = MemoryTokenStore()
+        with OAuth(urls["mcp"], store=store, grant="client_credentials", client_id="machine-basic",
+                   client_secret="machine-secret") as auth:
+            with pytest.raises(AuthError, match="invalid_target"):
+                auth.authorize()
+            assert store.load_tokens(urls["mcp"]) is None
+
+
+def test_machine_token_renewed_in_background() -> None:
+    """No refresh token for client credentials: the grant itself is re-run before expiry."""
+    with authlib_server(lifetime=2) as urls:
+        with OAuth(urls["mcp"], store=MemoryTokenStore(), grant="client_credentials", client_id="machine-basic",
+                   client_secret="machine-secret") as auth:
+            assert call(auth, urls["mcp"], initialize()).status_code == 200
+            first = auth.tokens.access_token
+            assert wait_for(lambda: auth.tokens is not None and auth.tokens.access_token != first, timeout=20)
+            assert auth.stats["authorizations"] >= 2
+            assert tool_text(call(auth, urls["mcp"], tool("whoami")))
+            # The expired one is refused by the resource server (bounded wait for its expiry).
+            assert wait_for(lambda: raw(urls["mcp"], first, initialize()).status_code == 401, timeout=10, step=0.25)
+
+
+def test_dpop_bound_tokens_with_server_nonces() -> None:
+    """DPoP (RFC 9449): a proof per token request and per resource request, the DPoP scheme, and
+    the use_dpop_nonce dance at both the authorization server and the resource server."""
+    with authlib_server("--dpop") as urls:
+        with OAuth(urls["mcp"], store=MemoryTokenStore(), grant="client_credentials", client_id="machine-basic",
+                   client_secret="machine-secret", dpop=True) as auth:
+            who = json.loads(tool_text(call(auth, urls["mcp"], tool("whoami"))))
+            assert who["client_id"] == "machine-basic"
+            assert auth.tokens.token_type == "DPoP"
+            # The token is bound: as a plain bearer token it is refused.
+            assert raw(urls["mcp"], auth.tokens.access_token, initialize()).status_code == 401
+            # Later requests reuse the resource server's nonce: no more nonce round trips.
+            assert tool_text(call(auth, urls["mcp"], tool("whoami")))
+            headers = auth.headers(urls["mcp"], "POST")
+            assert headers["Authorization"].startswith("DPoP ")
+            resp = requests.post(urls["mcp"], json=initialize(), headers=headers, timeout=10)
+            assert resp.status_code == 200
+
+
+def test_dpop_enabled_when_the_resource_requires_it() -> None:
+    with authlib_server("--dpop") as urls:
+        with OAuth(urls["mcp"], store=MemoryTokenStore(), grant="client_credentials", client_id="machine-basic",
+                   client_secret="machine-secret") as auth:
+            assert tool_text(call(auth, urls["mcp"], tool("whoami")))
+            assert auth.tokens.token_type == "DPoP"
+
+
+def test_dpop_refused_when_switched_off() -> None:
+    with authlib_server("--dpop") as urls:
+        store = MemoryTokenStore()
+        with OAuth(urls["mcp"], store=store, grant="client_credentials", client_id="machine-basic",
+                   client_secret="machine-secret", dpop=False) as auth:
+            with pytest.raises(AuthError, match="invalid_dpop_proof"):
+                auth.authorize()
+            assert store.load_tokens(urls["mcp"]) is None
+
+
+@pytest.mark.parametrize("issuer_path, where", [
+    ("", "oidc-inserted"),            # no path: RFC 8414 missing, OpenID discovery found second
+    ("/tenant1", "oauth"),            # /.well-known/oauth-authorization-server/tenant1
+    ("/tenant1", "oidc-inserted"),    # /.well-known/openid-configuration/tenant1
+    ("/tenant1", "oidc-appended"),    # /tenant1/.well-known/openid-configuration
+])
+def test_authorization_server_metadata_locations(issuer_path: str, where: str) -> None:
+    with authlib_server("--issuer-path", issuer_path, "--metadata-at", where) as urls:
+        with OAuth(urls["mcp"], store=MemoryTokenStore(), grant="client_credentials", client_id="machine-basic",
+                   client_secret="machine-secret") as auth:
+            assert tool_text(call(auth, urls["mcp"], tool("whoami")))
+            md = auth.discover_auth_metadata()
+            assert md.issuer == urls["as"] + issuer_path
+            assert md.authorization_server.url.endswith(
+                {"oauth": "/.well-known/oauth-authorization-server" + issuer_path,
+                 "oidc-inserted": "/.well-known/openid-configuration" + issuer_path,
+                 "oidc-appended": issuer_path + "/.well-known/openid-configuration"}[where])
