@@ -5,10 +5,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export PIP_DISABLE_PIP_VERSION_CHECK=1
 python3 -m pip install -q -e '.[test]'
-# Each file installs one real peer the tests use (npm servers, a keyring daemon, ...)
-# and may set MCPSYNC_TEST_WRAPPER to a command that pytest must run under.
+# Each numbered file installs one real peer the tests use (npm servers, a keyring
+# daemon, ...) and may set MCPSYNC_TEST_WRAPPER to a command that pytest must run under.
 MCPSYNC_TEST_WRAPPER=""
-for setup in tests/setup/*.sh; do
+for setup in tests/setup/[0-9][0-9]-*.sh; do
     # shellcheck source=/dev/null
     source "$setup"
 done
