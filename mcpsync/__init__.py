@@ -42,7 +42,9 @@ from ._messages import (
     Tool,
     UnknownContent,
 )
+from ._cache import ToolCache
 from ._guard import BreakerState
+from ._metrics import MetricsRecorder, MetricsSnapshot
 from ._policies import BreakerPolicy, PoolLimits, ReconnectPolicy, RetryPolicy, Timeouts
 from ._speedups import IMPLEMENTATION as SPEEDUPS
 from .transports._base import Transport
@@ -60,6 +62,9 @@ __all__ = [
     "ReconnectPolicy",
     "BreakerState",
     "agent_message",
+    "ToolCache",
+    "MetricsRecorder",
+    "MetricsSnapshot",
     "Tool",
     "CallToolResult",
     "TextContent",

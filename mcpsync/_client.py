@@ -43,7 +43,9 @@ from ._messages import (
     Tool,
     decode_result,
 )
+from ._cache import EXPLICIT, LIST_CHANGED, RECONNECT, ToolCache
 from ._guard import BreakerState, Guard, ReconnectSchedule, Recorder, tool_is_retry_safe
+from ._metrics import DISCOVERY_METHODS, MetricsRecorder, fan_out
 from ._policies import BreakerPolicy, PoolLimits, ReconnectPolicy, RetryPolicy, Timeouts
 from ._pool import ConnectionPool
 from ._protocol import ProtocolMixin
@@ -183,6 +185,15 @@ class Client(ProtocolMixin):
         log_level: level asked of the server for its log messages (None: not asked).
         client_info: name/version this client reports.
         name: the server's name in logs and errors.
+        reconnect: the reconnection schedule after a lost connection.
+        record: an extra metrics sink ``record(server, tool, start, end, outcome)``.
+        on_breaker_change: ``callback(old, new)`` on circuit breaker transitions.
+        on_unavailable: ``callback(error)`` once the server is marked unavailable.
+        telemetry: ``True`` for OpenTelemetry spans and metrics (the ``otel`` extra),
+            or a :class:`mcpsync._otel.Telemetry`; spans carry W3C trace context into
+            the request's ``_meta``.
+        credential: the authorization context the tool cache keys ``private``
+            entries by (default: none).
 
     Example:
         >>> client = Client.stdio("python", ["-m", "mcpsync.server.demo"])   # doctest: +SKIP
@@ -210,6 +221,8 @@ class Client(ProtocolMixin):
         record: Recorder | None = None,
         on_breaker_change: Callable[[BreakerState, BreakerState], None] | None = None,
         on_unavailable: Callable[[ServerUnavailable], None] | None = None,
+        telemetry: Any = None,
+        credential: Any = None,
     ) -> None:
         if mode not in ("auto", "modern", "legacy"):
             raise ValueError(f"mode must be 'auto', 'modern' or 'legacy', not {mode!r}")
@@ -249,9 +262,20 @@ class Client(ProtocolMixin):
         self._notification_handlers: dict[str, list[Callable[[Mapping[str, Any] | None], None]]] = {}
         self._server_logger = logging.getLogger(f"mcpsync.server.{self.name}")
         self._fork_gen = _fork_generation
-        self._tools: dict[str, Tool] = {}
+        self._cache_credential = credential
+        self._metrics = MetricsRecorder()
+        if telemetry is True:
+            from . import _otel
+
+            telemetry = _otel.telemetry()
+        self._telemetry = telemetry or None
+        sink = fan_out(self._metrics, self._telemetry.recorder if self._telemetry is not None else None, record)
+        # the cache reports hits and misses; its discoveries are already timed and
+        # counted by the guard as tools/list requests (kept apart from agent calls)
+        self._tool_cache = ToolCache(metrics=_CacheHits(sink))
+        self._resources: Any = None
         self._reconnect = ReconnectSchedule(reconnect, name=self.name, on_unavailable=on_unavailable)
-        self._guard = Guard(self.name, retry=retry, breaker=breaker, reconnect=self._reconnect, record=record)
+        self._guard = Guard(self.name, retry=retry, breaker=breaker, reconnect=self._reconnect, record=sink)
         if on_breaker_change is not None:
             self._guard.breaker.add_listener(on_breaker_change)
         self._pool: ConnectionPool[_Connection] = ConnectionPool(
@@ -351,6 +375,39 @@ class Client(ProtocolMixin):
 
         kwargs = cls._http_kwargs(headers, auth, verify, pool_size, max_message_size, options)
         return cls(lambda: SSETransport(url, **kwargs), **cls._http_options(url, options))
+
+    @classmethod
+    def routed(
+        cls,
+        endpoints: Sequence[Any],
+        make: Callable[[Any], Transport],
+        *,
+        region: str | None = None,
+        probe: bool = True,
+        **options: Any,
+    ) -> "Client":
+        """A client for a server with several endpoints (nodes or regions).
+
+        Each new connection goes to the nearest available endpoint: by measured
+        round-trip (a smoothed average of connect and ping times), or the client's
+        ``region`` first; an endpoint that fails is skipped until it is re-probed, so
+        calls fail over to the next one and come back after recovery.
+
+        Args:
+            endpoints: :class:`mcpsync._routing.Endpoint` values (or names).
+            make: builds a fresh transport for an endpoint, e.g.
+                ``lambda ep: StreamableHTTPTransport(ep.address)``.
+            region: the client's region, preferred over round-trip times.
+            probe: measure every endpoint with a real MCP round-trip before choosing.
+            **options: the keyword options of :class:`Client`.
+        """
+        from ._routing import Endpoint, Router, mcp_probe
+
+        eps = [e if isinstance(e, Endpoint) else Endpoint(str(e)) for e in endpoints]
+        router = Router(eps, probe=mcp_probe(make) if probe else None, region=region)
+        client = cls(router.transport_factory(make), **options)
+        client.router = router
+        return client
 
     @staticmethod
     def _http_kwargs(
@@ -505,6 +562,9 @@ class Client(ProtocolMixin):
                 return
             self._closed = True
             self._primary = None
+            resources, self._resources = self._resources, None
+        if resources is not None:
+            resources.close()
         self._pool.close()
         self._worker.close()
 
@@ -574,7 +634,7 @@ class Client(ProtocolMixin):
         conn = self._primary
         if conn is not None and conn.alive():
             return conn
-        lease = self._guard.call(lambda: self._pool.borrow(), safe_to_retry=True)
+        lease = self._guard.call(lambda: self._pool.borrow(), safe_to_retry=True, tool="initialize")
         new = lease.connection
         lease.release()
         with self._lock:
@@ -584,7 +644,15 @@ class Client(ProtocolMixin):
         return new
 
     def _primary_replaced(self, conn: _Connection) -> None:
-        """Hook: the session-scoped connection was replaced (restore subscriptions)."""
+        """The session-scoped connection was replaced: the server may have restarted.
+
+        Tools are rediscovered on next use (cache level 3), cached resources turn
+        STALE, and the session state (subscriptions, listens) is restored.
+        """
+        self._tool_cache.invalidate(self.name, RECONNECT)
+        resources = self._resources
+        if resources is not None:
+            resources.reconnected(self.name)
         restore = getattr(self, "_restore_session_state", None)
         if restore is not None:
             self._worker.submit(restore)
@@ -596,7 +664,19 @@ class Client(ProtocolMixin):
             conn = self._open()
             self._ever_connected = True
             return conn
-        return self._reconnect.run(self._open)
+        primary = self._primary
+        if primary is not None and primary.alive():
+            return self._reconnect.run(self._open)  # the pool grows; the session lives on
+        # the session's connection was lost: this one takes its place, and what the
+        # session held (the tool list, subscriptions, cached resources) is renewed
+        conn = self._reconnect.run(self._open)
+        with self._lock:
+            replaced = self._primary is primary
+            if replaced:
+                self._primary = conn
+        if replaced:
+            self._primary_replaced(conn)
+        return conn
 
     def _keepalive(self, conn: _Connection) -> None:
         if not conn.healthy():
@@ -787,6 +867,8 @@ class Client(ProtocolMixin):
             self._check_usable()
         t = self.timeouts.request if timeout is None else timeout
         safe = (method in _SAFE_METHODS) if safe_to_retry is None else safe_to_retry
+        if tool is None and method in DISCOVERY_METHODS:
+            tool = method  # kept apart from agent calls in the metrics
         return self._guard.call(lambda: self._attempt(method, params, t, progress), safe_to_retry=safe, tool=tool)
 
     def _attempt(self, method: str, params: Mapping[str, Any] | None, t: float, progress: ProgressCallback | None) -> Any:
@@ -849,22 +931,53 @@ class Client(ProtocolMixin):
         else:
             self.request("ping", None, timeout=timeout)
 
-    def list_tools(self, *, timeout: float | None = None) -> list[Tool]:
-        """Every tool the server offers, following ``nextCursor`` across pages."""
-        tools: list[Tool] = []
+    def list_tools(self, *, timeout: float | None = None, refresh: bool = False) -> list[Tool]:
+        """Every tool the server offers, following ``nextCursor`` across pages.
+
+        The first call discovers; later calls are served from the tool cache for the
+        rest of the session (and across turns), until the server says its list changed,
+        the connection is restored after a loss, the server's own ``ttlMs`` runs out,
+        or ``refresh=True`` asks for a rediscovery. Tools keep a stable order.
+        """
+        if refresh:
+            self._tool_cache.invalidate(self.name, EXPLICIT)
+        found = self._tool_cache.fetch(self.name, lambda: self._tool_pages(timeout), self._cache_credential)
+        return list(found.tools)
+
+    def _tool_pages(self, timeout: float | None) -> list[ListToolsResult]:
+        pages: list[ListToolsResult] = []
         cursor: str | None = None
         seen: set[str] = set()
         for _ in range(_MAX_PAGES):
             page: ListToolsResult = self.request("tools/list", {"cursor": cursor} if cursor else None, timeout=timeout)
-            tools.extend(page.tools)
-            self._tools.update((tool.name, tool) for tool in page.tools)
+            pages.append(page)
             cursor = page.next_cursor
             if not cursor:
-                return tools
+                return pages
             if cursor in seen:
                 raise ProtocolError(f"{self.name} repeated the tools/list cursor {cursor!r}", code=-32600)
             seen.add(cursor)
         raise ProtocolError(f"{self.name} returned more than {_MAX_PAGES} pages of tools", code=-32600)
+
+    def get_tool(self, name: str) -> Tool | None:
+        """The definition of one tool, from the tool cache (discovering once if needed)."""
+        self.list_tools()
+        return self._tool_cache.lookup(self.name, name, self._cache_credential)  # type: ignore[no-any-return]
+
+    def metrics(self) -> Any:
+        """Per-server and per-tool metrics: calls, QPS, P50/P99 latency, error and
+        timeout counts and rates, tool-cache hit rate (a frozen snapshot)."""
+        return self._metrics.snapshot()
+
+    def resources(self) -> Any:
+        """The client's :class:`~mcpsync._resources.ResourceManager` (made on first use):
+        the resource lifecycle UNKNOWN → SUBSCRIBED → CACHED → STALE → UNSUBSCRIBED."""
+        with self._lock:
+            if self._resources is None:
+                from ._resources import ResourceManager
+
+                self._resources = ResourceManager(self)
+            return self._resources
 
     def call_tool(
         self,
@@ -895,14 +1008,20 @@ class Client(ProtocolMixin):
         params: dict[str, Any] = {"name": name, "arguments": arguments if arguments is not None else {}}
         if meta:
             params["_meta"] = dict(meta)
-        return self.request(  # type: ignore[no-any-return]
-            "tools/call",
-            params,
-            timeout=timeout,
-            progress=progress,
-            tool=name,
-            safe_to_retry=retry_safe or tool_is_retry_safe(self._tools.get(name)),
-        )
+        safe = retry_safe or tool_is_retry_safe(self._tool_cache.lookup(self.name, name, self._cache_credential))
+        tel = self._telemetry
+        if tel is None:
+            return self.request(  # type: ignore[no-any-return]
+                "tools/call", params, timeout=timeout, progress=progress, tool=name, safe_to_retry=safe
+            )
+        with tel.call_span(self.name, name) as span:
+            params["_meta"] = {**span.meta, **params.get("_meta", {})}
+            result: CallToolResult = self.request(
+                "tools/call", params, timeout=timeout, progress=progress, tool=name, safe_to_retry=safe
+            )
+            if result.is_error:
+                span.set_tool_error()
+            return result
 
     # ------------------------------------------------------------------ incoming
 
@@ -912,12 +1031,26 @@ class Client(ProtocolMixin):
             self._notification_handlers.setdefault(method, []).append(handler)
 
     def _on_notification(self, method: str, params: Mapping[str, Any] | None) -> None:
+        if method == "notifications/tools/list_changed":
+            self._tool_cache.invalidate(self.name, LIST_CHANGED)
         self._protocol_notification(method, params)
         for handler in list(self._notification_handlers.get(method, ())):
             try:
                 handler(params)
             except Exception:
                 log.exception("handler for %s raised", method)
+
+class _CacheHits:
+    """The tool cache's view of the metrics sink: hits and misses only."""
+
+    __slots__ = ("record_cache",)
+
+    def __init__(self, sink: Any) -> None:
+        self.record_cache = getattr(sink, "record_cache", lambda *a: None)
+
+    def record_discovery(self, server: str, *args: Any, **kwargs: Any) -> None:
+        pass
+
 
 def _supported_from(data: Any) -> list[str]:
     if isinstance(data, Mapping):

@@ -1,0 +1,167 @@
+"""Routing against three real servers at three distances.
+
+Three official-SDK servers (``tests/servers/sdk_server.py http PORT``, Streamable HTTP on
+127.0.0.1) each sit behind a delaying TCP proxy (``tests/servers/proxy.py``). Probes are
+real mcpsync Clients over :class:`StreamableHTTPTransport` (:func:`mcp_probe`): connect
+(``server/discover``) and ping are timed and fed to the router. The router's clock is a fake one, so
+"time passes" for re-probing without the test sleeping. No timing is asserted: the
+delays (0, 80 ms, 160 ms per chunk each way; a probe crosses several chunks) differ by far
+more than the noise of a loaded machine, the router smooths three probes each, and only
+the ranking that follows is checked.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from typing import Iterator
+
+import pytest
+
+from mcpsync import Client
+from mcpsync._routing import Endpoint, NoEndpointAvailable, Router, mcp_probe
+from mcpsync.transports.streamable_http import StreamableHTTPTransport
+from tests.conftest import ROOT, SERVERS, free_port
+
+sys.path.insert(0, str(SERVERS))
+from proxy import DelayProxy  # noqa: E402
+
+DELAYS = {"near": 0.0, "mid": 0.080, "far": 0.160}
+
+
+class Node:
+    """One SDK server process behind its proxy; can be killed and started again on its port."""
+
+    def __init__(self, name: str, delay: float) -> None:
+        self.name = name
+        self.port = free_port()
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.start()
+        self.proxy = DelayProxy(self.port, delay=delay)
+
+    def start(self) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, str(SERVERS / "sdk_server.py"), "http", str(self.port)],
+            cwd=str(ROOT), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+
+    def wait(self, timeout: float = 30.0) -> None:
+        import socket
+
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            assert self.proc is not None and self.proc.poll() is None, f"{self.name} exited"
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
+                    return
+            except OSError:
+                time.sleep(0.05)
+        raise RuntimeError(f"{self.name} did not listen within {timeout} s")
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+
+    def close(self) -> None:
+        self.kill()
+        self.proxy.close()
+
+    @property
+    def endpoint(self) -> Endpoint:
+        return Endpoint(self.name, address=f"{self.proxy.url}/mcp")
+
+
+@pytest.fixture(scope="module")
+def nodes() -> Iterator[dict[str, Node]]:
+    made = {name: Node(name, delay) for name, delay in DELAYS.items()}  # started in parallel
+    try:
+        for n in made.values():
+            n.wait()
+        yield made
+    finally:
+        for n in made.values():
+            n.close()
+
+
+def transport(ep: Endpoint) -> StreamableHTTPTransport:
+    return StreamableHTTPTransport(ep.target, connect_timeout=3, get_stream=False)
+
+
+probe = mcp_probe(transport, mode="modern", timeout=5.0)  # connect (server/discover) + ping, timed
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_nearest_failover_on_kill_and_return_after_recovery(nodes):
+    clock = Clock()
+    router = Router([nodes[n].endpoint for n in ("far", "mid", "near")], probe=probe, clock=clock,
+                    retry_after=5, probe_interval=60, probe_timeout=20)
+
+    # the nearest is chosen, and a Client routed through the router talks to it
+    router.probe_all()
+    router.probe_all()
+    assert router.choose().name == "near", router.state()
+    assert [e.name for e in router.candidates()] == ["near", "mid", "far"], router.state()
+    before = {n: nodes[n].proxy.accepted for n in nodes}
+    with Client(router.transport_factory(transport), name="routed") as client:
+        assert client.call_tool("echo", {"message": "hi"}).text == "hi"
+    assert nodes["near"].proxy.accepted > before["near"]
+    assert nodes["mid"].proxy.accepted == before["mid"] and nodes["far"].proxy.accepted == before["far"]
+
+    # failover on kill: the router still believes in "near"; the routed Client's connect
+    # fails there, the router marks it down, and the connect retry reaches "mid"
+    nodes["near"].kill()
+    with Client(router.transport_factory(transport), name="routed") as client:
+        assert client.call_tool("echo", {"message": "again"}).text == "again"
+    state = {s.endpoint.name: s for s in router.state()}
+    assert not state["near"].available and state["near"].failures >= 1
+    assert router.choose().name == "mid"
+    assert router.call(lambda ep: ep.name) == "mid"
+
+    # still down at the first re-probe
+    clock.now += 5
+    assert router.choose().name == "mid"
+
+    # return after recovery: restarted on its port, taken back at the next re-probe
+    nodes["near"].start()
+    nodes["near"].wait()
+    clock.now = router.state()[2].next_probe_at
+    assert router.choose().name == "near", router.state()
+    with Client(router.transport_factory(transport), name="routed") as client:
+        assert client.call_tool("echo", {"message": "back"}).text == "back"
+
+
+def test_a_cut_link_fails_over_and_everything_down_is_reported(nodes):
+    clock = Clock()
+    router = Router([nodes[n].endpoint for n in ("near", "mid")], probe=probe, clock=clock, retry_after=5,
+                    probe_timeout=20)
+    for n in ("near", "mid"):
+        nodes[n].wait()  # the other test restarts "near"
+    router.probe_all()
+    assert router.choose().name == "near", router.state()
+    nodes["near"].proxy.cut()
+    nodes["mid"].proxy.cut()
+    try:
+        with pytest.raises(NoEndpointAvailable):
+            router.call(lambda ep: probe(ep))
+        nodes["mid"].proxy.restore()
+        clock.now += 5
+        assert router.choose().name == "mid"
+    finally:
+        nodes["near"].proxy.restore()
+        nodes["mid"].proxy.restore()
+    clock.now += 10
+    assert router.choose().name == "near", router.state()
