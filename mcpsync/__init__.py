@@ -51,8 +51,31 @@ from .transports._base import Transport
 
 __version__ = "0.1.0"
 
+# Imported on first use, so that `import mcpsync` stays light.
+_LAZY = {
+    "MultiClient": "._multi",
+    "ServerConfig": "._config",
+    "ConfigError": "._config",
+    "load_config": "._config",
+}
+
+
+def __getattr__(name: str) -> object:
+    mod = _LAZY.get(name)
+    if mod is None:
+        raise AttributeError(f"module 'mcpsync' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(mod, __name__), name)
+    globals()[name] = value
+    return value
+
 __all__ = [
     "Client",
+    "MultiClient",
+    "ServerConfig",
+    "ConfigError",
+    "load_config",
     "ServerSession",
     "Transport",
     "Timeouts",

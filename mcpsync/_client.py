@@ -300,6 +300,7 @@ class Client(ProtocolMixin):
         env: Mapping[str, str] | None = None,
         cwd: str | os.PathLike[str] | None = None,
         max_message_size: int | None = None,
+        profile: str | None = None,
         **options: Any,
     ) -> "Client":
         """A client for a server run as a child process.
@@ -310,8 +311,17 @@ class Client(ProtocolMixin):
             env: extra environment variables for the child.
             cwd: the child's working directory.
             max_message_size: longest accepted message in bytes.
+            profile: ``"minimal"`` (a process per call, 3 fixed retries, no breaker),
+                ``"professional"`` or ``"enterprise"``: presets of the options below,
+                each still overridable (see the README's profile table).
             **options: the keyword options of :class:`Client`.
         """
+        if profile is not None:
+            from ._profiles import stdio_client
+
+            if max_message_size is not None:
+                options["max_message_size"] = max_message_size
+            return stdio_client(command, args, profile=profile, env=env, cwd=cwd, client_class=cls, **options)  # type: ignore[no-any-return]
         from .transports.stdio import StdioTransport
 
         kwargs: dict[str, Any] = {"env": env, "cwd": cwd}
@@ -334,6 +344,7 @@ class Client(ProtocolMixin):
         pool_size: int = 10,
         max_message_size: int | None = None,
         sse_fallback: bool = True,
+        profile: str | None = None,
         **options: Any,
     ) -> "Client":
         """A client for a remote server: Streamable HTTP (both eras), falling back to
@@ -351,6 +362,10 @@ class Client(ProtocolMixin):
             sse_fallback: switch to HTTP+SSE when the URL refuses POSTs.
             **options: the keyword options of :class:`Client`.
         """
+        if profile is not None:
+            from ._profiles import resolve
+
+            options, _flags = resolve(profile, "http", options, cls)
         from .transports.streamable_http import StreamableHTTPTransport
 
         kwargs = cls._http_kwargs(headers, auth, verify, pool_size, max_message_size, options)
@@ -367,14 +382,32 @@ class Client(ProtocolMixin):
         verify: bool | str = True,
         pool_size: int = 10,
         max_message_size: int | None = None,
+        profile: str | None = None,
         **options: Any,
     ) -> "Client":
         """A client for a server speaking HTTP+SSE (2024-11-05) at the stream ``url``.
         Options as for :meth:`http`."""
+        if profile is not None:
+            from ._profiles import resolve
+
+            options, _flags = resolve(profile, "sse", options, cls)
         from .transports.sse import SSETransport
 
         kwargs = cls._http_kwargs(headers, auth, verify, pool_size, max_message_size, options)
         return cls(lambda: SSETransport(url, **kwargs), **cls._http_options(url, options))
+
+    @classmethod
+    def from_config(cls, path: str | os.PathLike[str], name: str, **options: Any) -> "Client":
+        """A client for server ``name`` of an ``mcpServers`` configuration file (the
+        format desktop clients and editors use; ``${VAR}`` expanded from the environment).
+
+        Raises:
+            ConfigError: the file or the entry is invalid (the message names the field).
+        """
+        from ._config import build_client, load_config
+
+        environ = options.pop("environ", None)
+        return build_client(load_config(path, environ=environ)[name], client_class=cls, **options)  # type: ignore[no-any-return]
 
     @classmethod
     def routed(
@@ -451,6 +484,7 @@ class Client(ProtocolMixin):
         auth: Any = None,
         sslopt: Mapping[str, Any] | None = None,
         max_message_size: int | None = None,
+        profile: str | None = None,
         **options: Any,
     ) -> "Client":
         """A client for a server reached over WebSocket (subprotocol ``mcp``).
@@ -468,6 +502,10 @@ class Client(ProtocolMixin):
             max_message_size: longest accepted message in bytes.
             **options: the keyword options of :class:`Client`.
         """
+        if profile is not None:
+            from ._profiles import resolve
+
+            options, _flags = resolve(profile, "websocket", options, cls)
         from .transports.websocket import WebSocketTransport
 
         timeouts: Timeouts = options.get("timeouts", Timeouts.DEFAULT)
@@ -495,6 +533,7 @@ class Client(ProtocolMixin):
         root_certificates: bytes | None = None,
         scope: str = "session",
         max_message_size: int | None = None,
+        profile: str | None = None,
         **options: Any,
     ) -> "Client":
         """A client for a server reached over gRPC (``mcpsync bridge --grpc`` serves one).
@@ -511,6 +550,10 @@ class Client(ProtocolMixin):
             max_message_size: largest message in bytes (gRPC's own default is 4 MiB).
             **options: the keyword options of :class:`Client`.
         """
+        if profile is not None:
+            from ._profiles import resolve
+
+            options, _flags = resolve(profile, "grpc", options, cls)
         from .transports.grpc import GrpcTransport
 
         kw: dict[str, Any] = {
@@ -534,9 +577,13 @@ class Client(ProtocolMixin):
         return cls(factory, **options)
 
     @classmethod
-    def local(cls, registry: Any, **options: Any) -> "Client":
+    def local(cls, registry: Any, *, profile: str | None = None, **options: Any) -> "Client":
         """A client for tools registered in-process (:class:`mcpsync.server.Registry`):
         no serialisation, no process boundary, no thread hop."""
+        if profile is not None:
+            from ._profiles import resolve
+
+            options, _flags = resolve(profile, "local", options, cls)
         from .transports.local import LocalChannel
 
         options.setdefault("name", getattr(registry, "name", "local"))

@@ -6,6 +6,9 @@ Examples::
     mcpsync tools -- npx -y @modelcontextprotocol/server-everything
     mcpsync call echo message=hi -- npx -y @modelcontextprotocol/server-everything
     mcpsync call add a=1 b=2 --json -- python -m mcpsync.server.demo
+    mcpsync bench --threads 4 -- python -m mcpsync.server.demo
+    mcpsync servers mcp.json
+    mcpsync bridge --websocket 127.0.0.1:8765 -- python -m mcpsync.server.demo
 
 Arguments ``key=value`` are converted by the tool's input schema (a string property
 keeps the text as is; numbers, booleans, arrays and objects are parsed as JSON);
@@ -63,6 +66,10 @@ def _parser() -> argparse.ArgumentParser:
     d = sub.add_parser("demo", help="run the bundled demo server: list its tools and call a few")
     _common(d)
     sub.add_parser("info", help="which hot-path implementation is active, and versions")
+    # handled before parsing (they have options of their own); listed here for --help
+    sub.add_parser("bench", help="per-tool latency of a server: mcpsync bench [--threads N] -- CMD ARGS (see bench --help)")
+    sub.add_parser("servers", help="list and check the servers of a config file: mcpsync servers mcp.json")
+    sub.add_parser("bridge", help="serve an MCP server over WebSocket or gRPC: mcpsync bridge --websocket HOST:PORT -- CMD")
     return p
 
 
@@ -200,6 +207,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     own, command = _split_command(sys.argv[1:] if argv is None else argv)
     parser = _parser()
+    if own[:1] == ["bench"]:
+        from ._bench import main as bench_main
+
+        return int(bench_main([*own[1:], "--", *command] if command else own[1:]) or 0)
+    if own[:1] == ["servers"]:
+        from ._bench import servers_main
+
+        return int(servers_main(own[1:]) or 0)
     if own[:1] == ["bridge"]:
         try:
             from .server.bridge import main as bridge_main

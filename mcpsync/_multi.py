@@ -1,0 +1,559 @@
+"""Several servers at once: one object over many Clients, calls routed by tool name.
+
+Each server keeps its own :class:`~mcpsync.Client` (its own pool, breaker, cache and
+metrics); :class:`MultiClient` only lists their tools side by side and routes calls.
+Tool names that more than one server offers are namespaced ``server__tool`` (the
+separator is configurable; ``namespace="always"`` prefixes every tool); a qualified name
+is accepted for any tool. Tools are listed from all servers concurrently, each bounded by
+its own timeout, so a dead or slow server never holds up the others: it is reported in
+:meth:`MultiClient.status` and :attr:`MultiClient.errors` instead of raising.
+
+Example:
+    >>> with MultiClient.from_config("mcp.json") as multi:                    # doctest: +SKIP
+    ...     print([t.name for t in multi.list_tools()])
+    ...     print(multi.call_tool("everything__echo", {"message": "hi"}).text)
+    ...     print({name: s.state for name, s in multi.status().items()})
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Iterable, Literal, Mapping, Sequence
+
+import msgspec
+
+from ._errors import ToolNotFound
+
+__all__ = ["MultiClient", "ServerStatus", "ToolEntry"]
+
+log = logging.getLogger("mcpsync.multi")
+
+Namespace = Literal["collisions", "always"]
+
+
+@dataclass(frozen=True, slots=True)
+class ToolEntry:
+    """One tool as the MultiClient exposes it.
+
+    Attributes:
+        server: the server's name.
+        name: the name callers use (qualified ``server__tool`` when namespaced).
+        tool: the server's :class:`~mcpsync.Tool`, with its own name.
+    """
+
+    server: str
+    name: str
+    tool: Any
+
+    @property
+    def original_name(self) -> str:
+        return str(self.tool.name)
+
+
+@dataclass(frozen=True, slots=True)
+class ServerStatus:
+    """What the MultiClient knows about one server.
+
+    Attributes:
+        name: the server's name.
+        state: ``"ok"`` (tools listed), ``"error"`` (the last listing or connection
+            failed), ``"pending"`` (not listed yet), ``"config-error"`` (the
+            configuration entry cannot be used, e.g. an unset variable), ``"disabled"``.
+        tools: how many tools it offered at the last successful listing.
+        error: the error's message, when ``state`` is an error (never a secret: it is
+            the message mcpsync built).
+        error_type: the error's class name.
+        checked: ``time.time()`` of the last listing attempt, or ``None``.
+    """
+
+    name: str
+    state: str
+    tools: int = 0
+    error: str | None = None
+    error_type: str | None = None
+    checked: float | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.state == "ok"
+
+
+class _Server:
+    __slots__ = ("name", "client", "tools", "error", "checked", "listing", "generation", "config_error", "disabled", "failed_at", "stale")
+
+    def __init__(self, name: str, client: Any = None) -> None:
+        self.name = name
+        self.client = client
+        self.tools: list[Any] | None = None
+        self.error: BaseException | None = None
+        self.checked: float | None = None
+        self.listing: threading.Event | None = None
+        self.generation = 0
+        self.config_error: BaseException | None = None
+        self.disabled = False
+        self.failed_at: float | None = None  # monotonic time of the last failed listing
+        self.stale = False  # a list_changed arrived: list again at the next use
+
+
+class MultiClient:
+    """One object over many MCP servers; thread-safe.
+
+    Args:
+        clients: server name → Client (anything with ``list_tools`` / ``call_tool`` /
+            ``close``). Order is kept (it is the order of :meth:`list_tools`).
+        separator: between server and tool in namespaced names (default ``"__"``).
+        namespace: ``"collisions"`` (default: only names offered by several servers are
+            prefixed) or ``"always"``.
+        list_timeout: seconds each server gets to list its tools (connect included)
+            before it is reported as failed; the others do not wait for it.
+        relist_after: seconds before a server whose listing failed is tried again by
+            an ordinary call (:meth:`refresh` tries at once); meanwhile calls are not
+            slowed down by it.
+        owns_clients: :meth:`close` closes the clients (default True).
+        errors: server name → error for servers that could not even be built (a bad
+            configuration entry); they are reported, never called.
+
+    Example:
+        >>> from mcpsync import Client
+        >>> multi = MultiClient({"demo": Client.stdio("python", ["-m", "mcpsync.server.demo"]),
+        ...                      "gone": Client.stdio("no-such-command")})           # doctest: +SKIP
+        >>> [t.name for t in multi.list_tools()][:2]                                   # doctest: +SKIP
+        ['echo', 'add']
+        >>> multi.status()["gone"].state                                               # doctest: +SKIP
+        'error'
+    """
+
+    def __init__(
+        self,
+        clients: Mapping[str, Any],
+        *,
+        separator: str = "__",
+        namespace: Namespace = "collisions",
+        list_timeout: float = 15.0,
+        relist_after: float = 30.0,
+        owns_clients: bool = True,
+        errors: Mapping[str, BaseException] | None = None,
+    ) -> None:
+        if not separator:
+            raise ValueError("separator must not be empty")
+        if namespace not in ("collisions", "always"):
+            raise ValueError(f"namespace must be 'collisions' or 'always', not {namespace!r}")
+        if list_timeout <= 0 or relist_after < 0:
+            raise ValueError("list_timeout must be positive and relist_after not negative")
+        self.separator = separator
+        self.namespace: Namespace = namespace
+        self.list_timeout = float(list_timeout)
+        self.relist_after = float(relist_after)
+        self.owns_clients = owns_clients
+        self._lock = threading.Lock()
+        self._closed = False
+        self._servers: dict[str, _Server] = {}
+        for name, client in clients.items():
+            self._add(name, client)
+        for name, exc in (errors or {}).items():
+            server = self._servers.get(name) or _Server(name)
+            server.config_error = exc
+            self._servers[name] = server
+
+    def _add(self, name: str, client: Any) -> None:
+        if not isinstance(name, str) or not name:
+            raise ValueError("server names must be non-empty strings")
+        server = _Server(name, client)
+        self._servers[name] = server
+        on_notification = getattr(client, "on_notification", None)
+        if callable(on_notification):
+            on_notification("notifications/tools/list_changed", lambda _params, s=server: self._invalidate(s))
+
+    # ---------------------------------------------------------------- construction
+
+    @classmethod
+    def from_config(
+        cls,
+        path: str | os.PathLike[str],
+        names: Sequence[str] | None = None,
+        *,
+        environ: Mapping[str, str] | None = None,
+        separator: str = "__",
+        namespace: Namespace = "collisions",
+        list_timeout: float = 15.0,
+        relist_after: float = 30.0,
+        include_disabled: bool = False,
+        per_server: Mapping[str, Mapping[str, Any]] | None = None,
+        **options: Any,
+    ) -> "MultiClient":
+        """A MultiClient over the servers of a configuration file.
+
+        Args:
+            path: the ``mcpServers`` file.
+            names: the servers to use (default: all that are not ``disabled``).
+            environ: where ``${VAR}`` values come from.
+            separator: see the class.
+            namespace: see the class.
+            list_timeout: see the class.
+            relist_after: see the class.
+            include_disabled: also use entries marked ``disabled``.
+            per_server: server name → Client options for that server only (over
+                ``options``).
+            **options: Client keyword options given to every server's Client (each still
+                gets its own Client, so its own pool, breaker and cache).
+
+        Raises:
+            ConfigError: the file itself is bad, or ``names`` names an undefined server.
+                A server whose entry cannot be used (unset variable, unsupported
+                transport, a transport the profile does not allow) is reported in
+                :meth:`status` instead.
+        """
+        from ._config import ConfigError, build_client, load_config
+
+        config = load_config(path, environ=environ)
+        for name in per_server or {}:
+            if not config.defines(name):
+                config[name]  # raises the ConfigError naming the defined servers
+        chosen = list(names) if names is not None else config.names
+        clients: dict[str, Any] = {}
+        errors: dict[str, BaseException] = {}
+        disabled: list[str] = []
+        for name in chosen:
+            if not config.defines(name):
+                config[name]  # raises the ConfigError naming the defined servers
+            if name in config.errors:
+                errors[name] = config.errors[name]
+                continue
+            server = config[name]
+            if server.disabled and not include_disabled and names is None:
+                disabled.append(name)
+                continue
+            try:
+                clients[name] = build_client(server, **{**options, **dict((per_server or {}).get(name, {}))})
+            except (ConfigError, ValueError) as exc:  # ValueError: e.g. ProfileError
+                errors[name] = exc
+        multi = cls(clients, separator=separator, namespace=namespace, list_timeout=list_timeout, relist_after=relist_after, errors=errors)
+        for name in disabled:
+            s = _Server(name)
+            s.disabled = True
+            multi._servers[name] = s
+        # keep the file's order
+        multi._servers = {n: multi._servers[n] for n in config.names if n in multi._servers}
+        return multi
+
+    # ---------------------------------------------------------------- lifecycle
+
+    def __enter__(self) -> "MultiClient":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close every client (when owned). Idempotent; one client's failure to close does
+        not stop the others."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            clients = [s.client for s in self._servers.values() if s.client is not None]
+        if not self.owns_clients:
+            return
+        for client in clients:
+            try:
+                client.close()
+            except Exception:
+                log.warning("closing a client failed", exc_info=True)
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
+    def servers(self) -> list[str]:
+        """The server names, in order."""
+        return list(self._servers)
+
+    def client(self, server: str) -> Any:
+        """The Client of one server.
+
+        Raises:
+            KeyError: no such server, or it has no client (bad configuration, disabled).
+        """
+        s = self._servers.get(server)
+        if s is None or s.client is None:
+            raise KeyError(server)
+        return s.client
+
+    # ---------------------------------------------------------------- discovery
+
+    def _invalidate(self, server: _Server) -> None:
+        # Stale, not dropped: until the next listing the old tools stay visible (a burst
+        # of list_changed, as server-everything sends after its handshake, never makes a
+        # server's tools vanish from a listing).
+        with self._lock:
+            server.generation += 1
+            server.stale = True
+            server.failed_at = None  # it spoke: list it again at the next use
+
+    def _list_one(self, server: _Server, generation: int, done: threading.Event) -> None:
+        # A list_changed that arrives while listing makes the answer suspect: list again
+        # (a few times at most; servers like server-everything announce their tools with a
+        # list_changed right after the handshake).
+        for _attempt in range(3):
+            try:
+                tools: list[Any] | None = list(server.client.list_tools(timeout=self.list_timeout))
+                error: BaseException | None = None
+            except BaseException as exc:  # reported, never raised: one server never blocks the rest
+                tools, error = None, exc
+                log.info("server %s: listing tools failed: %s: %s", server.name, type(exc).__name__, exc)
+            with self._lock:
+                server.checked = time.time()
+                if error is not None:
+                    server.error = error
+                    server.failed_at = time.monotonic()
+                    break
+                if server.generation == generation:
+                    server.tools, server.error, server.failed_at, server.stale = tools, None, None, False
+                    break
+                generation = server.generation
+        else:
+            with self._lock:  # still changing: keep the latest answer, still stale
+                server.tools, server.error, server.failed_at = tools, None, None
+        with self._lock:
+            if server.listing is done:
+                server.listing = None
+        done.set()
+
+    def refresh(self, servers: Iterable[str] | None = None, *, timeout: float | None = None, force: bool = True) -> dict[str, BaseException]:
+        """(Re)list the tools of servers, concurrently, each bounded by ``timeout``.
+
+        Args:
+            servers: which (default all).
+            timeout: seconds to wait for each (default ``list_timeout``); a server still
+                listing then is reported as timed out, and its answer is kept if it comes.
+            force: list even servers whose tools are cached.
+
+        Returns:
+            server name → error, for the servers that failed this time.
+        """
+        from ._errors import RequestTimeout
+
+        wait_for = self.list_timeout if timeout is None else float(timeout)
+        names = list(self._servers) if servers is None else list(servers)
+        waits: list[tuple[_Server, threading.Event]] = []
+        with self._lock:
+            if self._closed:
+                from ._errors import ConnectionClosed
+
+                raise ConnectionClosed("the MultiClient is closed")
+            for name in names:
+                s = self._servers[name]
+                if s.client is None:
+                    continue
+                if not force and s.tools is not None and not s.stale:
+                    continue
+                if s.listing is None:
+                    s.listing = threading.Event()
+                    t = threading.Thread(
+                        target=self._list_one, args=(s, s.generation, s.listing), name=f"mcpsync-list-{name}", daemon=True
+                    )
+                    t.start()
+                waits.append((s, s.listing))
+        deadline = time.monotonic() + wait_for
+        failed: dict[str, BaseException] = {}
+        for s, event in waits:
+            if not event.wait(max(deadline - time.monotonic(), 0.0)):
+                exc = RequestTimeout(f"server {s.name} did not list its tools within {wait_for:g} s", timeout=wait_for)
+                with self._lock:
+                    s.error = exc
+                    s.checked = time.time()
+                    s.failed_at = time.monotonic()
+                failed[s.name] = exc
+            elif s.error is not None:
+                failed[s.name] = s.error
+        return failed
+
+    def _snapshot(self) -> list[tuple[str, list[Any]]]:
+        with self._lock:
+            return [(s.name, list(s.tools)) for s in self._servers.values() if s.tools is not None]
+
+    def _entries(self, snapshot: list[tuple[str, list[Any]]]) -> list[ToolEntry]:
+        owners: dict[str, int] = {}
+        for _server, tools in snapshot:
+            for name in {t.name for t in tools}:
+                owners[name] = owners.get(name, 0) + 1
+        out: list[ToolEntry] = []
+        taken: set[str] = set()
+        for server, tools in snapshot:
+            for tool in tools:
+                qualify = self.namespace == "always" or owners[tool.name] > 1
+                name = f"{server}{self.separator}{tool.name}" if qualify else tool.name
+                if name in taken:
+                    # server "a" with tool "b__c" and server "a__b" with tool "c": number the
+                    # later one (servers in order), so every exposed name stays unique
+                    n = 2
+                    while f"{name}{self.separator}{n}" in taken:
+                        n += 1
+                    log.warning("tool name %s is exposed twice; the one of server %s is %s", name, server, f"{name}{self.separator}{n}")
+                    name = f"{name}{self.separator}{n}"
+                taken.add(name)
+                out.append(ToolEntry(server, name, tool))
+        return out
+
+    def _ensure_listed(self) -> None:
+        """List the servers never listed (or invalidated by list_changed); servers that
+        failed recently, or are still busy with an earlier listing, are not waited for."""
+        now = time.monotonic()
+        with self._lock:
+            missing = [
+                s.name
+                for s in self._servers.values()
+                if s.client is not None
+                and (s.tools is None or s.stale)
+                and (s.failed_at is None or (s.listing is None and now - s.failed_at >= self.relist_after))
+            ]
+        if missing:
+            self.refresh(missing, force=False)
+
+    def tool_entries(self, *, refresh: bool = False) -> list[ToolEntry]:
+        """Every reachable tool as (server, exposed name, Tool), servers in order.
+
+        Servers whose tools are not cached are listed first (concurrently); failures are
+        reported in :meth:`status`, not raised.
+        """
+        if refresh:
+            self.refresh()
+        else:
+            self._ensure_listed()
+        return self._entries(self._snapshot())
+
+    def list_tools(self, *, refresh: bool = False) -> list[Any]:
+        """Every reachable tool, named as callers call it (``server__tool`` when namespaced).
+
+        Returns:
+            :class:`~mcpsync.Tool` values; a namespaced one is a copy with the qualified
+            name (and the server's title unchanged).
+        """
+        out = []
+        for e in self.tool_entries(refresh=refresh):
+            tool = e.tool
+            if e.name != tool.name:
+                try:
+                    tool = msgspec.structs.replace(tool, name=e.name)
+                except TypeError:  # not a msgspec Struct
+                    import copy
+
+                    tool = copy.copy(tool)
+                    tool.name = e.name
+            out.append(tool)
+        return out
+
+    def tools_by_server(self) -> dict[str, list[Any]]:
+        """server name → its tools, with their own names (servers that listed, in order)."""
+        self._ensure_listed()
+        return dict(self._snapshot())
+
+    # ---------------------------------------------------------------- routing
+
+    def route(self, name: str) -> tuple[str, str]:
+        """The (server, tool name on that server) a call of ``name`` goes to.
+
+        Raises:
+            ToolNotFound: no reachable server offers it, or a bare name is offered by
+                several servers (the message lists the qualified names).
+        """
+        self._ensure_listed()
+        snapshot = self._snapshot()
+        entries = self._entries(snapshot)
+        for e in entries:
+            if e.name == name:
+                return e.server, e.tool.name
+        # a qualified name is accepted for any tool, namespaced or not
+        sep = self.separator
+        for server, tools in sorted(snapshot, key=lambda st: -len(st[0])):
+            prefix = server + sep
+            if name.startswith(prefix):
+                rest = name[len(prefix) :]
+                if any(t.name == rest for t in tools):
+                    return server, rest
+        candidates = sorted(e.name for e in entries if e.tool.name == name)
+        if candidates:
+            raise ToolNotFound(
+                f"tool {name} is offered by several servers: call one of {', '.join(candidates)}",
+                code=-32602,
+                data={"candidates": candidates},
+            )
+        # a qualified name of a server that could not list its tools: let its client try
+        with self._lock:
+            unreachable = [s for s in self._servers.values() if s.client is not None and s.tools is None]
+        for s in sorted(unreachable, key=lambda s: -len(s.name)):
+            if name.startswith(s.name + sep):
+                return s.name, name[len(s.name) + len(sep) :]
+        down = [s.name for s in unreachable]
+        hint = f" (servers not reachable: {', '.join(down)})" if down else ""
+        raise ToolNotFound(f"tool {name} does not exist on any server{hint}", code=-32602, data={"tool": name})
+
+    def call_tool(self, name: str, arguments: Mapping[str, Any] | None = None, **kwargs: Any) -> Any:
+        """Call a tool by its exposed name on the server that offers it.
+
+        Args:
+            name: the tool's name as :meth:`list_tools` shows it.
+            arguments: its arguments.
+            **kwargs: passed to that server's ``Client.call_tool`` (``timeout`` ...).
+
+        Raises:
+            ToolNotFound: see :meth:`route`.
+            MCPError: what that server's Client raised (the other servers are unaffected).
+        """
+        server, tool = self.route(name)
+        s = self._servers[server]
+        try:
+            return s.client.call_tool(tool, arguments, **kwargs)
+        except ToolNotFound:
+            # the server no longer has it: its tool list changed without telling us
+            self._invalidate(s)
+            raise
+
+    # ---------------------------------------------------------------- health
+
+    @property
+    def errors(self) -> dict[str, BaseException]:
+        """server name → its last error (configuration, connection or listing)."""
+        with self._lock:
+            out: dict[str, BaseException] = {}
+            for s in self._servers.values():
+                err = s.config_error or s.error
+                if err is not None:
+                    out[s.name] = err
+            return out
+
+    def status(self, *, check: bool = False, timeout: float | None = None) -> dict[str, ServerStatus]:
+        """server name → :class:`ServerStatus`, in order.
+
+        Args:
+            check: list every server's tools again first (concurrently, bounded).
+            timeout: seconds for each server when checking.
+        """
+        if check:
+            self.refresh(timeout=timeout)
+        with self._lock:
+            out: dict[str, ServerStatus] = {}
+            for s in self._servers.values():
+                if s.disabled:
+                    out[s.name] = ServerStatus(s.name, "disabled")
+                elif s.config_error is not None:
+                    e = s.config_error
+                    out[s.name] = ServerStatus(s.name, "config-error", error=str(e), error_type=type(e).__name__)
+                elif s.error is not None:
+                    e = s.error
+                    out[s.name] = ServerStatus(
+                        s.name, "error", len(s.tools or ()), error=str(e) or type(e).__name__, error_type=type(e).__name__, checked=s.checked
+                    )
+                elif s.tools is not None:
+                    out[s.name] = ServerStatus(s.name, "ok", len(s.tools), checked=s.checked)
+                else:
+                    out[s.name] = ServerStatus(s.name, "pending", checked=s.checked)
+            return out
+
+    def __repr__(self) -> str:
+        return f"MultiClient(servers={self.servers!r})"

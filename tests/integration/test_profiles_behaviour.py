@@ -1,0 +1,180 @@
+"""Each profile's behaviour, observed against real stdio servers (not just its settings).
+
+Through :func:`mcpsync._profiles.stdio_client`, the hook behind
+``Client.stdio(..., profile=...)``; once the Client takes ``profile=`` itself, the last
+test checks the same through the public constructor.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import sys
+from dataclasses import replace
+
+import pytest
+
+from mcpsync import Client, Timeouts
+from mcpsync._errors import CircuitOpen, ConnectError, RequestTimeout
+from mcpsync._profiles import PROFILES, ProcessPerCallClient, ProfileError, check_transport, stdio_client
+from tests.conftest import server_command
+
+RAW = server_command("raw_server.py")
+SILENT = server_command("raw_server.py", "--misbehave", "silent")
+DEMO = [sys.executable, "-m", "mcpsync.server.demo"]
+FAST = Timeouts(connect=5.0, request=0.3, close=1.0)
+
+
+def _counts(result) -> dict:
+    return json.loads(result.content[0].text)
+
+
+def test_minimal_spawns_a_process_per_call():
+    client = stdio_client(RAW[0], RAW[1:], profile="minimal")
+    assert isinstance(client, ProcessPerCallClient)
+    with client:
+        seen = [_counts(client.call_tool("stats")) for _ in range(3)]
+    # every call met a server that had seen nothing before it: its own process
+    assert all(c.get("tools/call") == 1 for c in seen), seen
+    assert all(c.get("initialize", 0) + c.get("server/discover", 0) >= 1 for c in seen)
+    assert client.spawned == 3
+
+
+def test_enterprise_keeps_its_servers_between_calls():
+    with stdio_client(RAW[0], RAW[1:], profile="enterprise") as client:
+        seen = [_counts(client.call_tool("stats")) for _ in range(3)]
+    # three calls over at most max(pool) processes, but reused: some process served >= 2
+    assert max(c["tools/call"] for c in seen) >= 2, seen
+
+
+def test_minimal_retries_three_times_at_a_fixed_interval():
+    fast = replace(PROFILES["minimal"].retry, backoff=0.05)
+    client = stdio_client("/nonexistent/mcp-server", [], profile="minimal", retry=fast, timeouts=FAST)
+    with pytest.raises(ConnectError) as info:
+        client.call_tool("anything")
+    history = info.value.retry_history
+    assert [name for name, _ in history] == ["ConnectError"] * 4  # the call + 3 retries
+    assert [wait for _, wait in history][1:] == [0.05, 0.05, 0.05]  # fixed, no jitter
+    assert client.spawned == 4
+
+
+def test_minimal_has_no_breaker():
+    client = stdio_client(SILENT[0], SILENT[1:], profile="minimal", timeouts=FAST)
+    for _ in range(7):  # past the breaker threshold of 5: still real attempts, never CircuitOpen
+        with pytest.raises(RequestTimeout):
+            client.call_tool("bad")
+    assert client.spawned == 7
+
+
+def test_enterprise_breaker_opens():
+    with stdio_client(SILENT[0], SILENT[1:], profile="enterprise", timeouts=FAST) as client:
+        client.list_tools()
+        errors = []
+        for _ in range(7):
+            try:
+                client.call_tool("bad")
+            except (RequestTimeout, CircuitOpen) as exc:
+                errors.append(type(exc).__name__)
+        assert errors[:5] == ["RequestTimeout"] * 5
+        assert errors[5:] == ["CircuitOpen", "CircuitOpen"]
+        assert client.breaker_state.value == "open"
+        # other tools of the same server are refused too, until the cooldown
+        with pytest.raises(CircuitOpen):
+            client.call_tool("echo", {"message": "hi"})
+
+
+def test_professional_pool_is_two_to_five():
+    with stdio_client(DEMO[0], DEMO[1:], profile="professional") as client:
+        assert client.call_tool("add", {"a": 1, "b": 2}).structured_content == {"result": 3}
+        assert (client.pool.min, client.pool.max) == (2, 5)
+
+
+def test_minimal_refuses_remote_transports():
+    with pytest.raises(ProfileError, match="use profile='professional'"):
+        check_transport("minimal", "http")
+    check_transport("professional", "sse")
+    with pytest.raises(ProfileError):
+        check_transport("professional", "grpc")
+
+
+def test_minimal_serves_a_real_tool_list_and_calls():
+    with stdio_client(DEMO[0], DEMO[1:], profile="minimal") as client:
+        names = [t.name for t in client.list_tools()]
+        assert "echo" in names
+        assert client.call_tool("echo", {"message": "hi"}).content[0].text == "hi"
+        assert client.spawned == 2
+
+
+@pytest.mark.skipif("profile" not in inspect.signature(Client.stdio).parameters and "profile" not in inspect.signature(Client.__init__).parameters, reason="Client does not take profile= yet (lead integrates it)")
+def test_public_constructor_takes_profile():
+    client = Client.stdio(RAW[0], RAW[1:], profile="minimal")
+    with client:
+        seen = [_counts(client.call_tool("stats")) for _ in range(2)]
+    assert all(c.get("tools/call") == 1 for c in seen)
+
+
+def test_minimal_concurrent_calls_each_get_their_own_process():
+    import threading
+
+    client = stdio_client(RAW[0], RAW[1:], profile="minimal")
+    seen: list[dict] = []
+    lock = threading.Lock()
+
+    def worker() -> None:
+        for _ in range(2):
+            counts = _counts(client.call_tool("stats"))
+            with lock:
+                seen.append(counts)
+
+    threads = [threading.Thread(target=worker) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert len(seen) == 8 and all(c.get("tools/call") == 1 for c in seen)
+    assert client.spawned == 8
+
+
+def test_minimal_other_methods_run_per_call_and_session_features_are_refused():
+    with stdio_client(DEMO[0], DEMO[1:], profile="minimal") as client:
+        resources = client.list_resources()
+        assert any(getattr(r, "uri", None) == "demo://about" or (isinstance(r, dict) and r.get("uri") == "demo://about") for r in resources)
+        assert client.spawned == 1
+        with pytest.raises(ProfileError, match="needs a session that outlives one call"):
+            client.subscribe("demo://about", lambda *a: None)
+        with pytest.raises(AttributeError):
+            client.no_such_method  # noqa: B018
+
+
+def test_minimal_delivers_progress_of_a_call():
+    got = []
+    with stdio_client(RAW[0], RAW[1:], profile="minimal") as client:
+        result = client.call_tool("progress", {"steps": 3}, progress=lambda p, total, message: got.append(p))
+    assert result.content[0].text == "done"
+    assert got == [1, 2, 3]
+
+
+def test_professional_pool_never_exceeds_five_servers():
+    import threading
+
+    one_call_each = replace(PROFILES["professional"].pool, max_in_flight=1)  # a connection per concurrent call
+    with stdio_client(RAW[0], RAW[1:], profile="professional", pool=one_call_each) as client:
+        client.list_tools()
+        barrier = threading.Barrier(8)
+        errors: list[BaseException] = []
+
+        def worker() -> None:
+            try:
+                barrier.wait(10)
+                client.call_tool("sleep", {"seconds": 0.3}, timeout=20)
+            except BaseException as exc:  # pragma: no cover - reported below
+                errors.append(exc)
+
+        threads = [threading.Thread(target=worker) for _ in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(30)
+        stats = client.pool_stats()
+        assert not errors, errors
+        assert 2 <= stats.created <= 5, stats  # eight concurrent calls, at most five processes
