@@ -45,6 +45,18 @@ from ._messages import (
 from ._cache import ToolCache
 from ._guard import BreakerState
 from ._metrics import MetricsRecorder, MetricsSnapshot
+from ._protocol import InputRequestError, OutputSchemaError, Subscription
+from ._protocol_types import (
+    Completion,
+    GetPromptResult,
+    Prompt,
+    PromptArgument,
+    PromptMessage,
+    ReadResourceResult,
+    Resource,
+    ResourceTemplate,
+    Task,
+)
 from ._policies import BreakerPolicy, PoolLimits, ReconnectPolicy, RetryPolicy, Timeouts
 from ._speedups import IMPLEMENTATION as SPEEDUPS
 from .transports._base import Transport
@@ -96,6 +108,18 @@ __all__ = [
     "ResourceLink",
     "EmbeddedResource",
     "UnknownContent",
+    "Resource",
+    "ResourceTemplate",
+    "ReadResourceResult",
+    "Prompt",
+    "PromptArgument",
+    "PromptMessage",
+    "GetPromptResult",
+    "Completion",
+    "Task",
+    "Subscription",
+    "InputRequestError",
+    "OutputSchemaError",
     "Implementation",
     "MCPError",
     "NetworkError",

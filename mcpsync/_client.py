@@ -612,6 +612,12 @@ class Client(ProtocolMixin):
             resources, self._resources = self._resources, None
         if resources is not None:
             resources.close()
+        stop_listening = getattr(self, "_stop_listening", None)
+        if stop_listening is not None:
+            try:
+                stop_listening()
+            except Exception:  # pragma: no cover - close is best effort
+                log.debug("stopping the listen stream of %s failed", self.name, exc_info=True)
         self._pool.close()
         self._worker.close()
 
@@ -686,7 +692,11 @@ class Client(ProtocolMixin):
         lease.release()
         with self._lock:
             old, self._primary = self._primary, new
-        if old is not None and old is not new:
+        if old is None:
+            restore = getattr(self, "_restore_session_state", None)
+            if restore is not None:
+                self._worker.submit(restore, True)  # listens asked for before the first connect
+        elif old is not new:
             self._primary_replaced(new)
         return new
 
@@ -934,10 +944,13 @@ class Client(ProtocolMixin):
     ) -> Any:
         for _ in range(2):
             sent = params
-            if conn.meta is not None:
+            base = conn.meta
+            if base is not None:
+                if self.log_level is not None and base.get(_META_LOG) != self.log_level:
+                    base = conn.meta = {**base, _META_LOG: self.log_level}
                 p = dict(params) if params else {}
                 extra = p.get("_meta")
-                p["_meta"] = {**conn.meta, **extra} if extra else conn.meta
+                p["_meta"] = {**base, **extra} if extra else base
                 sent = p
             try:
                 raw = conn.channel.request(method, sent, t, progress)
@@ -949,7 +962,8 @@ class Client(ProtocolMixin):
             rt = result.get("resultType") if isinstance(result, dict) else getattr(result, "result_type", None)
             if rt is None or rt == "complete":
                 return result
-            return self._incomplete_result(method, params, raw, rt, timeout=t, progress=progress)
+            # MRTR rounds stay on this connection: a server may seal requestState per process
+            return self._incomplete_result(method, params, raw, rt, timeout=t, progress=progress, connection=conn)
         raise UnsupportedProtocolVersion(f"{self.name}: no mutually supported protocol version", code=-32022)
 
     def _renegotiate(self, conn: _Connection, exc: UnsupportedProtocolVersion) -> bool:
@@ -1035,6 +1049,8 @@ class Client(ProtocolMixin):
         progress: ProgressCallback | None = None,
         meta: Mapping[str, Any] | None = None,
         retry_safe: bool = False,
+        task: bool | None = None,
+        validate: bool = True,
     ) -> CallToolResult:
         """Call a tool and return its result.
 
@@ -1048,27 +1064,31 @@ class Client(ProtocolMixin):
             meta: extra ``_meta`` for the request.
             retry_safe: allow retrying after the request may have reached the server
                 (tools annotated ``readOnlyHint`` or ``idempotentHint`` are retried anyway).
+            task: ``True`` returns the task handle of a task-capable tool instead of
+                waiting; ``None`` (default) runs task-only tools as tasks transparently.
+            validate: check ``structured_content`` against the tool's ``outputSchema``.
 
         Returns:
             The result; ``result.is_error`` is True when the tool itself failed.
+
+        Raises:
+            OutputSchemaError: the structured content does not match the output schema.
         """
-        params: dict[str, Any] = {"name": name, "arguments": arguments if arguments is not None else {}}
-        if meta:
-            params["_meta"] = dict(meta)
         safe = retry_safe or tool_is_retry_safe(self._tool_cache.lookup(self.name, name, self._cache_credential))
         tel = self._telemetry
         if tel is None:
-            return self.request(  # type: ignore[no-any-return]
-                "tools/call", params, timeout=timeout, progress=progress, tool=name, safe_to_retry=safe
+            return self._protocol_call_tool(  # type: ignore[return-value]
+                name, arguments, timeout=timeout, progress=progress, meta=meta, task=task, validate=validate,
+                tool=name, safe_to_retry=safe,
             )
         with tel.call_span(self.name, name) as span:
-            params["_meta"] = {**span.meta, **params.get("_meta", {})}
-            result: CallToolResult = self.request(
-                "tools/call", params, timeout=timeout, progress=progress, tool=name, safe_to_retry=safe
+            result = self._protocol_call_tool(
+                name, arguments, timeout=timeout, progress=progress, meta={**span.meta, **(meta or {})},
+                task=task, validate=validate, tool=name, safe_to_retry=safe,
             )
-            if result.is_error:
+            if getattr(result, "is_error", False):
                 span.set_tool_error()
-            return result
+            return result  # type: ignore[return-value]
 
     # ------------------------------------------------------------------ incoming
 
