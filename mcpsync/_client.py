@@ -263,6 +263,7 @@ class Client(ProtocolMixin):
         self._server_logger = logging.getLogger(f"mcpsync.server.{self.name}")
         self._fork_gen = _fork_generation
         self._cache_credential = credential
+        self._discovery_backoff_until = 0.0  # a failed hidden tools/list is not retried before
         self._metrics = MetricsRecorder()
         if telemetry is True:
             from . import _otel
@@ -910,6 +911,7 @@ class Client(ProtocolMixin):
         progress: ProgressCallback | None = None,
         safe_to_retry: bool | None = None,
         tool: str | None = None,
+        retry: RetryPolicy | None = None,
     ) -> Any:
         """Send any request and return its decoded result (typed where mcpsync has a type).
 
@@ -926,7 +928,9 @@ class Client(ProtocolMixin):
         safe = (method in _SAFE_METHODS) if safe_to_retry is None else safe_to_retry
         if tool is None and method in DISCOVERY_METHODS:
             tool = method  # kept apart from agent calls in the metrics
-        return self._guard.call(lambda: self._attempt(method, params, t, progress), safe_to_retry=safe, tool=tool)
+        return self._guard.call(
+            lambda: self._attempt(method, params, t, progress), safe_to_retry=safe, tool=tool, retry=retry
+        )
 
     def _attempt(self, method: str, params: Mapping[str, Any] | None, t: float, progress: ProgressCallback | None) -> Any:
         lease = self._pool.borrow()
@@ -1005,12 +1009,14 @@ class Client(ProtocolMixin):
         found = self._tool_cache.fetch(self.name, lambda: self._tool_pages(timeout), self._cache_credential)
         return list(found.tools)
 
-    def _tool_pages(self, timeout: float | None) -> list[ListToolsResult]:
+    def _tool_pages(self, timeout: float | None, retry: RetryPolicy | None = None) -> list[ListToolsResult]:
         pages: list[ListToolsResult] = []
         cursor: str | None = None
         seen: set[str] = set()
         for _ in range(_MAX_PAGES):
-            page: ListToolsResult = self.request("tools/list", {"cursor": cursor} if cursor else None, timeout=timeout)
+            page: ListToolsResult = self.request(
+                "tools/list", {"cursor": cursor} if cursor else None, timeout=timeout, retry=retry
+            )
             pages.append(page)
             cursor = page.next_cursor
             if not cursor:
@@ -1020,10 +1026,28 @@ class Client(ProtocolMixin):
             seen.add(cursor)
         raise ProtocolError(f"{self.name} returned more than {_MAX_PAGES} pages of tools", code=-32600)
 
-    def get_tool(self, name: str) -> Tool | None:
-        """The definition of one tool, from the tool cache (discovering once if needed)."""
-        self.list_tools()
-        return self._tool_cache.lookup(self.name, name, self._cache_credential)  # type: ignore[no-any-return]
+    def get_tool(self, name: str, *, timeout: float | None = None) -> Tool | None:
+        """The definition of one tool, from the tool cache (discovering once if needed).
+
+        ``call_tool`` uses it to check results against the tool's ``outputSchema``. A
+        discovery made for it is bounded (at most ``timeout``, never more than 10 s, no
+        retries); when it fails, the tool is reported unknown (``None``) and no new
+        discovery is tried for a minute, so a server whose ``tools/list`` is broken
+        slows no call down more than once a minute.
+        """
+        cache = self._tool_cache
+        cred = self._cache_credential
+        if cache.peek(self.name, cred) is None:
+            if time.monotonic() < self._discovery_backoff_until:
+                return None
+            bound = min(timeout if timeout is not None else self.timeouts.request, 10.0)
+            try:
+                cache.fetch(self.name, lambda: self._tool_pages(bound, retry=RetryPolicy.NONE), cred)
+            except MCPError as exc:
+                self._discovery_backoff_until = time.monotonic() + 60.0
+                log.info("%s: tools/list failed (%s); tool results go unchecked for a minute", self.name, exc)
+                return None
+        return cache.lookup(self.name, name, cred)  # type: ignore[no-any-return]
 
     def metrics(self) -> Any:
         """Per-server and per-tool metrics: calls, QPS, P50/P99 latency, error and
@@ -1099,6 +1123,7 @@ class Client(ProtocolMixin):
 
     def _on_notification(self, method: str, params: Mapping[str, Any] | None) -> None:
         if method == "notifications/tools/list_changed":
+            self._discovery_backoff_until = 0.0
             self._tool_cache.invalidate(self.name, LIST_CHANGED)
         self._protocol_notification(method, params)
         for handler in list(self._notification_handlers.get(method, ())):

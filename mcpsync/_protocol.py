@@ -1039,10 +1039,7 @@ class ProtocolMixin:
         ``tools/list`` per client, refreshed on list_changed."""
         get_tool = getattr(self, "get_tool", None)
         if get_tool is not None:
-            try:
-                return get_tool(name)  # type: ignore[no-any-return]
-            except RemoteError:  # no tools here: nothing to check against
-                return None
+            return get_tool(name, timeout=timeout)  # type: ignore[no-any-return]  # bounded, never raises
         st = self._pstate()
         with st.lock:
             tools = st.tools

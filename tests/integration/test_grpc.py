@@ -244,7 +244,7 @@ def test_server_status_ends_pending_calls(rogue: Any) -> None:
 
     with Client(lambda: GrpcTransport(rogue(session)), mode="legacy") as client:
         with pytest.raises(ConnectionClosed, match="UNAVAILABLE"):
-            client.call_tool("x", {}, timeout=20)
+            client.call_tool("x", {}, timeout=20, validate=False, task=False)  # no hidden tools/list: a rogue peer
 
 
 def test_garbage_json_in_a_frame_is_skipped(rogue: Any) -> None:
@@ -259,7 +259,7 @@ def test_garbage_json_in_a_frame_is_skipped(rogue: Any) -> None:
                 yield json.dumps({"jsonrpc": "2.0", "id": msg["id"], "result": {"content": [{"type": "text", "text": "ok"}]}}).encode()
 
     with Client(lambda: GrpcTransport(rogue(session)), mode="legacy") as client:
-        assert client.call_tool("x", {}, timeout=20).text == "ok"
+        assert client.call_tool("x", {}, timeout=20, validate=False, task=False).text == "ok"  # no hidden tools/list: a rogue peer
 
 
 def test_close_from_another_thread_wakes_the_reader(everything: str) -> None:

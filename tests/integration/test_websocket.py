@@ -267,7 +267,7 @@ def test_a_binary_frame_fails_a_pending_client_call(rogue: Any) -> None:
 
     with Client(lambda: WebSocketTransport(rogue(handler)), mode="legacy") as client:
         with pytest.raises((NetworkError, ProtocolError)):
-            client.call_tool("x", {}, timeout=20)
+            client.call_tool("x", {}, timeout=20, validate=False, task=False)  # no hidden tools/list: a rogue peer
 
 
 def test_garbage_text_is_skipped_and_the_answer_still_arrives(rogue: Any) -> None:
@@ -282,7 +282,7 @@ def test_garbage_text_is_skipped_and_the_answer_still_arrives(rogue: Any) -> Non
                 conn.recv(10)
 
     with Client(lambda: WebSocketTransport(rogue(handler)), mode="legacy") as client:
-        assert client.call_tool("x", {}, timeout=20).text == "fine"
+        assert client.call_tool("x", {}, timeout=20, validate=False, task=False).text == "fine"  # no hidden tools/list: a rogue peer
 
 
 def test_server_closing_mid_call_is_connection_closed(rogue: Any) -> None:
@@ -295,7 +295,7 @@ def test_server_closing_mid_call_is_connection_closed(rogue: Any) -> None:
 
     with Client(lambda: WebSocketTransport(rogue(handler)), mode="legacy") as client:
         with pytest.raises(ConnectionClosed):
-            client.call_tool("x", {}, timeout=20)
+            client.call_tool("x", {}, timeout=20, validate=False, task=False)  # no hidden tools/list: a rogue peer
 
 
 def test_close_from_another_thread_wakes_the_reader(rogue: Any) -> None:
