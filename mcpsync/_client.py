@@ -693,6 +693,8 @@ class Client(ProtocolMixin):
         lease.release()
         with self._lock:
             old, self._primary = self._primary, new
+        if old is not new:
+            self._watch_primary(new)
         if old is None:
             restore = getattr(self, "_restore_session_state", None)
             if restore is not None:
@@ -733,8 +735,24 @@ class Client(ProtocolMixin):
             if replaced:
                 self._primary = conn
         if replaced:
+            self._watch_primary(conn)
             self._primary_replaced(conn)
         return conn
+
+    def _watch_primary(self, conn: _Connection) -> None:
+        """When the session's connection dies, replace it at once (not on next use),
+        so subscriptions are restored even while other pooled connections live on."""
+        add = getattr(conn.channel, "add_close_callback", None)
+        if add is not None:
+            add(lambda _reason: self._primary_lost(conn))
+
+    def _primary_lost(self, conn: _Connection) -> None:
+        if self._closed or self._primary is not conn:
+            return
+        try:
+            self._primary_connection()
+        except MCPError as exc:  # the next use tries again
+            log.info("%s: replacing the lost session connection failed: %s", self.name, exc)
 
     def _keepalive(self, conn: _Connection) -> None:
         if not conn.healthy():
@@ -1098,7 +1116,12 @@ class Client(ProtocolMixin):
         Raises:
             OutputSchemaError: the structured content does not match the output schema.
         """
-        safe = retry_safe or tool_is_retry_safe(self._tool_cache.lookup(self.name, name, self._cache_credential))
+        definition = self._tool_cache.lookup(self.name, name, self._cache_credential)
+        if definition is None and not retry_safe and (validate or task is None):
+            # cold cache (first call, or just after a reconnect): the annotations that
+            # decide retry safety come with the discovery the schema check needs anyway
+            definition = self.get_tool(name, timeout=timeout)
+        safe = retry_safe or tool_is_retry_safe(definition)
         tel = self._telemetry
         if tel is None:
             return self._protocol_call_tool(  # type: ignore[return-value]

@@ -553,10 +553,11 @@ class Dispatcher:
     # ------------------------------------------------------------------ failure
 
     def _check_usable(self) -> None:
+        # nothing was sent: a retry on another connection cannot duplicate anything
         if self._closed:
-            raise ConnectionClosed(f"connection to {self.name} is closed")
+            raise ConnectionClosed(f"connection to {self.name} is closed", sent=False)
         if self._dead is not None:
-            raise ConnectionClosed(f"connection to {self.name} is dead: {self._dead}")
+            raise ConnectionClosed(f"connection to {self.name} is dead: {self._dead}", sent=False)
 
     def _mark_dead(self, exc: BaseException) -> None:
         with self._mu:

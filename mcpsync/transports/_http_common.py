@@ -521,7 +521,10 @@ def translate(exc: BaseException, url: str, *, connecting: bool = False, fatal: 
         return RequestTimeout(f"no data from {url} within the read timeout")
     if isinstance(reason, (Urllib3ProtocolError, ConnectionError)):
         if connecting:
-            return ConnectError(f"connection to {url} failed: {reason}")
+            # the connection was up and the request written (or being written) when it
+            # broke: the server may have acted on it, so it must not count as unsent;
+            # and one broken exchange does not end the transport
+            return NetworkError(f"connection to {url} broke before the answer: {reason}", sent=True)
         if not fatal:
             return NetworkError(f"connection to {url} dropped mid-response: {reason}")
         return ConnectionClosed(f"connection to {url} dropped: {reason}")

@@ -47,6 +47,28 @@ def _close_all_at_exit() -> None:
 atexit.register(_close_all_at_exit)
 
 
+def _drop_pipes_in_child() -> None:
+    # A forked child must not keep its parent's servers alive: holding copies of their
+    # stdin would stop the parent's close() from ending them with EOF. Close the
+    # child's copies only; the processes belong to the parent.
+    for t in list(_LIVE):
+        proc = t._proc
+        if proc is None:
+            continue
+        for stream in (proc.stdin, proc.stdout, proc.stderr):
+            try:
+                if stream is not None:
+                    stream.close()
+            except OSError:
+                pass
+        t._out_fd = t._in_fd = -1
+        t._closed = True
+    _LIVE.clear()
+
+
+os.register_at_fork(after_in_child=_drop_pipes_in_child)
+
+
 class StdioTransport(Transport):
     """Runs an MCP server as a child process and talks to it over its stdio.
 
@@ -208,7 +230,7 @@ class StdioTransport(Transport):
         view = memoryview(data)
         with self._wlock:
             if self._closed or self._proc is None:
-                raise ConnectionClosed(f"stdio server {self.name} is closed")
+                raise ConnectionClosed(f"stdio server {self.name} is closed", sent=False)
             fd = self._in_fd
             while view:
                 try:
@@ -220,7 +242,9 @@ class StdioTransport(Transport):
                         raise RequestTimeout(f"stdio server {self.name} stopped reading its input") from None
                     select.select([], [fd], [], remaining)
                 except (BrokenPipeError, ValueError, OSError) as exc:
-                    raise ConnectionClosed(f"stdio server {self.name} is gone{self._exit_detail()}") from exc
+                    # the server stopped reading before this message was whole: it cannot
+                    # have acted on it, so a retry elsewhere duplicates nothing
+                    raise ConnectionClosed(f"stdio server {self.name} is gone{self._exit_detail()}", sent=False) from exc
 
     def receive(self, timeout: float | None) -> bytes | None:
         ready = self._ready

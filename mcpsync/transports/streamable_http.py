@@ -64,6 +64,7 @@ from msgspec import UNSET, Raw, Struct, UnsetType, field
 
 from .._errors import (
     ConnectionClosed,
+    NetworkError,
     MCPError,
     MessageTooLarge,
     ProtocolError,
@@ -144,6 +145,10 @@ def _remember(cache: dict[str, str], url: str, value: str, *, overwrite: bool = 
 
 
 # ----------------------------------------------------------------- message peeking
+
+
+#: Requests whose re-issue could repeat a side effect (the rest are re-issued freely).
+_MAY_HAVE_EFFECTS = frozenset({"tools/call", "tasks/cancel", "completion/complete"})
 
 
 class _OutParams(Struct):
@@ -917,6 +922,15 @@ class StreamableHTTPTransport(Transport):
                     resp = _NO_STREAM
                 parser = SSEParser(self.options.max_message_size)
                 continue
+            if msg.modern_version and msg.method in _MAY_HAVE_EFFECTS:
+                # the server may already be acting on it: re-issuing could run a tool
+                # twice. Fail it as possibly sent; the client's retry policy re-sends it
+                # (with a new id) only when the tool is read-only, idempotent or opted in.
+                self._fail(
+                    msg.id,
+                    NetworkError(f"{self.url} broke the stream of {msg.method} before answering: {error}", sent=True),
+                )
+                return
             if msg.modern_version:
                 if exch.reissues >= _REISSUE_ATTEMPTS:
                     self._fail(msg.id, error or ConnectionClosed(f"{self.url} closed the stream before answering"))

@@ -1,0 +1,123 @@
+"""Helpers shared by the chaos, fork, exit and reconnect tests (not a server).
+
+Everything here is bounded: every wait takes a timeout and returns or raises.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+SERVERS = Path(__file__).resolve().parent
+
+
+def pool_pids(client: Any) -> list[int]:
+    """Pids of the live stdio server processes in ``client``'s pool."""
+    pool = client._pool
+    with pool._lock:
+        entries = list(pool._state.entries)
+    pids = []
+    for entry in entries:
+        transport = getattr(entry.conn, "transport", None)
+        pid = getattr(transport, "pid", None)
+        if pid is not None and transport.alive():
+            pids.append(pid)
+    return pids
+
+
+def is_gone(pid: int) -> bool:
+    """True once ``pid`` no longer runs (a zombie counts as gone: it runs no code)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True
+
+
+def wait_gone(pids: list[int], timeout: float = 10.0) -> list[int]:
+    """Wait (bounded) for every pid to be gone; return the ones still running."""
+    deadline = time.monotonic() + timeout
+    left = [p for p in pids if not is_gone(p)]
+    while left and time.monotonic() < deadline:
+        time.sleep(0.02)
+        left = [p for p in left if not is_gone(p)]
+    return left
+
+
+def kill(pid: int) -> bool:
+    try:
+        os.kill(pid, signal.SIGKILL)
+        return True
+    except ProcessLookupError:
+        return False
+
+
+def wait_until(pred: Callable[[], bool], timeout: float, interval: float = 0.01) -> bool:
+    deadline = time.monotonic() + timeout
+    while True:
+        if pred():
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(interval)
+
+
+def children_of(pid: int) -> list[int]:
+    """Direct children of ``pid`` (from /proc/<pid>/task/*/children)."""
+    out: list[int] = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            out += [int(p) for p in (task / "children").read_text().split()]
+        except OSError:
+            pass
+    return out
+
+
+@dataclass
+class ChaosLog:
+    """The ``--log`` file of chaos_server.py, parsed."""
+
+    starts: list[int] = field(default_factory=list)
+    calls: list[tuple[int, str, str]] = field(default_factory=list)  # (pid, tool, key)
+    subscribes: list[tuple[int, str]] = field(default_factory=list)
+
+    @classmethod
+    def read(cls, path: Path) -> "ChaosLog":
+        log = cls()
+        if not path.exists():
+            return log
+        for line in path.read_text().splitlines():
+            parts = line.split(" ")
+            if parts[0] == "start" and len(parts) == 2:
+                log.starts.append(int(parts[1]))
+            elif parts[0] == "call" and len(parts) == 4:
+                log.calls.append((int(parts[1]), parts[2], parts[3]))
+            elif parts[0] == "subscribe" and len(parts) == 3:
+                log.subscribes.append((int(parts[1]), parts[2]))
+        return log
+
+    def seen(self, tool: str) -> Counter[str]:
+        """How many times the servers saw each key of ``tool``."""
+        return Counter(key for _, t, key in self.calls if t == tool)
+
+
+@dataclass
+class Tally:
+    """What the calling threads saw, thread-safely counted."""
+
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    issued: list[str] = field(default_factory=list)
+    ok: dict[str, str] = field(default_factory=dict)  # key -> text received
+    failed: dict[str, BaseException] = field(default_factory=dict)
+    durations: list[float] = field(default_factory=list)
+    ok_after: dict[int, int] = field(default_factory=dict)  # thread -> successes after the calm point
+
+    def summary(self) -> str:
+        kinds = Counter(type(e).__name__ for e in self.failed.values())
+        return f"issued={len(self.issued)} ok={len(self.ok)} failed={len(self.failed)} {dict(kinds)}"
