@@ -724,12 +724,13 @@ class Client(ProtocolMixin):
             conn = self._open()
             self._ever_connected = True
             return conn
+        deadline = self._pool.creation_deadline()  # a borrower never waits past its timeout
         primary = self._primary
         if primary is not None and primary.alive():
-            return self._reconnect.run(self._open)  # the pool grows; the session lives on
+            return self._reconnect.run(self._open, deadline=deadline)  # the pool grows; the session lives on
         # the session's connection was lost: this one takes its place, and what the
         # session held (the tool list, subscriptions, cached resources) is renewed
-        conn = self._reconnect.run(self._open)
+        conn = self._reconnect.run(self._open, deadline=deadline)
         with self._lock:
             replaced = self._primary is primary
             if replaced:

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, TypeVar
 
 from ._errors import (
+    ConnectError,
     CircuitOpen,
     MCPError,
     RequestTimeout,
@@ -554,6 +555,7 @@ class ReconnectSchedule:
         *,
         lost: BaseException | None = None,
         sleep: Callable[[float], None] = time.sleep,
+        deadline: float | None = None,
     ) -> T:
         """Connect on the schedule until it works or the server is marked unavailable.
 
@@ -567,6 +569,10 @@ class ReconnectSchedule:
             lost: the error that killed the previous connection; it is failure 1, so a
                 rebuild gets attempts at 0, 1, 2, 4 and 8 s.
             sleep: waits between attempts (inject for tests).
+            deadline: a ``time.monotonic()`` instant the caller cannot wait past (its
+                borrow or request timeout). A wait that would end after it is not made:
+                :class:`ConnectError` (``sent=False``) is raised instead and the failure
+                count stays, so the next caller continues the schedule.
 
         Returns:
             What ``connect`` returned.
@@ -576,11 +582,22 @@ class ReconnectSchedule:
                 error), or at once if it already was marked.
             AuthError: and the policy's other ``never_retry`` errors, as raised.
         """
-        with self._run_lock:
-            return self._run(connect, lost, sleep)
+        if deadline is None:
+            with self._run_lock:
+                return self._run(connect, lost, sleep, None)
+        if not self._run_lock.acquire(timeout=max(0.0, deadline - time.monotonic())):
+            raise ConnectError(f"{self.name or 'server'}: still reconnecting when the time ran out", sent=False)
+        try:
+            return self._run(connect, lost, sleep, deadline)
+        finally:
+            self._run_lock.release()
 
     def _run(
-        self, connect: Callable[[], T], lost: BaseException | None, sleep: Callable[[float], None]
+        self,
+        connect: Callable[[], T],
+        lost: BaseException | None,
+        sleep: Callable[[float], None],
+        deadline: float | None,
     ) -> T:
         self.check()
         delay = self.failure(lost) if lost is not None else 0.0
@@ -588,6 +605,12 @@ class ReconnectSchedule:
             if delay is None:
                 self.check()
                 raise lost  # type: ignore[misc]  # never-retried ``lost``
+            if delay > 0 and deadline is not None and time.monotonic() + delay > deadline:
+                raise ConnectError(
+                    f"{self.name or 'server'}: reconnecting; the next attempt is due in {delay:.1f} s, "
+                    "after this call's time runs out",
+                    sent=False,
+                )
             if delay > 0:
                 sleep(delay)
             try:

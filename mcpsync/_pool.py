@@ -273,6 +273,7 @@ class ConnectionPool(Generic[C]):
         self._cond = threading.Condition(self._lock)
         self._waiting = 0  # borrowers blocked in _cond.wait (notify only when someone waits)
         self._hot: _Entry[C] | None = None  # the entry returned last (the fast path's pick)
+        self._local = threading.local()  # .deadline: the borrow a factory call serves
         self._state: _State[C] = _State()
         self._creating = 0
         self._seq = itertools.count()
@@ -365,7 +366,11 @@ class ConnectionPool(Generic[C]):
         while True:
             entry, create = self._reserve(deadline)
             if create:
-                return self._open_new()
+                self._local.deadline = deadline
+                try:
+                    return self._open_new()
+                finally:
+                    self._local.deadline = None
             try:
                 alive = entry.conn.alive()
             except Exception:
@@ -403,6 +408,10 @@ class ConnectionPool(Generic[C]):
                     self._cond.wait(remaining)
                 finally:
                     self._waiting -= 1
+
+    def creation_deadline(self) -> float | None:
+        """In the factory: the ``time.monotonic()`` deadline of the borrow it serves."""
+        return getattr(self._local, "deadline", None)
 
     def _connect(self) -> C:
         attempt = 0

@@ -17,8 +17,6 @@ What a user would notice, and what is asserted:
 * frozen (SIGSTOPped) servers: calls end with RequestTimeout, are not re-sent, and the
   same processes serve again after SIGCONT.
 
-Tests marked ``xfail(strict=True)`` pin library bugs; each reason names the file, what
-happens and the proposed fix. They turn into failures (XPASS) once the bug is fixed.
 """
 
 from __future__ import annotations
@@ -365,19 +363,6 @@ def test_unavailable_after_sixth_failed_reconnect_and_reconnect_clears_it(tmp_pa
         assert set(pool_pids(client)).isdisjoint(before)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: a call's wait for a connection is not bounded by its own timeouts while a "
-    "reconnect is failing. Client._open_pooled runs ReconnectSchedule.run(self._open) inside "
-    "the borrow (mcpsync/_pool.py _open_new -> _connect -> factory): the borrowing call waits "
-    "through the whole schedule, max_failures x 2 connect attempts (6 x 2 x 10 s + 15 s of "
-    "backoff = 135 s with the defaults), ignoring PoolLimits.borrow_timeout and the request "
-    "timeout; a second creator blocks on ReconnectSchedule._run_lock (no timeout) as long. "
-    "Fix: give the borrow a deadline (borrow_timeout, else the request timeout) and pass it "
-    "to ReconnectSchedule.run(deadline=...), which raises ConnectError(sent=False) when the "
-    "next attempt or wait would pass it (leaving the failure count for the next caller to "
-    "continue) and takes _run_lock with acquire(timeout=remaining)",
-)
 def test_calls_stay_bounded_while_reconnects_hang(tmp_path: Path) -> None:
     """The server is killed and its command now hangs before the handshake: each call must
     end within its own bound (borrow timeout + one connect, retried once), with a typed error."""
