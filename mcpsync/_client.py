@@ -22,6 +22,7 @@ from ._channel import Channel, ProgressCallback
 from ._dispatcher import Dispatcher
 from ._errors import (
     METHOD_NOT_FOUND,
+    URL_ELICITATION_REQUIRED,
     AuthError,
     ConnectError,
     ConnectionClosed,
@@ -1117,22 +1118,42 @@ class Client(ProtocolMixin):
         Raises:
             OutputSchemaError: the structured content does not match the output schema.
         """
-        definition = self._tool_cache.lookup(self.name, name, self._cache_credential)
-        if definition is None and not retry_safe and (validate or task is None):
+        listed = self._tool_cache.peek(self.name, self._cache_credential)  # harness work: not counted
+        definition = listed.by_name.get(name) if listed is not None else None
+        if listed is None and (validate or task is None or not retry_safe):
             # cold cache (first call, or just after a reconnect): the annotations that
             # decide retry safety come with the discovery the schema check needs anyway
             definition = self.get_tool(name, timeout=timeout)
         safe = retry_safe or tool_is_retry_safe(definition)
         tel = self._telemetry
+        if (
+            tel is None
+            and task is not True
+            and (definition is None or ((not validate or definition.output_schema is None) and not _task_only(definition)))
+        ):
+            # the common case, kept short: nothing to validate, no task to run
+            params: dict[str, Any] = {"name": name, "arguments": arguments if arguments is not None else {}}
+            if meta:
+                params["_meta"] = dict(meta)
+            try:
+                result = self.request("tools/call", params, timeout=timeout, progress=progress, tool=name, safe_to_retry=safe)
+            except RemoteError as exc:
+                if exc.code != URL_ELICITATION_REQUIRED:
+                    raise
+                result = None  # the protocol path shows the URLs to the handler, then retries
+            if result is not None:
+                if isinstance(result, CallToolResult):
+                    return result
+                return self.wait_task(result.task, timeout=timeout)  # type: ignore[attr-defined, no-any-return]  # the server made it a task
         if tel is None:
             return self._protocol_call_tool(  # type: ignore[return-value]
                 name, arguments, timeout=timeout, progress=progress, meta=meta, task=task, validate=validate,
-                tool=name, safe_to_retry=safe,
+                definition=definition, tool=name, safe_to_retry=safe,
             )
         with tel.call_span(self.name, name) as span:
             result = self._protocol_call_tool(
                 name, arguments, timeout=timeout, progress=progress, meta={**span.meta, **(meta or {})},
-                task=task, validate=validate, tool=name, safe_to_retry=safe,
+                task=task, validate=validate, definition=definition, tool=name, safe_to_retry=safe,
             )
             if getattr(result, "is_error", False):
                 span.set_tool_error()
@@ -1155,6 +1176,11 @@ class Client(ProtocolMixin):
                 handler(params)
             except Exception:
                 log.exception("handler for %s raised", method)
+
+def _task_only(tool: Tool) -> bool:
+    execution = tool.execution
+    return bool(execution) and execution.get("taskSupport") == "required"  # type: ignore[union-attr]
+
 
 class _CacheHits:
     """The tool cache's view of the metrics sink: hits and misses only."""

@@ -139,6 +139,9 @@ _STATE_LOCK = threading.Lock()
 _mrtr = threading.local()
 
 
+_UNKNOWN: Any = object()  # "definition not looked up yet"
+
+
 class InputRequestError(ProtocolError):
     """A modern-era server asked for input (``InputRequiredResult``) that this client could
     not give: no handler for it, the handler failed or timed out, or too many rounds."""
@@ -1179,6 +1182,7 @@ class ProtocolMixin:
         meta: Mapping[str, Any] | None = None,
         task: bool | None = None,
         validate: bool = True,
+        definition: Any = _UNKNOWN,
         **request_kw: Any,
     ) -> CallToolResult | Task:
         """``tools/call`` with the protocol details: a task-only tool (``execution.taskSupport:
@@ -1190,7 +1194,10 @@ class ProtocolMixin:
         Meant as the body of :meth:`Client.call_tool`; ``request_kw`` (e.g. ``tool=``,
         ``safe_to_retry=``) go to ``request()`` with the plain ``tools/call``.
         """
-        info = self._proto_tool_info(name, timeout) if (validate or task is None) else None
+        if definition is not _UNKNOWN:
+            info = definition  # the caller looked it up already (None: not listed)
+        else:
+            info = self._proto_tool_info(name, timeout) if (validate or task is None) else None
         support = ((info.execution or {}).get("taskSupport") if info is not None else None) or "forbidden"
         if task or (task is None and support == "required"):
             handle = self.call_tool_task(name, arguments, timeout=timeout, meta=meta)
