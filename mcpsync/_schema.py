@@ -15,7 +15,7 @@ Example:
 
 from __future__ import annotations
 
-import json
+import logging
 import threading
 from typing import Any, Mapping
 
@@ -34,7 +34,8 @@ class OutputSchemaError(ProtocolError):
     """
 
 
-_cache: dict[str, Any] = {}
+_cache: dict[int, Any] = {}
+log = logging.getLogger("mcpsync.schema")
 _lock = threading.Lock()
 _MAX_CACHED = 256
 
@@ -45,14 +46,26 @@ def _refuse(uri: str) -> Any:
     raise NoSuchResource(ref=uri)  # type: ignore[call-arg]  # attrs class
 
 
+_warned_missing = False
+
+
 def _validator(schema: Mapping[str, Any]) -> Any:
-    key = json.dumps(schema, sort_keys=True, default=str)
+    # keyed by identity: a tool's schema object lives as long as its cached definition,
+    # and the entry holds it, so the id cannot be reused while the entry exists
+    key = id(schema)
     with _lock:
         hit = _cache.get(key)
-    if hit is not None:
-        return hit
-    import jsonschema  # type: ignore[import-untyped]
-    from referencing import Registry
+    if hit is not None and hit[0] is schema:
+        return hit[1]
+    try:
+        import jsonschema  # type: ignore[import-untyped]
+        from referencing import Registry
+    except ImportError:
+        global _warned_missing
+        if not _warned_missing:
+            _warned_missing = True
+            log.warning("outputSchema checks are off: install mcpsync[schema] (the jsonschema package)")
+        return None
 
     cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
     try:
@@ -63,7 +76,7 @@ def _validator(schema: Mapping[str, Any]) -> Any:
     with _lock:
         if len(_cache) >= _MAX_CACHED:
             _cache.clear()
-        _cache[key] = validator
+        _cache[key] = (schema, validator)
     return validator
 
 
@@ -83,6 +96,8 @@ def validate_output(schema: Mapping[str, Any] | None, structured: Any, *, tool: 
             path="",
         )
     validator = _validator(schema)
+    if validator is None:
+        return  # jsonschema is not installed (warned once)
     try:
         error = next(iter(validator.iter_errors(structured)), None)
     except Exception as exc:  # an unresolvable $ref (retrieval refused) and the like
