@@ -69,7 +69,9 @@ def test_cache_levels_against_a_counting_server(tmp_path, mode):
     assert st.discoveries == 3
     assert st.invalidations == {LIST_CHANGED: 1, RECONNECT: 1}
     m = rec_snapshot["counting"]
-    assert m.discovery.calls == 3 + 1  # discovery (3 tools/list + the initialize) counted apart ...
+    # discovery counted apart: 3 tools/list, and the handshakes (the first connect, and the
+    # session's replacement when that ran on the worker before the next call reconnected)
+    assert m.discovery.calls in (3 + 1, 3 + 2)
     assert "tools/list" not in m.tools  # ... never as agent work
     assert m.tools["echo"].successes == 21
     assert m.total.cache_hit_rate > 0.9
