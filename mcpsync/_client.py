@@ -131,6 +131,9 @@ class ServerSession:
     server_info: Implementation
     instructions: str | None = None
     meta: dict[str, Any] = field(default_factory=dict)
+    #: modern era: the discover result's ``ttlMs`` as a ``time.monotonic()`` instant;
+    #: past it, the next look at the session re-discovers (None: no expiry)
+    fresh_until: float | None = None
 
 
 class _Connection:
@@ -629,8 +632,21 @@ class Client(ProtocolMixin):
 
     @property
     def session(self) -> ServerSession:
-        """Facts about the server (era, version, capabilities); connects if needed."""
-        return self._primary_connection().session  # type: ignore[return-value]
+        """Facts about the server (era, version, capabilities); connects if needed.
+
+        In the modern era the facts come from ``server/discover`` and are kept for the
+        ``ttlMs`` the server gave; after that the next look re-discovers them.
+        """
+        conn = self._primary_connection()
+        facts = conn.session
+        if facts is not None and facts.fresh_until is not None and time.monotonic() >= facts.fresh_until:
+            try:
+                self._discover(conn, min(self.timeouts.request, 10.0))
+            except MCPError as exc:  # keep the facts we have; try again next time
+                log.info("%s: refreshing server/discover failed: %s", self.name, exc)
+                facts.fresh_until = time.monotonic() + 5.0
+            facts = conn.session
+        return facts  # type: ignore[return-value]
 
     @property
     def era(self) -> str:
@@ -881,6 +897,7 @@ class Client(ProtocolMixin):
                 server_info=res.server_info,
                 instructions=res.instructions,
                 meta=dict(res.meta or {}),
+                fresh_until=time.monotonic() + res.ttl_ms / 1000.0 if res.ttl_ms else None,
             )
             if conn.transport is not None:
                 conn.transport.set_protocol_version(version)

@@ -191,3 +191,15 @@ def test_calls_after_close_fail_fast():
     c.close()
     with pytest.raises(ConnectionClosed):
         c.call_tool("echo", {"message": "x"})
+
+
+def test_modern_discover_facts_are_refreshed_after_their_ttl(tmp_path):
+    """server/discover's ttlMs: the session facts are re-fetched once it has passed."""
+    with raw_client("--discover-ttl-ms", "200", mode="modern") as c:
+        first = c.session
+        assert first.fresh_until is not None
+        assert c.session is first  # within the ttl: no new discover
+        time.sleep(0.3)
+        assert c.session is not first  # re-discovered
+        stats = c.call_tool("stats").structured_content
+        assert stats.get("server/discover") == 2

@@ -32,6 +32,7 @@ def main() -> None:
     ap.add_argument("--misbehave", default="")
     ap.add_argument("--tools", type=int, default=3)
     ap.add_argument("--big", type=int, default=2 * 1024 * 1024)
+    ap.add_argument("--discover-ttl-ms", type=int, default=0)
     opts = ap.parse_args()
 
     out = sys.stdout.buffer
@@ -141,7 +142,7 @@ def main() -> None:
             if opts.era == "legacy":
                 write({"jsonrpc": "2.0", "id": rid, "error": {"code": -32601, "message": "Method not found"}})
             else:
-                result(rid, {"supportedVersions": [MODERN], "capabilities": {"tools": {"listChanged": True}}, "resultType": "complete", "ttlMs": 0, "cacheScope": "public", "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "raw", "version": "1"}}})
+                result(rid, {"supportedVersions": [MODERN], "capabilities": {"tools": {"listChanged": True}}, "resultType": "complete", "ttlMs": opts.discover_ttl_ms, "cacheScope": "public", "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "raw", "version": "1"}}})
         elif method == "initialize":
             if opts.era == "modern":
                 write({"jsonrpc": "2.0", "id": rid, "error": {"code": -32601, "message": "Method not found"}})
