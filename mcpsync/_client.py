@@ -198,6 +198,10 @@ class Client(ProtocolMixin):
             the request's ``_meta``.
         credential: the authorization context the tool cache keys ``private``
             entries by (default: none).
+        metrics: record per-call metrics for :meth:`metrics` (False: nothing recorded).
+        push_updates: accept resource update subscriptions (False: ``subscribe``
+            is refused and the resource lifecycle is driven by TTL alone, as in the
+            professional profile).
 
     Example:
         >>> client = Client.stdio("python", ["-m", "mcpsync.server.demo"])   # doctest: +SKIP
@@ -227,6 +231,8 @@ class Client(ProtocolMixin):
         on_unavailable: Callable[[ServerUnavailable], None] | None = None,
         telemetry: Any = None,
         credential: Any = None,
+        metrics: bool = True,
+        push_updates: bool = True,
     ) -> None:
         if mode not in ("auto", "modern", "legacy"):
             raise ValueError(f"mode must be 'auto', 'modern' or 'legacy', not {mode!r}")
@@ -274,7 +280,9 @@ class Client(ProtocolMixin):
 
             telemetry = _otel.telemetry()
         self._telemetry = telemetry or None
-        sink = fan_out(self._metrics, self._telemetry.recorder if self._telemetry is not None else None, record)
+        self.push_updates = push_updates
+        sinks = (self._metrics if metrics else None, self._telemetry.recorder if self._telemetry is not None else None, record)
+        sink = fan_out(*sinks) if any(x is not None for x in sinks) else None
         # the cache reports hits and misses; its discoveries are already timed and
         # counted by the guard as tools/list requests (kept apart from agent calls)
         self._tool_cache = ToolCache(metrics=_CacheHits(sink))

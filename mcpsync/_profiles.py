@@ -268,6 +268,11 @@ def split_options(
             client[key] = value
         else:
             raise TypeError(f"unexpected option {key!r} (not a Client option nor a profile setting)")
+    # the flags the Client has an option for are enforced through it
+    if "metrics" in flags and (accepted is None or "metrics" in accepted):
+        client.setdefault("metrics", bool(flags["metrics"]))
+    if "subscriptions" in flags and (accepted is None or "push_updates" in accepted):
+        client.setdefault("push_updates", flags["subscriptions"] == "push")
     return client, flags
 
 

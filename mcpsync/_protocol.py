@@ -631,8 +631,15 @@ class ProtocolMixin:
             A :class:`Subscription`; ``close()`` it (or call :meth:`unsubscribe`) to stop.
 
         Raises:
-            RemoteError: the server refused the subscription (nothing is kept).
+            RemoteError: the server refused the subscription (nothing is kept), or the
+                client was made with ``push_updates=False`` (code -32601).
         """
+        if not getattr(self, "push_updates", True):
+            raise RemoteError(
+                f"{self.name}: push updates are off for this client (push_updates=False, e.g. the "
+                "professional profile): resources are re-read when their TTL runs out",
+                code=METHOD_NOT_FOUND,
+            )
         st = self._pstate()
         with st.lock:
             first = uri not in st.subs
