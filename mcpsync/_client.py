@@ -1145,9 +1145,10 @@ class Client(ProtocolMixin):
         """
         listed = self._tool_cache.peek(self.name, self._cache_credential)  # harness work: not counted
         definition = listed.by_name.get(name) if listed is not None else None
-        if listed is None and (validate or task is None or not retry_safe):
+        if listed is None and (validate or task is None):
             # cold cache (first call, or just after a reconnect): the annotations that
             # decide retry safety come with the discovery the schema check needs anyway
+            # (validate=False, task=False asks for a bare call: no discovery for it)
             definition = self.get_tool(name, timeout=timeout)
         safe = retry_safe or tool_is_retry_safe(definition)
         tel = self._telemetry
