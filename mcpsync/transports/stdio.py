@@ -183,6 +183,9 @@ class StdioTransport(Transport):
                 code = None
             if code is not None:
                 parts.append(f"exit code {code}")
+                drain = self._stderr_thread
+                if drain is not None and drain is not threading.current_thread():
+                    drain.join(0.5)  # the child is gone: its last stderr lines are on their way
         if self._stderr_tail:
             parts.append("stderr: " + " | ".join(list(self._stderr_tail)[-3:]))
         return f" ({'; '.join(parts)})" if parts else ""
