@@ -483,14 +483,6 @@ def report_json(
 # ----------------------------------------------------------------------------- CLI
 
 
-def _split(argv: Sequence[str]) -> tuple[list[str], list[str]]:
-    argv = list(argv)
-    if "--" in argv:
-        i = argv.index("--")
-        return argv[:i], argv[i + 1 :]
-    return argv, []
-
-
 def _bench_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="mcpsync bench",
@@ -570,7 +562,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     """``mcpsync bench [options] -- CMD ARGS`` (or ``--url URL``). Returns the exit status."""
     from ._errors import MCPError
 
-    own, command = _split(sys.argv[1:] if argv is None else argv)
+    from .cli import _split_command
+
+    own, command = _split_command(sys.argv[1:] if argv is None else argv)
     parser = _bench_parser()
     opts = parser.parse_args(own)
     try:
