@@ -24,6 +24,7 @@ from ._errors import (
     METHOD_NOT_FOUND,
     URL_ELICITATION_REQUIRED,
     AuthError,
+    CircuitOpen,
     ConnectError,
     ConnectionClosed,
     MCPError,
@@ -45,7 +46,7 @@ from ._messages import (
     decode_result,
 )
 from ._cache import EXPLICIT, LIST_CHANGED, RECONNECT, ToolCache
-from ._guard import BreakerState, Guard, ReconnectSchedule, Recorder, tool_is_retry_safe
+from ._guard import BreakerState, CircuitBreaker, Guard, ReconnectSchedule, Recorder, tool_is_retry_safe
 from ._metrics import DISCOVERY_METHODS, MetricsRecorder, fan_out
 from ._policies import BreakerPolicy, PoolLimits, ReconnectPolicy, RetryPolicy, Timeouts
 from ._pool import ConnectionPool
@@ -301,6 +302,9 @@ class Client(ProtocolMixin):
             connect_retries=0,  # _open retries the connect once itself
             maintenance_interval=min(timeouts.keepalive, timeouts.idle) / 4,
         )
+        #: the :class:`~mcpsync._routing.Router` of a client made by :meth:`routed`
+        self.router: Any = None
+        self._endpoint_breakers: dict[str, CircuitBreaker] | None = None
 
     # ------------------------------------------------------------------ constructors
 
@@ -430,14 +434,19 @@ class Client(ProtocolMixin):
         *,
         region: str | None = None,
         probe: bool = True,
+        router_options: Mapping[str, Any] | None = None,
         **options: Any,
     ) -> "Client":
         """A client for a server with several endpoints (nodes or regions).
 
         Each new connection goes to the nearest available endpoint: by measured
         round-trip (a smoothed average of connect and ping times), or the client's
-        ``region`` first; an endpoint that fails is skipped until it is re-probed, so
-        calls fail over to the next one and come back after recovery.
+        ``region`` first. An endpoint that cannot be reached is skipped until it is
+        re-probed; each endpoint has its own circuit breaker (the ``breaker`` policy),
+        and one whose breaker opens is skipped too, its connections retired, so calls
+        fail over to the next endpoint. Due probes run in the background; when a
+        recovered or nearer endpoint becomes the best, connections move back to it as
+        their calls finish.
 
         Args:
             endpoints: :class:`mcpsync._routing.Endpoint` values (or names).
@@ -445,15 +454,44 @@ class Client(ProtocolMixin):
                 ``lambda ep: StreamableHTTPTransport(ep.address)``.
             region: the client's region, preferred over round-trip times.
             probe: measure every endpoint with a real MCP round-trip before choosing.
-            **options: the keyword options of :class:`Client`.
+            router_options: more keyword options of the
+                :class:`~mcpsync._routing.Router` (``probe_interval``, ``retry_after``,
+                ``hysteresis``, ``on_change`` …).
+            **options: the keyword options of :class:`Client`. ``breaker`` is the
+                policy of each endpoint's breaker and ``on_breaker_change`` is told of
+                their transitions; :attr:`endpoint_breakers` holds them (they keep
+                time by the router's ``clock``).
+
+        Raises (from calls):
+            NoEndpointAvailable: every endpoint is unreachable or behind an open breaker.
         """
         from ._routing import Endpoint, Router, mcp_probe
 
         eps = [e if isinstance(e, Endpoint) else Endpoint(str(e)) for e in endpoints]
-        router = Router(eps, probe=mcp_probe(make) if probe else None, region=region)
-        client = cls(router.transport_factory(make), **options)
+        policy: BreakerPolicy = options.pop("breaker", BreakerPolicy.DEFAULT)
+        listener = options.pop("on_breaker_change", None)
+        name = options.get("name") or "server"
+        breakers: dict[str, CircuitBreaker] = {}
+        router = Router(
+            eps,
+            probe=mcp_probe(make) if probe else None,
+            region=region,
+            breaker_open=lambda ep: breakers[ep.name].state is BreakerState.OPEN,
+            **dict(router_options or {}),
+        )
+        for e in eps:  # on the router's clock: one time base for every routing decision
+            breakers[e.name] = CircuitBreaker(policy, clock=router._clock, on_change=listener, name=f"{name}[{e.name}]")
+        # the breakers are per endpoint: a client-wide one would stop every call when
+        # one endpoint fails, which is what failing over is there to avoid
+        client = cls(router.transport_factory(make), breaker=BreakerPolicy.DISABLED, **options)
         client.router = router
+        client._endpoint_breakers = breakers
         return client
+
+    @property
+    def endpoint_breakers(self) -> Mapping[str, CircuitBreaker]:
+        """A routed client's circuit breakers, by endpoint name (empty otherwise)."""
+        return dict(self._endpoint_breakers or {})
 
     @staticmethod
     def _http_kwargs(
@@ -978,6 +1016,8 @@ class Client(ProtocolMixin):
         )
 
     def _attempt(self, method: str, params: Mapping[str, Any] | None, t: float, progress: ProgressCallback | None) -> Any:
+        if self._endpoint_breakers is not None:
+            return self._routed_attempt(method, params, t, progress)
         lease = self._pool.borrow()
         conn = lease.connection
         try:
@@ -987,6 +1027,66 @@ class Client(ProtocolMixin):
             raise
         lease.release()
         return result
+
+    def _routed_attempt(
+        self, method: str, params: Mapping[str, Any] | None, t: float, progress: ProgressCallback | None
+    ) -> Any:
+        """One attempt of a routed client: under the breaker of the connection's endpoint.
+
+        A connection whose endpoint's breaker is open is retired and another borrowed
+        (a new one goes to the next endpoint); after the call, a connection whose
+        endpoint is no longer the router's choice is retired once idle.
+        """
+        router = self.router
+        breakers: dict[str, CircuitBreaker] = self._endpoint_breakers  # type: ignore[assignment]
+        router.probe_in_background()
+        if all(b.state is BreakerState.OPEN for b in breakers.values()):
+            wait = min(b.retry_after() for b in breakers.values())
+            raise CircuitOpen(f"the circuit breaker of every endpoint of {self.name} is open",
+                              retry_after=wait, server=self.name, state="open")
+        for _ in range(self.pool.max + 2):
+            lease = self._pool.borrow()
+            conn = lease.connection
+            endpoint = getattr(conn.transport, "endpoint", None)
+            breaker = breakers.get(endpoint.name) if endpoint is not None else None
+            if breaker is None:
+                ticket = None
+                break
+            try:
+                ticket = breaker.acquire()
+                break
+            except CircuitOpen:
+                if breaker.state is BreakerState.OPEN:
+                    lease.release(retire=True)  # the next borrow opens one elsewhere
+                    continue
+                ticket = None  # HALF_OPEN with its trial calls taken: run, but do not count
+                break
+        else:
+            raise CircuitOpen(f"{self.name}: every connection leads to an endpoint behind an open breaker",
+                              server=self.name, state="open")
+        try:
+            result = self._request_on(conn, method, params, t, progress)
+        except BaseException as exc:
+            if ticket is not None:
+                breaker.release(ticket, exc)  # type: ignore[union-attr]
+            lease.release(broken=not conn.alive(), retire=self._should_leave(endpoint, breaker))
+            raise
+        if ticket is not None:
+            breaker.release(ticket)  # type: ignore[union-attr]
+        lease.release(retire=self._should_leave(endpoint, breaker))
+        return result
+
+    def _should_leave(self, endpoint: Any, breaker: CircuitBreaker | None) -> bool:
+        """Whether a routed connection should move: its breaker opened, or another
+        endpoint became the router's choice (a recovered or clearly nearer one)."""
+        if endpoint is None:
+            return False
+        if breaker is not None and breaker.state is BreakerState.OPEN:
+            return True
+        try:
+            return bool(self.router.choose(probe=False) != endpoint)
+        except ServerUnavailable:
+            return False  # nowhere better to go
 
     def _request_on(
         self, conn: _Connection, method: str, params: Mapping[str, Any] | None, t: float, progress: ProgressCallback | None

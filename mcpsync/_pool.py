@@ -99,10 +99,11 @@ class PoolStats:
 
 
 class _Entry(Generic[C]):
-    __slots__ = ("conn", "in_flight", "last_used", "last_keepalive", "dead", "seq")
+    __slots__ = ("conn", "in_flight", "last_used", "last_keepalive", "dead", "seq", "retiring")
 
     def __init__(self, conn: C, now: float, seq: int) -> None:
         self.conn = conn
+        self.retiring = False  # out of the pool; closed when its last call returns
         self.in_flight = 0
         self.last_used = now
         self.last_keepalive = now
@@ -178,13 +179,16 @@ class Lease(Generic[C]):
         """Have the connection discarded (and later replaced) when the lease ends."""
         self._broken = True
 
-    def release(self, broken: bool = False) -> None:
+    def release(self, broken: bool = False, retire: bool = False) -> None:
         """Give the connection back (idempotent: a second call does nothing).
 
         Args:
             broken: the connection is unusable; close and drop it.
+            retire: the connection works but should no longer be used (e.g. its
+                endpoint is no longer the one to use): no new call gets it, and it is
+                closed once the calls still running on it have returned.
         """
-        self._pool._release(self, broken or self._broken)
+        self._pool._release(self, broken or self._broken, retire)
 
     def __enter__(self) -> C:
         return self._entry.conn
@@ -463,7 +467,7 @@ class ConnectionPool(Generic[C]):
 
     # -- returning --------------------------------------------------------------------
 
-    def _release(self, lease: Lease[C], broken: bool) -> None:
+    def _release(self, lease: Lease[C], broken: bool, retire: bool = False) -> None:
         entry = lease._entry
         to_close = False
         with self._lock:
@@ -479,10 +483,17 @@ class ConnectionPool(Generic[C]):
             if broken and not entry.dead:
                 to_close = self._remove(entry)
                 self._cond.notify_all()
+            elif retire and not entry.dead:
+                entry.retiring = self._remove(entry)
+                to_close = entry.retiring and entry.in_flight == 0
+                self._cond.notify_all()
+            elif entry.retiring and entry.in_flight == 0:
+                entry.retiring = False
+                to_close = True
             elif self._waiting:
                 self._cond.notify()
         if to_close:
-            log.info("discarding a broken connection to %s", self.address)
+            log.info("%s a connection to %s", "retiring" if retire or not broken else "discarding a broken", self.address)
             _close_quietly(entry.conn)
 
     def _remove(self, entry: _Entry[C], *, reaped: bool = False) -> bool:

@@ -13,6 +13,10 @@ connects and of its pings, whether it is available, and when to probe it next:
   open breaker (``breaker_open(endpoint)``, or :meth:`Router.report_breaker`); the next
   :meth:`Router.choose` takes the next nearest. :meth:`Router.call` runs a function
   against the candidates in order until one works.
+* **Breakers.** A routed Client (:meth:`Client.routed`) keeps one circuit breaker per
+  endpoint and passes it as ``breaker_open``: an endpoint whose calls keep failing is
+  skipped while its breaker is open, its connections are retired, and the calls go to
+  the next endpoint; after the cooldown its trial calls decide whether it comes back.
 * **Re-probing.** An unavailable endpoint is probed again after ``retry_after`` seconds
   (doubling per consecutive failure up to ``max_retry_after``); available ones are
   re-measured every ``probe_interval`` seconds, so a recovered or a now-nearer node is
@@ -312,13 +316,31 @@ class Router:
         """Available endpoints, best first (no probing)."""
         return [s.endpoint for s in self._ranked()]
 
-    def choose(self) -> Endpoint:
-        """The endpoint to use now (probing first whatever is due).
+    def probe_in_background(self) -> bool:
+        """Start the probes that are due on a daemon thread and return at once.
+
+        A routed Client calls it on each call, so re-measuring never delays a caller.
+        Returns True if a probe round was started.
+        """
+        if self.probe is None:
+            return False
+        now = self._clock()
+        with self._lock:
+            if not any(not s.probing and s.next_probe <= now for s in self._states.values()):
+                return False
+        due = self._due(now)
+        if not due:
+            return False
+        threading.Thread(target=self._run_probes, args=(due,), daemon=True, name="mcpsync-probe").start()
+        return True
+
+    def choose(self, *, probe: bool = True) -> Endpoint:
+        """The endpoint to use now (probing first whatever is due, unless ``probe=False``).
 
         Raises:
             NoEndpointAvailable: every endpoint is unavailable or behind an open breaker.
         """
-        if self.probe is not None:
+        if probe and self.probe is not None:
             self.probe_due()
             # another thread may be running the very first probe of some endpoint: wait
             # for it (bounded) rather than choose among endpoints nobody has measured

@@ -19,7 +19,7 @@ from typing import Iterator
 
 import pytest
 
-from mcpsync import Client
+from mcpsync import BreakerPolicy, BreakerState, CircuitOpen, Client, RequestTimeout, RetryPolicy
 from mcpsync._routing import Endpoint, NoEndpointAvailable, Router, mcp_probe
 from mcpsync.transports.streamable_http import StreamableHTTPTransport
 from tests.conftest import ROOT, SERVERS, free_port
@@ -165,3 +165,75 @@ def test_a_cut_link_fails_over_and_everything_down_is_reported(nodes):
         nodes["mid"].proxy.restore()
     clock.now += 10
     assert router.choose().name == "near", router.state()
+
+
+def test_a_routed_client_fails_over_when_an_endpoints_breaker_opens_and_comes_back(nodes):
+    """One long-lived Client.routed: "near" answers connects but its calls time out, so
+    its own breaker opens; the calls move to "mid" on the same client; after the
+    cooldown "near" is chosen again, its trial call closes the breaker, and the client
+    is back on it. The other endpoints' breakers never move."""
+    for n in nodes.values():
+        n.wait()  # an earlier test restarts "near"
+    transitions: list[tuple[BreakerState, BreakerState]] = []
+    clock = Clock()  # the router's and the breakers': the cooldown passes when the test says
+    with Client.routed(
+        [nodes[n].endpoint for n in ("far", "mid", "near")],
+        transport,
+        name="routed",
+        breaker=BreakerPolicy(threshold=2, cooldown=30.0, half_open_max=1),
+        retry=RetryPolicy.NONE,
+        on_breaker_change=lambda old, new: transitions.append((old, new)),
+        router_options={"probe_interval": 3600.0, "clock": clock},
+    ) as client:
+        router = client.router
+        breakers = client.endpoint_breakers
+        assert router.current.name == "near", router.state()
+        accepted = {n: nodes[n].proxy.accepted for n in nodes}
+
+        for _ in range(2):  # "near" is slow: two timeouts open its breaker
+            with pytest.raises(RequestTimeout):
+                client.call_tool("sleep_ms", {"ms": 3000}, timeout=0.3)
+        assert breakers["near"].state is BreakerState.OPEN
+        assert (BreakerState.CLOSED, BreakerState.OPEN) in transitions
+
+        # failover on the same client: the next calls are answered by "mid"
+        for i in range(3):
+            assert client.call_tool("echo", {"message": f"m{i}"}).text == f"m{i}"
+        assert router.current.name == "mid", router.state()
+        assert nodes["mid"].proxy.accepted > accepted["mid"]
+        assert nodes["far"].proxy.accepted == accepted["far"]
+        assert breakers["mid"].state is BreakerState.CLOSED and breakers["far"].state is BreakerState.CLOSED
+
+        # after the cooldown, "near" half-opens and is the router's choice again; the
+        # connections to "mid" are retired as their calls finish, and the trial call
+        # on a new connection to "near" closes its breaker
+        clock.now += 30
+        assert breakers["near"].state is BreakerState.HALF_OPEN
+        near_before = nodes["near"].proxy.accepted
+        for i in range(3):
+            assert client.call_tool("echo", {"message": f"n{i}"}).text == f"n{i}"
+        assert breakers["near"].state is BreakerState.CLOSED, breakers["near"].transitions
+        assert router.current.name == "near", router.state()
+        assert nodes["near"].proxy.accepted > near_before
+        assert client.call_tool("add", {"a": 2, "b": 3}).structured_content == {"result": 5}
+
+
+def test_a_routed_client_with_every_breaker_open_fails_fast(nodes):
+    for n in nodes.values():
+        n.wait()
+    with Client.routed(
+        [nodes[n].endpoint for n in ("mid", "near")],
+        transport,
+        name="routed-all",
+        breaker=BreakerPolicy(threshold=1, cooldown=60.0),
+        retry=RetryPolicy.NONE,
+        router_options={"probe_interval": 3600.0},
+    ) as client:
+        for _ in range(2):  # the first opens "near"'s breaker, the second "mid"'s
+            with pytest.raises(RequestTimeout):
+                client.call_tool("sleep_ms", {"ms": 3000}, timeout=0.3)
+        assert all(b.state is BreakerState.OPEN for b in client.endpoint_breakers.values())
+        with pytest.raises(CircuitOpen, match="every endpoint") as info:
+            client.call_tool("echo", {"message": "nowhere"}, timeout=5)
+        assert 0 < info.value.retry_after <= 60
+        assert not client.unavailable  # failing fast is not a lost server

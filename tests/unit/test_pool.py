@@ -545,3 +545,30 @@ def test_sixteen_threads_counts_add_up(factory: Factory, clock: FakeClock) -> No
     assert all(c.close_calls == 1 for c in factory.made)
     s = pool.stats()
     assert s.created == s.closed
+
+
+def test_retire_keeps_running_calls_and_closes_when_the_last_returns(factory):
+    pool = make(factory, min=0, max=2, max_in_flight=4)
+    first = pool.borrow()
+    second = pool.borrow()
+    conn = first.connection
+    assert second.connection is conn  # multiplexed: both calls on one connection
+    first.release(retire=True)
+    assert conn.close_calls == 0  # a call still runs on it
+    third = pool.borrow()
+    assert third.connection is not conn  # no new call is given a retiring connection
+    second.release()
+    assert conn.close_calls == 1  # closed once its last call returned
+    third.release()
+    assert pool.stats().in_use == 0
+    pool.close()
+
+
+def test_retire_of_an_idle_connection_closes_it_at_once(factory):
+    pool = make(factory, min=0, max=2)
+    lease = pool.borrow()
+    conn = lease.connection
+    lease.release(retire=True)
+    assert conn.close_calls == 1
+    assert pool.borrow().connection is not conn
+    pool.close()

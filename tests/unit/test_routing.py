@@ -284,3 +284,36 @@ def test_concurrent_choices_probe_each_endpoint_once():
     assert not errors
     assert sorted(net.probes) == ["a", "b", "c"]  # an in-flight probe is never doubled
     assert out[-1] == "b" and out.count("b") >= 8 * 50 - 8 * 3
+
+
+def test_probe_in_background_returns_at_once_and_updates_the_ranking():
+    net = Net(a=0.010, b=0.040)
+    clock = Clock()
+    gate = threading.Event()
+    started = threading.Event()
+
+    def slow_probe(ep: Endpoint) -> float:
+        if ep.name == "a" and net.rtts["a"] is not None and started.is_set():
+            gate.wait(10)
+        return net.probe(ep)
+
+    r = Router(eps("a", "b"), probe=slow_probe, clock=clock, probe_interval=30)
+    assert r.choose().name == "a"
+    assert not r.probe_in_background()  # nothing due
+    clock.now += 30
+    net.rtts["a"] = 0.200  # "a" got far
+    started.set()
+    gate.set()
+    assert r.probe_in_background()
+    for _ in range(200):
+        if r.choose(probe=False).name == "b":
+            break
+        threading.Event().wait(0.01)
+    assert r.choose(probe=False).name == "b"
+    assert not r.probe_in_background()  # re-measured: the next round is 30 s away
+
+
+def test_probe_in_background_without_a_probe_does_nothing():
+    r = Router(eps("a", "b"))
+    assert not r.probe_in_background()
+    assert r.choose(probe=False).name == "a"
