@@ -1011,7 +1011,28 @@ class Client(ProtocolMixin):
         safe = (method in _SAFE_METHODS) if safe_to_retry is None else safe_to_retry
         if tool is None and method in DISCOVERY_METHODS:
             tool = method  # kept apart from agent calls in the metrics
-        return self._guard.call(
+        guard = self._guard
+        if self._endpoint_breakers is None and guard.ready():
+            # the healthy common case, flattened: the first attempt runs here; only an
+            # error goes on to the guard's retry loop
+            start = guard._clock()
+            try:
+                lease = self._pool.borrow()
+                conn = lease.connection
+                try:
+                    result = self._request_on(conn, method, params, t, progress)
+                except BaseException:
+                    lease.release(broken=not conn.alive())
+                    raise
+                lease.release()
+            except BaseException as exc:
+                return guard.after_first_failure(
+                    exc, lambda: self._attempt(method, params, t, progress), start,
+                    safe_to_retry=safe, tool=tool, retry=retry,
+                )
+            guard.succeeded(tool, start)
+            return result
+        return guard.call(
             lambda: self._attempt(method, params, t, progress), safe_to_retry=safe, tool=tool, retry=retry
         )
 

@@ -239,7 +239,8 @@ class Dispatcher:
             ConnectionClosed: the connection died before the answer came.
             MessageTooLarge: the answer exceeded the transport's size limit.
         """
-        self._check_usable()
+        if self._closed or self._dead is not None:
+            self._check_usable()
         if timeout is None:
             timeout = self.request_timeout
         rid = next(self._ids)
@@ -397,6 +398,7 @@ class Dispatcher:
 
     def _lead(self, slot: _Pending) -> None:
         receive = self.transport.receive
+        handle = self._handle
         try:
             while not slot.done:
                 remaining = slot.deadline - _monotonic()
@@ -408,7 +410,7 @@ class Dispatcher:
                     self._oversized(exc)
                     continue
                 if data is not None:
-                    self._handle(data)
+                    handle(data)
         except MCPError as exc:  # the transport's own verdict: keep its type for the callers
             self._mark_dead(exc)
         except Exception as exc:  # a transport bug must not leave callers waiting

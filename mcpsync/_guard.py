@@ -733,7 +733,6 @@ class Guard:
             MCPError: the last attempt's error, carrying ``retry_history``.
         """
         start = self._clock() if self.record is not None or budget is not None else 0.0
-        error: BaseException | None = None
         first: MCPError | None = None
         breaker = self.breaker
         reconnect = self.reconnect
@@ -742,21 +741,64 @@ class Guard:
         if breaker._state is BreakerState.CLOSED and (reconnect is None or reconnect._unavailable is None):
             try:
                 result = fn()
-            except MCPError as exc:
-                breaker._admit_fast()
-                breaker.release(None, exc)
-                first = exc
             except BaseException as exc:
-                breaker._admit_fast()
-                breaker.release(None, exc)
-                if self.record is not None:
-                    self._record(tool, start, exc)
-                raise
-            else:
-                breaker._admit_fast(success=True)
-                if self.record is not None:
-                    self._record(tool, start, None)
-                return result
+                return self.after_first_failure(exc, fn, start, safe_to_retry=safe_to_retry, tool=tool,
+                                                retry=retry, budget=budget)
+            breaker._admit_fast(success=True)
+            if self.record is not None:
+                self._record(tool, start, None)
+            return result
+        return self._retrying(fn, start, None, safe_to_retry, tool, retry, budget)
+
+    def ready(self) -> bool:
+        """True when a first attempt may run unguarded: the breaker is CLOSED and the
+        server is not marked unavailable (a caller's fast path; see :meth:`call`).
+        A caller that runs the attempt itself reports a success with :meth:`succeeded`
+        and hands an exception to :meth:`after_first_failure`."""
+        reconnect = self.reconnect
+        return self.breaker._state is BreakerState.CLOSED and (reconnect is None or reconnect._unavailable is None)
+
+    def succeeded(self, tool: str | None, start: float) -> None:
+        """Count a first attempt that succeeded on the fast path (``start`` from the
+        guard's clock, taken before it)."""
+        self.breaker._admit_fast(success=True)
+        if self.record is not None:
+            self._record(tool, start, None)
+
+    def after_first_failure(
+        self,
+        exc: BaseException,
+        fn: Callable[[], T],
+        start: float,
+        *,
+        safe_to_retry: bool = False,
+        tool: str | None = None,
+        retry: RetryPolicy | None = None,
+        budget: float | None = None,
+    ) -> T:
+        """Go on from a fast-path first attempt that raised ``exc``: the breaker counts
+        it, an MCP error is retried per the policy (``fn`` is the next attempt), any
+        other exception is recorded and re-raised."""
+        breaker = self.breaker
+        breaker._admit_fast()
+        breaker.release(None, exc)
+        if not isinstance(exc, MCPError):
+            if self.record is not None:
+                self._record(tool, start, exc)
+            raise exc
+        return self._retrying(fn, start, exc, safe_to_retry, tool, retry, budget)
+
+    def _retrying(
+        self,
+        fn: Callable[[], T],
+        start: float,
+        first: MCPError | None,
+        safe_to_retry: bool,
+        tool: str | None,
+        retry: RetryPolicy | None,
+        budget: float | None,
+    ) -> T:
+        error: BaseException | None = None
 
         def give_up(exc: BaseException, wait: float) -> bool:
             if budget is not None and self._clock() + wait - start > budget:

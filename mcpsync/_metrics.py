@@ -40,6 +40,7 @@ import math
 import operator
 import threading
 import time
+from collections import deque
 from dataclasses import asdict, dataclass
 from types import MappingProxyType
 from typing import Any, Callable, Iterable, Iterator, Mapping
@@ -61,6 +62,8 @@ DISCOVERY_METHODS = frozenset(
 )
 #: Where calls of tools beyond ``max_tools`` per server are summed.
 OTHER_TOOLS = "(other)"
+#: queued call records folded into the numbers at once (see MetricsRecorder.record)
+BATCH = 256
 
 _SUB_BITS = 6
 _SUB = 1 << _SUB_BITS  # 64 linear sub-buckets per power of two
@@ -252,7 +255,8 @@ class MetricsSnapshot:
 
 
 class _Stats:
-    """Mutable counters of one (server, tool); all access under ``lock``."""
+    """Mutable counters of one (server, tool): the call numbers are written and read
+    under the recorder's ``_drain_lock``, the cache counters under ``lock``."""
 
     __slots__ = (
         "lock", "hist", "successes", "errors", "timeouts", "ring_t", "ring_n", "first",
@@ -304,6 +308,8 @@ class MetricsRecorder:
         self._discovery: dict[str, _Stats] = {}
         self._server_cache: dict[str, list[int]] = {}  # server → [hits, misses] of listing lookups
         self._tools_per_server: dict[str, int] = {}
+        self._queue: deque[tuple[str, str | None, float, float, str]] = deque()
+        self._drain_lock = threading.Lock()
 
     # ------------------------------------------------------------------ recording
 
@@ -324,16 +330,48 @@ class MetricsRecorder:
             return s
 
     def record(self, server: str, tool: str | None, start: float, end: float, outcome: str) -> None:
-        """Record one finished call (the Guard's ``Recorder`` signature)."""
+        """Record one finished call (the Guard's ``Recorder`` signature).
+
+        The call's path stays short: the record is queued (an append, no lock) and
+        folded into the numbers in batches of :data:`BATCH`, or before they are read.
+        """
+        q = self._queue
+        q.append((server, tool, start, end, outcome))
+        if len(q) >= BATCH:
+            self._drain(wait=False)
+
+    __call__ = record
+
+    def _drain(self, wait: bool = True) -> None:
+        """Fold the queued records in. ``wait=False``: a thread that finds another
+        folding leaves its record to it or to the next drain."""
+        if not self._drain_lock.acquire(blocking=wait):
+            return
+        try:
+            self._fold_queued()
+        finally:
+            self._drain_lock.release()
+
+    def _fold_queued(self) -> None:
+        # under _drain_lock: one folder at a time, oldest record first, so each QPS
+        # ring sees its records in order and the numbers need no lock of their own
+        pop = self._queue.popleft
+        fold = self._fold
+        while True:
+            try:
+                item = pop()
+            except IndexError:
+                return
+            fold(*item)
+
+    def _fold(self, server: str, tool: str | None, start: float, end: float, outcome: str) -> None:
         if tool is not None and tool in DISCOVERY_METHODS:
-            self.record_discovery(server, start, end, outcome)
+            self._add_discovery(server, start, end, outcome)
             return
         s = self._stats.get((server, tool))
         if s is None:
             s = self._new(server, tool)
         _add(s, start, end, outcome, self._slots)
-
-    __call__ = record
 
     def record_discovery(
         self, server: str, start: float | None = None, end: float | None = None, outcome: str = "success"
@@ -342,6 +380,10 @@ class MetricsRecorder:
 
         Without ``start``/``end`` only the count is kept (what the tool cache reports).
         """
+        with self._drain_lock:
+            self._add_discovery(server, start, end, outcome)
+
+    def _add_discovery(self, server: str, start: float | None, end: float | None, outcome: str) -> None:
         s = self._discovery.get(server)
         if s is None:
             with self._lock:
@@ -373,7 +415,8 @@ class MetricsRecorder:
 
     def reset(self) -> None:
         """Forget everything recorded."""
-        with self._lock:
+        with self._drain_lock, self._lock:
+            self._queue.clear()
             self._stats = {}
             self._discovery = {}
             self._server_cache = {}
@@ -383,6 +426,11 @@ class MetricsRecorder:
 
     def snapshot(self) -> MetricsSnapshot:
         """Frozen numbers of every server and tool, now."""
+        with self._drain_lock:  # every record so far folded in, none folding meanwhile
+            self._fold_queued()
+            return self._snapshot()
+
+    def _snapshot(self) -> MetricsSnapshot:
         now = self._clock()
         with self._lock:
             items = list(self._stats.items())
@@ -422,29 +470,29 @@ def _add(s: _Stats, start: float, end: float, outcome: str, slots: int, latency:
     if us < 0:
         us = 0
     b = us if us < 128 else _index(us)
-    with s.lock:
-        if latency:
-            h = s.hist
-            h.counts[b] += 1
-            h.count += 1
-            h.total_us += us
-            if us > h.max_us:
-                h.max_us = us
-            if us < h.min_us or h.min_us < 0:
-                h.min_us = us
-        if outcome == "success":
-            s.successes += 1
-        elif outcome == "timeout":
-            s.timeouts += 1
-        else:
-            s.errors += 1
-        if s.ring_t[i] != sec:
-            s.ring_t[i] = sec
-            s.ring_n[i] = 1
-        else:
-            s.ring_n[i] += 1
-        if s.first is None:
-            s.first = end
+    # under the recorder's _drain_lock (the only writer of these fields)
+    if latency:
+        h = s.hist
+        h.counts[b] += 1
+        h.count += 1
+        h.total_us += us
+        if us > h.max_us:
+            h.max_us = us
+        if us < h.min_us or h.min_us < 0:
+            h.min_us = us
+    if outcome == "success":
+        s.successes += 1
+    elif outcome == "timeout":
+        s.timeouts += 1
+    else:
+        s.errors += 1
+    if s.ring_t[i] != sec:
+        s.ring_t[i] = sec
+        s.ring_n[i] = 1
+    else:
+        s.ring_n[i] += 1
+    if s.first is None:
+        s.first = end
 
 
 class _Frozen:

@@ -184,6 +184,17 @@ def test_exact_counts_under_threads():
         assert (tot.calls, tot.successes, tot.errors, tot.timeouts) == (4000, 2000, 1000, 1000)
 
 
+def test_queued_records_stay_bounded_and_are_all_counted():
+    from mcpsync._metrics import BATCH
+
+    rec = MetricsRecorder()
+    for i in range(10 * BATCH + 3):
+        rec.record("s1", "echo", 0.0, 0.001, "success")
+        assert len(rec._queue) < BATCH  # folded in batches: memory does not grow with calls
+    assert rec.snapshot()["s1"].total.calls == 10 * BATCH + 3
+    assert len(rec._queue) == 0
+
+
 def test_as_the_guards_recorder():
     clock = Clock()
     rec = MetricsRecorder(clock=clock)
