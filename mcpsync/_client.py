@@ -1017,14 +1017,7 @@ class Client(ProtocolMixin):
             # error goes on to the guard's retry loop
             start = guard._clock()
             try:
-                lease = self._pool.borrow()
-                conn = lease.connection
-                try:
-                    result = self._request_on(conn, method, params, t, progress)
-                except BaseException:
-                    lease.release(broken=not conn.alive())
-                    raise
-                lease.release()
+                result = self._attempt(method, params, t, progress)
             except BaseException as exc:
                 return guard.after_first_failure(
                     exc, lambda: self._attempt(method, params, t, progress), start,

@@ -467,19 +467,9 @@ def _add(s: _Stats, start: float, end: float, outcome: str, slots: int, latency:
     us = int((end - start) * 1e6 + 0.5)
     sec = int(end)
     i = sec % slots
-    if us < 0:
-        us = 0
-    b = us if us < 128 else _index(us)
     # under the recorder's _drain_lock (the only writer of these fields)
     if latency:
-        h = s.hist
-        h.counts[b] += 1
-        h.count += 1
-        h.total_us += us
-        if us > h.max_us:
-            h.max_us = us
-        if us < h.min_us or h.min_us < 0:
-            h.min_us = us
+        s.hist.record_us(us)
     if outcome == "success":
         s.successes += 1
     elif outcome == "timeout":

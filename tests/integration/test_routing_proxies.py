@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import threading
 import time
 from typing import Iterator
 
@@ -237,3 +238,48 @@ def test_a_routed_client_with_every_breaker_open_fails_fast(nodes):
             client.call_tool("echo", {"message": "nowhere"}, timeout=5)
         assert 0 < info.value.retry_after <= 60
         assert not client.unavailable  # failing fast is not a lost server
+
+
+def test_threads_keep_their_answers_while_an_endpoint_is_retired(nodes):
+    """8 threads share a routed client; midway "near"'s breaker is opened. Calls already
+    running on its connections finish there (retired connections close only when idle),
+    later ones go to "mid"; every thread gets its own answers, none is lost."""
+    from mcpsync._errors import ConnectionClosed
+
+    for n in nodes.values():
+        n.wait()
+    clock = Clock()
+    with Client.routed(
+        [nodes[n].endpoint for n in ("mid", "near")],
+        transport,
+        name="routed-threads",
+        breaker=BreakerPolicy(threshold=3, cooldown=30.0),
+        router_options={"probe_interval": 3600.0, "clock": clock},
+    ) as client:
+        assert client.router.current.name == "near"
+        errors: list[BaseException] = []
+        half = threading.Barrier(9)
+
+        def work(t: int) -> None:
+            try:
+                for i in range(30):
+                    if i == 15:
+                        half.wait(30)
+                    msg = f"t{t}-{i}"
+                    assert client.call_tool("echo", {"message": msg}).text == msg
+            except BaseException as exc:  # noqa: BLE001 - reported below
+                errors.append(exc)
+
+        threads = [threading.Thread(target=work, args=(t,)) for t in range(8)]
+        for th in threads:
+            th.start()
+        half.wait(30)
+        for _ in range(3):  # what three failed calls would do
+            client.endpoint_breakers["near"].release(None, ConnectionClosed("simulated"))
+        for th in threads:
+            th.join(60)
+        assert not any(th.is_alive() for th in threads)
+        assert errors == []
+        assert client.endpoint_breakers["near"].state is BreakerState.OPEN
+        assert client.router.current.name == "mid"
+        assert client.call_tool("echo", {"message": "after"}).text == "after"
