@@ -16,7 +16,12 @@ A file names servers; each is either a command to run (stdio) or a remote URL::
 Fields of a stdio entry: ``command`` (required), ``args``, ``env``, ``cwd``. Of a remote
 entry: ``url`` (required), ``headers``, ``type`` (``"http"``/``"streamable-http"``,
 ``"sse"``, ``"websocket"``, ``"grpc"``; inferred from the URL scheme when absent). Both may
-carry ``timeout`` (seconds per request) and ``disabled``; other keys editors add
+carry ``timeout`` (seconds per request) and ``disabled``. A remote server run as several
+nodes or regions lists them instead of one ``url``: ``"endpoints": [{"name": "eu", "url":
+"https://eu.example.com/mcp", "region": "eu"}, ...]`` (``name`` defaults to ``endpoint-N``,
+``region`` is optional) and may set ``"region"``, the region to prefer; its Client is
+:meth:`~mcpsync.Client.routed` (nearest endpoint, failover, a breaker per endpoint).
+Other keys editors add
 (``autoApprove``, ``alwaysAllow`` ...) are kept in ``extra`` and otherwise ignored. The VS
 Code spelling ``{"servers": {...}}`` with ``"type": "stdio"`` is read too.
 
@@ -43,7 +48,7 @@ import inspect
 import json
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Iterator, Mapping, Sequence
@@ -78,7 +83,7 @@ _TYPE_ALIASES = {
 #: Client constructor per remote transport (classmethods on :class:`~mcpsync.Client`).
 _CONSTRUCTORS = {"http": "http", "sse": "sse", "websocket": "websocket", "grpc": "grpc"}
 
-_KNOWN = {"type", "transport", "command", "args", "env", "cwd", "url", "headers", "timeout", "disabled"}
+_KNOWN = {"type", "transport", "command", "args", "env", "cwd", "url", "headers", "timeout", "disabled", "endpoints", "region"}
 
 _VAR = re.compile(r"\$\$\{|\$\{([^}]*)\}")
 _NAME_OK = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
@@ -197,7 +202,12 @@ class ServerConfig:
         args: its arguments (stdio).
         env: extra environment variables for the child (stdio).
         cwd: the child's working directory (stdio).
-        url: the server's address (remote; for gRPC ``host:port`` or ``grpc://host:port``).
+        url: the server's address (remote; for gRPC ``host:port`` or ``grpc://host:port``);
+            with ``endpoints``, the first endpoint's.
+        endpoints: the nodes or regions of a routed server
+            (:class:`~mcpsync._routing.Endpoint` values, ``address`` = the URL); empty
+            for a server with one ``url``.
+        region: the region to prefer among the endpoints.
         headers: headers sent on every request (remote; gRPC metadata).
         timeout: seconds per request, when the entry sets one.
         disabled: the entry says ``"disabled": true``.
@@ -224,6 +234,8 @@ class ServerConfig:
     headers: Mapping[str, str] = field(default_factory=dict, hash=False, compare=True)
     timeout: float | None = None
     disabled: bool = False
+    endpoints: tuple[Any, ...] = ()
+    region: str | None = None
     extra: Mapping[str, Any] = field(default_factory=dict, hash=False, compare=False)
     source: str | None = field(default=None, compare=False)
     templates: Mapping[str, Any] = field(default_factory=dict, hash=False, compare=False, repr=False)
@@ -234,6 +246,7 @@ class ServerConfig:
         for name in ("env", "headers", "extra", "templates"):
             object.__setattr__(self, name, MappingProxyType(dict(getattr(self, name))))
         object.__setattr__(self, "args", tuple(self.args))
+        object.__setattr__(self, "endpoints", tuple(self.endpoints))
 
     def __repr__(self) -> str:
         t = self.templates
@@ -245,6 +258,13 @@ class ServerConfig:
                 parts.append("env={" + ", ".join(f"{k!r}: '***'" for k in self.env) + "}")
             if self.cwd is not None:
                 parts.append(f"cwd={t.get('cwd', self.cwd)!r}")
+        elif self.endpoints:
+            shown = [f"{e.name}={_mask_url(str(u))}" for e, u in zip(self.endpoints, t.get("endpoint_urls", ()))]
+            parts.append(f"endpoints={shown!r}")
+            if self.region is not None:
+                parts.append(f"region={self.region!r}")
+            if self.headers:
+                parts.append("headers={" + ", ".join(f"{k!r}: '***'" for k in self.headers) + "}")
         else:
             parts.append(f"url={_mask_url(str(t.get('url', self.url)))!r}")
             if self.headers:
@@ -268,6 +288,9 @@ class ServerConfig:
         if self.transport == "stdio":
             argv = [t.get("command", self.command or ""), *t.get("args", self.args)]
             return " ".join(_shell_quote(a) for a in argv)
+        if self.endpoints:
+            names = ", ".join(e.name for e in self.endpoints)
+            return f"{self.transport} routed over {len(self.endpoints)} endpoints ({names})"
         return f"{self.transport} {_mask_url(str(t.get('url', self.url)))}"
 
     def client(self, **options: Any) -> Any:
@@ -377,6 +400,19 @@ def _check_entry(name: str, entry: Any, where: str) -> tuple[str, dict[str, Any]
                 field=f"{where}.{type_key}",
             )
     has_command, has_url = "command" in entry, "url" in entry
+    if "endpoints" in entry:
+        if has_url:
+            raise ConfigError("give either \"url\" or \"endpoints\", not both", field=f"{where}.endpoints")
+        if has_command:
+            raise ConfigError("\"endpoints\" belongs to remote servers, not to a stdio server", field=f"{where}.endpoints")
+        raw["endpoints"] = _check_endpoints(entry["endpoints"], f"{where}.endpoints")
+        entry = {**entry, "url": raw["endpoints"][0]["url"]}  # the first one decides the kind
+        has_url = True
+    if "region" in entry and entry["region"] is not None:
+        if "endpoints" not in raw:
+            raise ConfigError("\"region\" is the region to prefer among \"endpoints\"; this server has none",
+                              field=f"{where}.region")
+        raw["region"] = _expect_str(entry["region"], f"{where}.region")
     if has_command and has_url:
         raise ConfigError("give either \"command\" (stdio) or \"url\" (remote), not both", field=where)
     if kind is None:
@@ -422,8 +458,10 @@ def _check_entry(name: str, entry: Any, where: str) -> tuple[str, dict[str, Any]
             if key in entry:
                 raise ConfigError(f"\"{key}\" belongs to stdio servers, not to a {kind} server", field=f"{where}.{key}")
         raw["url"] = _expect_str(entry["url"], f"{where}.url")
-        if "${" not in raw["url"]:  # otherwise checked once expanded, for that server only
-            _check_url(kind, raw["url"].strip(), raw["url"], f"{where}.url")
+        for i, ep in enumerate(raw.get("endpoints") or [{"url": raw["url"]}]):
+            at = f"{where}.endpoints[{i}].url" if "endpoints" in raw else f"{where}.url"
+            if "${" not in ep["url"]:  # otherwise checked once expanded, for that server only
+                _check_url(kind, ep["url"].strip(), ep["url"], at)
         headers = _expect_map(entry.get("headers", {}) if entry.get("headers") is not None else {}, f"{where}.headers")
         raw["headers"] = {}
         for k, v in headers.items():
@@ -444,6 +482,33 @@ def _check_entry(name: str, entry: Any, where: str) -> tuple[str, dict[str, Any]
         raw["disabled"] = d
     raw["_where"] = where
     return kind, raw
+
+
+def _check_endpoints(value: Any, where: str) -> list[dict[str, Any]]:
+    if not isinstance(value, (list, tuple)) or not value:
+        raise ConfigError(f"expected a non-empty list of endpoints, got {_describe(value)}", field=where)
+    out: list[dict[str, Any]] = []
+    names: set[str] = set()
+    for i, item in enumerate(value):
+        at = f"{where}[{i}]"
+        item = _expect_map(item, at)
+        unknown = sorted(set(item) - {"name", "url", "region"})
+        if unknown:
+            raise ConfigError(f"unknown key {unknown[0]!r} (an endpoint has name, url and region)", field=at)
+        if "url" not in item:
+            raise ConfigError("missing \"url\"", field=at)
+        ep = {"url": _expect_str(item["url"], f"{at}.url"), "name": f"endpoint-{i + 1}"}
+        if item.get("name") is not None:
+            ep["name"] = _expect_str(item["name"], f"{at}.name").strip()
+            if not ep["name"]:
+                raise ConfigError("must not be empty", field=f"{at}.name")
+        if ep["name"] in names:
+            raise ConfigError(f"endpoint name {ep['name']!r} is used twice", field=f"{at}.name")
+        names.add(ep["name"])
+        if item.get("region") is not None:
+            ep["region"] = _expect_str(item["region"], f"{at}.region")
+        out.append(ep)
+    return out
 
 
 def _check_url(kind: str, url: str, template: str, where: str) -> str:
@@ -484,7 +549,18 @@ def _resolve(name: str, kind: str, raw: dict[str, Any], extra: dict[str, Any], w
                 source=source,
                 templates=raw,
             )
-        url = _check_url(kind, x(raw["url"], f"{where}.url").strip(), raw["url"], f"{where}.url")
+        endpoints: list[Any] = []
+        if "endpoints" in raw:
+            from ._routing import Endpoint
+
+            for i, ep in enumerate(raw["endpoints"]):
+                at = f"{where}.endpoints[{i}].url"
+                address = _check_url(kind, x(ep["url"], at).strip(), ep["url"], at)
+                endpoints.append(Endpoint(ep["name"], address=address, region=ep.get("region")))
+            url = endpoints[0].address
+            raw = {**raw, "endpoint_urls": [ep["url"] for ep in raw["endpoints"]]}
+        else:
+            url = _check_url(kind, x(raw["url"], f"{where}.url").strip(), raw["url"], f"{where}.url")
         headers = {k: x(v, f"{where}.headers.{k}") for k, v in raw["headers"].items()}
         for k, v in headers.items():
             if "\r" in v or "\n" in v:
@@ -494,6 +570,8 @@ def _resolve(name: str, kind: str, raw: dict[str, Any], extra: dict[str, Any], w
             transport=kind,
             url=url,
             headers=headers,
+            endpoints=tuple(endpoints),
+            region=raw.get("region"),
             timeout=raw.get("timeout"),
             disabled=raw.get("disabled", False),
             extra=extra,
@@ -621,8 +699,6 @@ def build_client(server: ServerConfig, *, client_class: Any = None, **options: A
         from ._client import Client as client_class  # noqa: N813
     options.setdefault("name", server.name)
     if server.timeout is not None and "timeouts" not in options:
-        from dataclasses import replace
-
         from ._policies import Timeouts
 
         options["timeouts"] = replace(Timeouts.DEFAULT, request=server.timeout)
@@ -638,11 +714,7 @@ def build_client(server: ServerConfig, *, client_class: Any = None, **options: A
             source=server.source,
             server=server.name,
         )
-    target = server.url or ""
-    if server.transport == "grpc" and target.lower().startswith(("grpc://", "grpcs://")):
-        if target.lower().startswith("grpcs://") and _accepts(ctor, "secure") and "secure" in _names(ctor):
-            options.setdefault("secure", True)
-        target = target.split("://", 1)[1].rstrip("/")
+    target = _target(server.transport, server.url or "", ctor, options)
     if server.headers:
         names = _names(ctor)
         if "headers" in names:
@@ -658,7 +730,46 @@ def build_client(server: ServerConfig, *, client_class: Any = None, **options: A
                 source=server.source,
                 server=server.name,
             )
+    if server.endpoints:
+        return _routed(server, client_class, ctor, options)
     return ctor(target, **options)
+
+
+def _target(kind: str, url: str, ctor: Any, options: dict[str, Any]) -> str:
+    """What the constructor takes: gRPC drops its ``grpc://`` scheme (``grpcs://`` asks for TLS)."""
+    if kind == "grpc" and url.lower().startswith(("grpc://", "grpcs://")):
+        if url.lower().startswith("grpcs://") and _accepts(ctor, "secure") and "secure" in _names(ctor):
+            options.setdefault("secure", True)
+        return url.split("://", 1)[1].rstrip("/")
+    return url
+
+
+def _routed(server: ServerConfig, client_class: Any, ctor: Any, options: dict[str, Any]) -> Any:
+    """A routed Client over the entry's endpoints.
+
+    Each endpoint's transport is made exactly as ``ctor(url, **options)`` would make
+    it (headers, auth, TLS, the profile's limits): that Client is built once per
+    endpoint, never connected, and only its transport factory is kept.
+    """
+    profile = options.pop("profile", None)
+    if profile is not None:  # once, for the routed Client and its transports alike
+        from ._profiles import resolve
+
+        options, _flags = resolve(profile, server.transport, options, client_class, ctor)
+    transport_options = {k: v for k, v in options.items() if k not in ("name", "record", "on_breaker_change")}
+    factories: dict[str, Any] = {}
+    for ep in server.endpoints:
+        probe = ctor(_target(server.transport, str(ep.address), ctor, transport_options), **transport_options)
+        factories[ep.name] = probe._factory
+        probe.close()
+    endpoints = [replace(ep, address=_target(server.transport, str(ep.address), ctor, {})) for ep in server.endpoints]
+    accepted = _names(client_class.routed) | _names(client_class.__init__)
+    options = {k: v for k, v in options.items() if k in accepted}  # the rest was spent on the transports
+    if server.transport in ("http", "sse"):
+        from ._policies import PoolLimits
+
+        options.setdefault("pool", PoolLimits.SINGLE)  # as Client.http: urllib3 pools the sockets
+    return client_class.routed(endpoints, lambda ep: factories[ep.name](), region=server.region, **options)
 
 
 def client_from_config(path: str | os.PathLike[str], name: str, *, environ: Mapping[str, str] | None = None, **options: Any) -> Any:

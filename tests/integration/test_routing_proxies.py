@@ -283,3 +283,39 @@ def test_threads_keep_their_answers_while_an_endpoint_is_retired(nodes):
         assert client.endpoint_breakers["near"].state is BreakerState.OPEN
         assert client.router.current.name == "mid"
         assert client.call_tool("echo", {"message": "after"}).text == "after"
+
+
+def test_a_config_file_with_endpoints_makes_a_routed_client(nodes, tmp_path):
+    """An ``mcpServers`` entry listing endpoints becomes a routed Client: probed, the
+    nearest chosen, the configured headers on its transports, failover on kill."""
+    import json
+
+    for n in nodes.values():
+        n.wait()
+    cfg = tmp_path / "mcp.json"
+    cfg.write_text(json.dumps({"mcpServers": {"api": {
+        "type": "http",
+        "endpoints": [{"name": n, "url": f"{nodes[n].proxy.url}/mcp"} for n in ("far", "near")],
+        "headers": {"X-Test": "${ROUTE_HEADER}"},
+        "timeout": 5,
+    }}}))
+    with Client.from_config(cfg, "api", environ={"ROUTE_HEADER": "on"}) as client:
+        assert client.router is not None and client.router.current.name == "near", client.router.state()
+        assert set(client.endpoint_breakers) == {"far", "near"}
+        assert client.call_tool("echo", {"message": "configured"}).text == "configured"
+        conn = client._primary_connection()
+        assert conn.transport.endpoint.name == "near"
+        assert conn.transport._inner.options.headers["X-Test"] == "on"  # the entry's headers, expanded
+        nodes["near"].kill()
+        try:
+            # the connection to "near" dies; the reconnect goes to "far"
+            for _ in range(50):
+                try:
+                    assert client.call_tool("echo", {"message": "moved"}).text == "moved"
+                    break
+                except Exception:  # noqa: BLE001 - the call that met the dead node
+                    time.sleep(0.1)
+            assert client.router.current.name == "far", client.router.state()
+        finally:
+            nodes["near"].start()
+            nodes["near"].wait()

@@ -352,3 +352,59 @@ def test_client_from_config_classmethod_when_integrated(tmp_path):
     path.write_text(json.dumps({"mcpServers": {"demo": {"command": sys.executable, "args": ["-m", "mcpsync.server.demo"]}}}))
     with Client.from_config(path, "demo") as client:
         assert client.call_tool("echo", {"message": "hi"}).content[0].text == "hi"
+
+
+# ------------------------------------------------------------------ endpoints (routed servers)
+
+
+def _routed_entry(**extra):
+    return {"mcpServers": {"api": {
+        "endpoints": [
+            {"name": "eu", "url": "https://eu.example.test/mcp", "region": "eu"},
+            {"url": "https://user:${PW}@us.example.test/mcp"},
+        ],
+        "region": "eu",
+        "headers": {"Authorization": "Bearer ${TOKEN}"},
+        **extra,
+    }}}
+
+
+def test_endpoints_parse_expand_and_hide_secrets():
+    cfg = parse_config(_routed_entry(), environ={"PW": SECRET, "TOKEN": SECRET})
+    api = cfg["api"]
+    assert api.transport == "http" and api.region == "eu"
+    assert [(e.name, e.region) for e in api.endpoints] == [("eu", "eu"), ("endpoint-2", None)]
+    assert api.endpoints[1].address == f"https://user:{SECRET}@us.example.test/mcp"
+    assert api.url == "https://eu.example.test/mcp"
+    assert SECRET not in repr(api) and SECRET not in api.describe()
+    assert "eu" in api.describe() and "endpoint-2" in api.describe()
+
+
+@pytest.mark.parametrize(
+    "entry, field, words",
+    [
+        ({"url": "https://a.test/mcp", "endpoints": [{"url": "https://b.test/mcp"}]}, "mcpServers.x.endpoints", "not both"),
+        ({"endpoints": []}, "mcpServers.x.endpoints", "non-empty list"),
+        ({"endpoints": [{"name": "a"}]}, "mcpServers.x.endpoints[0]", "missing \"url\""),
+        ({"endpoints": [{"url": "ftp://a.test"}]}, "mcpServers.x.endpoints[0].url", "http:// or https://"),
+        ({"endpoints": [{"url": "https://a.test", "name": "n"}, {"url": "https://b.test", "name": "n"}]},
+         "mcpServers.x.endpoints[1].name", "used twice"),
+        ({"endpoints": [{"url": "https://a.test", "weight": 3}]}, "mcpServers.x.endpoints[0]", "unknown key 'weight'"),
+        ({"url": "https://a.test/mcp", "region": "eu"}, "mcpServers.x.region", "has none"),
+        ({"command": "python", "endpoints": [{"url": "https://a.test"}]}, "mcpServers.x.endpoints", "remote servers"),
+    ],
+)
+def test_bad_endpoints_name_the_field(entry, field, words):
+    with pytest.raises(ConfigError) as info:
+        parse_config({"mcpServers": {"x": entry}})
+    assert info.value.field == field and words in str(info.value)
+
+
+def test_an_unset_variable_in_one_endpoint_disables_only_that_server():
+    cfg = parse_config({"mcpServers": {
+        "api": {"endpoints": [{"url": "https://${HOST}/mcp"}]},
+        "ok": {"url": "https://ok.test/mcp"},
+    }}, environ={})
+    assert "ok" in cfg.usable and "api" not in cfg.usable
+    with pytest.raises(ConfigError, match="HOST"):
+        cfg["api"]
