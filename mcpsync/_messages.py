@@ -137,8 +137,10 @@ class AudioContent(Struct, tag="audio", tag_field="type", **_OPTS):
     meta: Union[dict[str, Any], None] = field(default=None, name="_meta")
 
 
-class ResourceLink(Struct, tag="resource_link", tag_field="type", **_OPTS):
-    uri: str = ""
+class Resource(Struct, **_OPTS):
+    """A resource the server offers (``resources/list``)."""
+
+    uri: str
     name: str = ""
     title: Union[str, None] = None
     description: Union[str, None] = None
@@ -147,6 +149,10 @@ class ResourceLink(Struct, tag="resource_link", tag_field="type", **_OPTS):
     icons: Union[list[Icon], None] = None
     annotations: Union[Annotations, None] = None
     meta: Union[dict[str, Any], None] = field(default=None, name="_meta")
+
+
+class ResourceLink(Resource, tag="resource_link", tag_field="type"):
+    """A content block pointing at a resource: a :class:`Resource` with ``type``."""
 
 
 class TextResourceContents(Struct, **_OPTS):

@@ -19,6 +19,7 @@ from ._messages import (
     Annotations,
     ContentBlock,
     Icon,
+    Resource,
     ResourceContents,
     _content_list,
 )
@@ -59,20 +60,6 @@ class _Cacheable(Struct, **_OPTS):
 
 
 # --------------------------------------------------------------------------- resources
-
-
-class Resource(Struct, **_OPTS):
-    """A resource the server offers (``resources/list``)."""
-
-    uri: str
-    name: str = ""
-    title: Union[str, None] = None
-    description: Union[str, None] = None
-    mime_type: Union[str, None] = None
-    size: Union[int, None] = None
-    icons: Union[list[Icon], None] = None
-    annotations: Union[Annotations, None] = None
-    meta: Union[dict[str, Any], None] = field(default=None, name="_meta")
 
 
 class ResourceTemplate(Struct, **_OPTS):
