@@ -100,6 +100,22 @@ def test_decode_tools_list_mcpsync_msgspec(benchmark):
     assert len(r.tools) == 50
 
 
+def _decode_and_read_schemas(data: bytes):
+    from mcpsync._messages import decode_result
+
+    r = decode_result("tools/list", data)
+    for t in r.tools:
+        t.input_schema, t.output_schema
+    return r
+
+
+@pytest.mark.benchmark(group="codec-tools-list-50")
+def test_decode_tools_list_mcpsync_reading_every_schema(benchmark):
+    # the schemas are decoded on first access; this is the cost when a caller reads all
+    r = benchmark(_decode_and_read_schemas, _tools_list_json())
+    assert r.tools[0].input_schema["type"] == "object"
+
+
 @pytest.mark.benchmark(group="codec-tools-list-50")
 def test_decode_tools_list_sdk_pydantic(benchmark):
     from mcp.types import ListToolsResult

@@ -9,6 +9,7 @@ newer server never breaks an older client. Content blocks are a tagged union on
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Literal, Union
 
 import msgspec
@@ -88,18 +89,111 @@ class ToolAnnotations(Struct, **_OPTS):
     open_world_hint: Union[bool, None] = None
 
 
-class Tool(Struct, **_OPTS):
-    """A tool the server offers."""
+class _decoded_once:
+    """``functools.cached_property`` without its lock (Python 3.11 takes an RLock on every
+    first access): two threads that race both decode the same JSON, and one result stays."""
+
+    def __init__(self, fn: Any) -> None:
+        self.fn = fn
+        self.name = fn.__name__
+        self.__doc__ = fn.__doc__
+
+    def __get__(self, obj: Any, owner: Any = None) -> Any:
+        if obj is None:
+            return self
+        value = obj.__dict__[self.name] = self.fn(obj)
+        return value
+
+
+_EMPTY_OBJECT = Raw(b"{}")
+_ABSENT = Raw()  # omit_defaults leaves a field out when it holds this very object
+
+
+class Tool(Struct, dict=True, **_OPTS):
+    """A tool the server offers.
+
+    The two schemas stay undecoded JSON on the wire struct (``input_schema_json``,
+    ``output_schema_json``, an empty ``Raw`` when absent) and are decoded on first access of :attr:`input_schema` /
+    :attr:`output_schema`, then kept: listing tools costs a scan of the schemas, not a
+    dict per schema node that nobody may read. Build one by hand with :meth:`build`.
+    """
 
     name: str
     title: Union[str, None] = None
     description: Union[str, None] = None
-    input_schema: dict[str, Any] = {}
-    output_schema: Union[dict[str, Any], None] = None
+    input_schema_json: Raw = field(default=_EMPTY_OBJECT, name="inputSchema")
+    output_schema_json: Raw = field(default=_ABSENT, name="outputSchema")
     annotations: Union[ToolAnnotations, None] = None
     icons: Union[list[Icon], None] = None
     execution: Union[dict[str, Any], None] = None
     meta: Union[dict[str, Any], None] = field(default=None, name="_meta")
+
+    @_decoded_once
+    def input_schema(self) -> dict[str, Any]:
+        """The JSON Schema of the arguments (a JSON object).
+
+        Raises:
+            ProtocolError: the server sent an ``inputSchema`` that is not a JSON object.
+        """
+        return _schema_object(self.name, "inputSchema", self.input_schema_json)
+
+    @_decoded_once
+    def output_schema(self) -> Union[dict[str, Any], None]:
+        """The JSON Schema of ``structuredContent``, or ``None`` when the tool declares none.
+
+        Raises:
+            ProtocolError: the server sent an ``outputSchema`` that is neither an object nor null.
+        """
+        raw = self.output_schema_json
+        if len(raw) == 0 or bytes(raw) == b"null":  # absent, or sent as null
+            return None
+        return _schema_object(self.name, "outputSchema", raw)
+
+    def __repr__(self) -> str:
+        parts = []
+        for name in self.__struct_fields__:
+            if name.endswith("_schema_json"):
+                name = name[: -len("_json")]
+            parts.append(f"{name}={getattr(self, name)!r}")
+        return f"Tool({', '.join(parts)})"
+
+    @classmethod
+    def build(
+        cls,
+        name: str,
+        *,
+        input_schema: Union[Mapping[str, Any], None] = None,
+        output_schema: Union[Mapping[str, Any], None] = None,
+        **fields: Any,
+    ) -> "Tool":
+        """A Tool from Python values: the schemas as mappings, the other fields as keywords.
+
+        Without ``input_schema`` the tool takes no declared arguments (``{"type": "object"}``).
+        """
+        if input_schema is None:
+            input_schema = {"type": "object"}  # the member is required on the wire
+        tool = cls(
+            name=name,
+            input_schema_json=Raw(_encoder.encode(input_schema)),
+            output_schema_json=_ABSENT if output_schema is None else Raw(_encoder.encode(output_schema)),
+            **fields,
+        )
+        cache = tool.__dict__
+        cache["input_schema"] = dict(input_schema)
+        cache["output_schema"] = None if output_schema is None else dict(output_schema)
+        return tool
+
+
+def _schema_object(tool: str, member: str, raw: Raw) -> dict[str, Any]:
+    try:
+        value = _any_decoder.decode(raw)
+    except msgspec.DecodeError as exc:  # Raw only spans valid JSON; kept for safety
+        raise ProtocolError(f"tool {tool!r}: invalid {member}: {exc}", code=-32602) from None
+    if not isinstance(value, dict):
+        raise ProtocolError(
+            f"tool {tool!r}: {member} must be a JSON object, got {type(value).__name__}", code=-32602
+        )
+    return value
 
 
 class ListToolsResult(Struct, **_OPTS):
@@ -343,6 +437,12 @@ def decode_result(method: str, raw: Any) -> Any:
         raise ProtocolError(f"invalid {method} result: {exc}", code=-32602) from None
 
 
+def _raw_to_builtins(obj: Any) -> Any:
+    if isinstance(obj, Raw):
+        return _any_decoder.decode(obj)
+    raise TypeError(f"cannot convert {type(obj).__name__} to JSON")
+
+
 def to_builtins(obj: Any) -> Any:
-    """Typed Struct → plain JSON-compatible objects (wire names)."""
-    return msgspec.to_builtins(obj)
+    """Typed Struct → plain JSON-compatible objects (wire names); undecoded JSON is decoded."""
+    return msgspec.to_builtins(obj, enc_hook=_raw_to_builtins)

@@ -81,7 +81,7 @@ from ._errors import (
     RequestTimeout,
     ResourceNotFound,
 )
-from ._messages import RESULT_DECODERS, CallToolResult, Tool
+from ._messages import RESULT_DECODERS, CallToolResult, Tool, to_builtins
 from ._protocol_types import (
     CompleteResult,
     Completion,
@@ -188,7 +188,7 @@ class _Pending:
 
 def _plain(obj: Any) -> Any:
     if isinstance(obj, msgspec.Struct):
-        return msgspec.to_builtins(obj)
+        return to_builtins(obj)
     return obj
 
 

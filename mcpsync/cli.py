@@ -131,10 +131,10 @@ def parse_arguments(pairs: Sequence[str], input_schema: Any = None) -> dict[str,
 
 
 def _print_tools(tools: Sequence[Any], as_json: bool) -> None:
-    import msgspec
+    from ._messages import to_builtins
 
     if as_json:
-        print(json.dumps([msgspec.to_builtins(t) for t in tools], indent=2, ensure_ascii=False))
+        print(json.dumps([to_builtins(t) for t in tools], indent=2, ensure_ascii=False))
         return
     width = max((len(t.name) for t in tools), default=0)
     for t in tools:
@@ -143,10 +143,10 @@ def _print_tools(tools: Sequence[Any], as_json: bool) -> None:
 
 
 def _print_result(result: Any, as_json: bool) -> None:
-    import msgspec
+    from ._messages import to_builtins
 
     if as_json:
-        print(json.dumps(msgspec.to_builtins(result), indent=2, ensure_ascii=False))
+        print(json.dumps(to_builtins(result), indent=2, ensure_ascii=False))
         return
     from ._messages import TextContent
 

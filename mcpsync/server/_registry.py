@@ -301,8 +301,8 @@ class Registry:
         if isinstance(annotations, Mapping):
             annotations = msgspec.convert(dict(annotations), ToolAnnotations)
         doc = inspect.getdoc(fn)
-        tool = Tool(
-            name=tool_name,
+        tool = Tool.build(
+            tool_name,
             title=title,
             description=description if description is not None else (doc or None),
             input_schema=in_schema,

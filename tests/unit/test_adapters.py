@@ -146,7 +146,7 @@ def _validate(items, schema):
 
 def _tool(name, description="", props=None, **kw):
     schema = {"type": "object", "properties": props or {}}
-    return Tool(name=name, description=description or None, input_schema=schema, **kw)
+    return Tool.build(name, description=description or None, input_schema=schema, **kw)
 
 
 class Source:
@@ -228,7 +228,7 @@ def test_openai_shapes():
 
 
 def test_schemaless_and_odd_schemas_become_object_schemas():
-    tools = [Tool(name="a", input_schema={}), Tool(name="b", input_schema={"$schema": "http://json-schema.org/draft-07/schema#", "type": "object", "properties": {"x": {"type": "string"}}})]
+    tools = [Tool.build("a", input_schema={}), Tool.build("b", input_schema={"$schema": "http://json-schema.org/draft-07/schema#", "type": "object", "properties": {"x": {"type": "string"}}})]
     out = anthropic_tools(tools)
     _validate(out, ANTHROPIC_TOOL)
     assert out[0]["input_schema"] == {"type": "object", "properties": {}}
@@ -307,7 +307,7 @@ def test_order_is_stable_when_the_server_lists_the_same_set_differently():
         shuffled = list(TOOLS)
         rng.shuffle(shuffled)
         # same tools, listed in another order with their schema keys in another order
-        src.tools = [Tool(name=t.name, description=t.description, input_schema=dict(reversed(list(t.input_schema.items())))) for t in shuffled]
+        src.tools = [Tool.build(t.name, description=t.description, input_schema=dict(reversed(list(t.input_schema.items())))) for t in shuffled]
         again = adapter.openai()
         assert json.dumps(again) == frozen
         assert again is first  # the cached rendering itself: the prompt prefix cannot move

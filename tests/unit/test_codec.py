@@ -159,3 +159,47 @@ def test_structs_are_frozen():
     with pytest.raises(AttributeError):
         r.is_error = True  # type: ignore[misc]
     assert msgspec.to_builtins(r) == {}  # defaults are omitted on the wire
+
+
+def test_tool_schemas_are_decoded_on_first_access_and_kept():
+    raw = encode({"tools": [
+        {"name": "a", "inputSchema": {"type": "object", "properties": {"x": {"type": "integer"}}},
+         "outputSchema": {"type": "object"}},
+        {"name": "b", "inputSchema": {"type": "object"}, "outputSchema": None},
+        {"name": "c"},
+    ]})
+    a, b, c = decode_result("tools/list", raw).tools
+    assert "input_schema" not in a.__dict__  # nothing decoded yet
+    assert a.input_schema == {"type": "object", "properties": {"x": {"type": "integer"}}}
+    assert a.input_schema is a.input_schema  # decoded once, then kept
+    assert a.output_schema == {"type": "object"}
+    assert b.output_schema is None and c.output_schema is None and c.input_schema == {}
+    assert "input_schema={'type': 'object'" in repr(a) and "Raw" not in repr(a)
+
+
+def test_a_tool_whose_schema_is_not_an_object_fails_on_access_alone():
+    raw = encode({"tools": [{"name": "bad", "inputSchema": [1, 2], "outputSchema": "no"},
+                            {"name": "good", "inputSchema": {"type": "object"}}]})
+    bad, good = decode_result("tools/list", raw).tools
+    assert good.input_schema == {"type": "object"}
+    with pytest.raises(ProtocolError, match="tool 'bad': inputSchema must be a JSON object, got list") as info:
+        bad.input_schema
+    assert info.value.code == -32602
+    with pytest.raises(ProtocolError, match="outputSchema must be a JSON object, got str"):
+        bad.output_schema
+
+
+def test_a_built_tool_encodes_and_converts_like_a_decoded_one():
+    from mcpsync._messages import Tool, to_builtins
+
+    t = Tool.build("t", input_schema={"type": "object"}, output_schema={"type": "object"}, title="T")
+    assert t.input_schema == {"type": "object"} and t.output_schema == {"type": "object"}
+    wire = msgspec.json.decode(encode(t))
+    assert wire == {"name": "t", "title": "T", "inputSchema": {"type": "object"}, "outputSchema": {"type": "object"}}
+    assert to_builtins(t) == wire
+    bare = Tool.build("u")
+    assert msgspec.json.decode(encode(bare)) == {"name": "u", "inputSchema": {"type": "object"}}
+    assert bare.output_schema is None
+    back = decode_result("tools/list", encode({"tools": [t]})).tools[0]
+    assert back == t and back.input_schema == t.input_schema
+    assert pickle.loads(pickle.dumps(back)).input_schema == {"type": "object"}
