@@ -113,9 +113,10 @@ class Tool(Struct, dict=True, **_OPTS):
     """A tool the server offers.
 
     The two schemas stay undecoded JSON on the wire struct (``input_schema_json``,
-    ``output_schema_json``, an empty ``Raw`` when absent) and are decoded on first access of :attr:`input_schema` /
-    :attr:`output_schema`, then kept: listing tools costs a scan of the schemas, not a
-    dict per schema node that nobody may read. Build one by hand with :meth:`build`.
+    ``output_schema_json``; an empty ``Raw`` when absent) and are decoded on first
+    access of :attr:`input_schema` / :attr:`output_schema`, then kept: listing tools
+    costs a scan of the schemas, not a dict per schema node that nobody may read.
+    Build one by hand with :meth:`build`.
     """
 
     name: str
@@ -145,7 +146,7 @@ class Tool(Struct, dict=True, **_OPTS):
             ProtocolError: the server sent an ``outputSchema`` that is neither an object nor null.
         """
         raw = self.output_schema_json
-        if len(raw) == 0 or bytes(raw) == b"null":  # absent, or sent as null
+        if len(raw) == 0 or (len(raw) == 4 and bytes(raw) == b"null"):  # absent, or sent as null
             return None
         return _schema_object(self.name, "outputSchema", raw)
 

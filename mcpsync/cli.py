@@ -143,12 +143,11 @@ def _print_tools(tools: Sequence[Any], as_json: bool) -> None:
 
 
 def _print_result(result: Any, as_json: bool) -> None:
-    from ._messages import to_builtins
+    from ._messages import TextContent, to_builtins
 
     if as_json:
         print(json.dumps(to_builtins(result), indent=2, ensure_ascii=False))
         return
-    from ._messages import TextContent
 
     for block in result.content:
         if isinstance(block, TextContent):
