@@ -1013,11 +1013,23 @@ class Client(ProtocolMixin):
             tool = method  # kept apart from agent calls in the metrics
         guard = self._guard
         if self._endpoint_breakers is None and guard.ready():
-            # the healthy common case, flattened: the first attempt runs here; only an
-            # error goes on to the guard's retry loop
+            # the healthy common case, flattened: the first attempt runs here, on the
+            # idle connection when there is one (no Lease); only an error goes on to the
+            # guard's retry loop
             start = guard._clock()
+            pool = self._pool
             try:
-                result = self._attempt(method, params, t, progress)
+                entry = pool.take_idle()
+                if entry is None:
+                    result = self._attempt(method, params, t, progress)
+                else:
+                    conn = entry.conn
+                    try:
+                        result = self._request_on(conn, method, params, t, progress)
+                    except BaseException:
+                        pool.give_back(entry, broken=not conn.alive())
+                        raise
+                    pool.give_back(entry)
             except BaseException as exc:
                 return guard.after_first_failure(
                     exc, lambda: self._attempt(method, params, t, progress), start,
@@ -1264,12 +1276,17 @@ class Client(ProtocolMixin):
             # decide retry safety come with the discovery the schema check needs anyway
             # (validate=False, task=False asks for a bare call: no discovery for it)
             definition = self.get_tool(name, timeout=timeout)
-        safe = retry_safe or tool_is_retry_safe(definition)
+        if definition is None:
+            safe, task_only = retry_safe, False
+        else:
+            safe, task_only = _call_facts(definition)
+            safe = safe or retry_safe
         tel = self._telemetry
         if (
             tel is None
             and task is not True
-            and (definition is None or ((not validate or definition.output_schema is None) and not _task_only(definition)))
+            and not task_only
+            and (definition is None or not validate or definition.output_schema is None)
         ):
             # the common case, kept short: nothing to validate, no task to run
             params: dict[str, Any] = {"name": name, "arguments": arguments if arguments is not None else {}}
@@ -1316,6 +1333,15 @@ class Client(ProtocolMixin):
                 handler(params)
             except Exception:
                 log.exception("handler for %s raised", method)
+
+def _call_facts(tool: Tool) -> tuple[bool, bool]:
+    """(retry safe, task-only) of a listed tool: worked out on its first call and kept
+    on the Tool, since call_tool asks on every call."""
+    facts: tuple[bool, bool] | None = tool.__dict__.get("_mcpsync_call_facts")
+    if facts is None:
+        facts = tool.__dict__["_mcpsync_call_facts"] = (tool_is_retry_safe(tool), _task_only(tool))
+    return facts
+
 
 def _task_only(tool: Tool) -> bool:
     execution = tool.execution

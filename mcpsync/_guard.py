@@ -315,10 +315,12 @@ class CircuitBreaker:
 
     def _admit_fast(self, success: bool = False) -> None:
         """Count a call the guard ran while CLOSED without a ticket (its fast path)."""
-        with self._lock:
-            self.admitted += 1
-            if success:
-                self.successes += 1
+        lock = self._lock
+        lock.acquire()  # not ``with``: on CPython 3.11 that costs over twice as much
+        self.admitted += 1
+        if success:
+            self.successes += 1
+        lock.release()
 
     def call(self, fn: Callable[[], T]) -> T:
         """Run ``fn`` under the breaker: acquire, call, release on every path."""
@@ -761,9 +763,13 @@ class Guard:
     def succeeded(self, tool: str | None, start: float) -> None:
         """Count a first attempt that succeeded on the fast path (``start`` from the
         guard's clock, taken before it)."""
-        self.breaker._admit_fast(success=True)
-        if self.record is not None:
-            self._record(tool, start, None)
+        self.breaker._admit_fast(True)
+        record = self.record
+        if record is not None:
+            try:
+                record(self.server, tool, start, self._clock(), SUCCESS)
+            except Exception:
+                log.exception("metrics recorder raised")
 
     def after_first_failure(
         self,

@@ -425,10 +425,11 @@ def decode_result(method: str, raw: Any) -> Any:
     Raises:
         ProtocolError: the result does not have the shape the method's type requires.
     """
-    if isinstance(raw, Struct):
-        return raw  # an in-process (Local) result, already typed
-    if not isinstance(raw, (bytes, bytearray, memoryview, Raw)):
-        raw = _encoder.encode(raw)  # an in-process result as plain JSON-compatible objects
+    if type(raw) is not Raw:  # Raw: what a Dispatcher returns, the usual case
+        if isinstance(raw, Struct):
+            return raw  # an in-process (Local) result, already typed
+        if not isinstance(raw, (bytes, bytearray, memoryview)):
+            raw = _encoder.encode(raw)  # an in-process result as plain JSON-compatible objects
     dec = RESULT_DECODERS.get(method)
     try:
         if dec is None:

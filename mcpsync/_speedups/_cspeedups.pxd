@@ -25,5 +25,5 @@ cdef class TTLCache:
     cdef public Py_ssize_t hits
     cdef public Py_ssize_t misses
 
-    @cython.locals(expires=double)
+    @cython.locals(expires=double, lock=object)
     cpdef object get(self, object key, object default=*)

@@ -42,6 +42,18 @@ def test_basic_calls_both_eras(mode):
         c.ping()
 
 
+def test_a_caller_that_takes_over_from_the_idle_reader_gets_its_answer():
+    # Idle past the grace period, the background thread reads. A slow answer (longer
+    # than its poll) makes it hand the reading over to the waiting caller, which then
+    # reads its own answer itself.
+    with raw_client() as c:
+        c.call_tool("echo", {"message": "warm"})
+        time.sleep(0.1)
+        assert c.call_tool("sleep", {"seconds": 0.8}).text == "slept"
+        time.sleep(0.1)
+        assert c.call_tool("echo", {"message": "again"}).text == "again"
+
+
 def test_garbage_lines_are_dropped_and_the_call_still_answers():
     with raw_client("--misbehave", "garbage") as c:
         assert c.call_tool("bad").text == "ok after garbage"
