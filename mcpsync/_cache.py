@@ -286,11 +286,7 @@ class ToolCache:
 
     def peek(self, server: str, cred: Any = None) -> ToolSet | None:
         """Like :meth:`get`, but counts nothing (for the harness's own use)."""
-        if cred is None and server not in self._private:
-            # the common case (no credential, no private entries), on every call_tool
-            entry = self._store.get((server, None))
-            return self._usable(entry) if entry is not None else None
-        return self._find(server, credential_key(cred))
+        return self._find(server, None if cred is None else credential_key(cred))  # asked on every call_tool
 
     def get(self, server: str, cred: Any = None) -> ToolSet | None:
         """The cached tools of ``server`` for the authorization context ``cred``.

@@ -1013,23 +1013,11 @@ class Client(ProtocolMixin):
             tool = method  # kept apart from agent calls in the metrics
         guard = self._guard
         if self._endpoint_breakers is None and guard.ready():
-            # the healthy common case, flattened: the first attempt runs here, on the
-            # idle connection when there is one (no Lease); only an error goes on to the
-            # guard's retry loop
+            # the healthy common case, flattened: the first attempt runs here; only an
+            # error goes on to the guard's retry loop
             start = guard._clock()
-            pool = self._pool
             try:
-                entry = pool.take_idle()
-                if entry is None:
-                    result = self._attempt(method, params, t, progress)
-                else:
-                    conn = entry.conn
-                    try:
-                        result = self._request_on(conn, method, params, t, progress)
-                    except BaseException:
-                        pool.give_back(entry, broken=not conn.alive())
-                        raise
-                    pool.give_back(entry)
+                result = self._attempt(method, params, t, progress)
             except BaseException as exc:
                 return guard.after_first_failure(
                     exc, lambda: self._attempt(method, params, t, progress), start,
@@ -1044,14 +1032,15 @@ class Client(ProtocolMixin):
     def _attempt(self, method: str, params: Mapping[str, Any] | None, t: float, progress: ProgressCallback | None) -> Any:
         if self._endpoint_breakers is not None:
             return self._routed_attempt(method, params, t, progress)
-        lease = self._pool.borrow()
-        conn = lease.connection
+        pool = self._pool
+        entry = pool.borrow_entry()  # no Lease object: this frame gives it back on every path
+        conn = entry.conn
         try:
             result = self._request_on(conn, method, params, t, progress)
         except BaseException:
-            lease.release(broken=not conn.alive())
+            pool.give_back(entry, broken=not conn.alive())
             raise
-        lease.release()
+        pool.give_back(entry)
         return result
 
     def _routed_attempt(

@@ -45,7 +45,7 @@ from ._errors import (
     RequestTimeout,
     error_from_code,
 )
-from ._messages import Envelope, _envelope_decoder, decode_envelope, encode
+from ._messages import Envelope, decode_envelope, encode
 from ._worker import Worker
 from .transports._base import Transport
 
@@ -422,8 +422,7 @@ class Dispatcher:
         """
         receive = self.transport.receive
         rid = slot.id
-        stats = self.stats
-        decode = _envelope_decoder.decode
+        decode = self._decode
         mu = self._mu
         pending = self._pending
         handed_over = False
@@ -439,11 +438,8 @@ class Dispatcher:
                     continue
                 if data is None:
                     continue
-                stats["received"] += 1
-                try:
-                    env = decode(data)
-                except msgspec.DecodeError:  # malformed JSON or an invalid envelope
-                    self._drop_invalid(data)
+                env = decode(data)
+                if env is None:
                     continue
                 if env.id == rid and env.method is None and env.error is None and len(env.result):
                     # our own answer: leave the slot and the leadership in one go
@@ -510,20 +506,19 @@ class Dispatcher:
     # ------------------------------------------------------------------ incoming
 
     def _handle(self, data: bytes) -> None:
+        env = self._decode(data)
+        if env is not None:
+            self._deliver(env, data)
+
+    def _decode(self, data: bytes) -> Envelope | None:
+        """Count one message read; an invalid one is logged and dropped (None)."""
         self.stats["received"] += 1
         try:
-            env = _envelope_decoder.decode(data)
-        except msgspec.DecodeError:  # malformed JSON or an invalid envelope
-            self._drop_invalid(data)
-            return
-        self._deliver(env, data)
-
-    def _drop_invalid(self, data: bytes) -> None:
-        try:
-            decode_envelope(data)
+            return decode_envelope(data)
         except ProtocolError as exc:
             self.stats["dropped"] += 1
             log.warning("%s sent an invalid message (dropped): %s: %.200r", self.name, exc, data)
+            return None
 
     def _deliver(self, env: Envelope, data: bytes) -> None:
         if env.method is None:

@@ -764,12 +764,8 @@ class Guard:
         """Count a first attempt that succeeded on the fast path (``start`` from the
         guard's clock, taken before it)."""
         self.breaker._admit_fast(True)
-        record = self.record
-        if record is not None:
-            try:
-                record(self.server, tool, start, self._clock(), SUCCESS)
-            except Exception:
-                log.exception("metrics recorder raised")
+        if self.record is not None:
+            self._record_outcome(tool, start, SUCCESS)
 
     def after_first_failure(
         self,
@@ -829,7 +825,10 @@ class Guard:
                 self._record(tool, start, error)
 
     def _record(self, tool: str | None, start: float, error: BaseException | None) -> None:
+        self._record_outcome(tool, start, outcome_of(error))
+
+    def _record_outcome(self, tool: str | None, start: float, outcome: str) -> None:
         try:
-            self.record(self.server, tool, start, self._clock(), outcome_of(error))  # type: ignore[misc]
+            self.record(self.server, tool, start, self._clock(), outcome)  # type: ignore[misc]
         except Exception:
             log.exception("metrics recorder raised")

@@ -494,9 +494,20 @@ class ConnectionPool(Generic[C]):
         self._drop(hot, undo_borrow=True)
         return None
 
+    def borrow_entry(self, timeout: float | None = None) -> _Entry[C]:
+        """:meth:`borrow` for a caller that gives the connection back itself, in one
+        frame: the idle connection when there is one, without allocating a Lease.
+
+        Returns:
+            The entry (``entry.conn`` is the connection); hand it to :meth:`give_back`
+            on every path, exactly once.
+        """
+        entry = self.take_idle()
+        return entry if entry is not None else self.borrow(timeout)._entry
+
     def give_back(self, entry: _Entry[C], broken: bool = False, retire: bool = False) -> None:
-        """End a call bound to ``entry`` by :meth:`take_idle` (``broken``/``retire`` as
-        in :meth:`Lease.release`)."""
+        """End a call bound to ``entry`` by :meth:`take_idle` or :meth:`borrow_entry`
+        (``broken``/``retire`` as in :meth:`Lease.release`)."""
         to_close = False
         lock = self._lock
         lock.acquire()

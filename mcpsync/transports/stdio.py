@@ -114,7 +114,7 @@ class StdioTransport(Transport):
         self._stderr_thread: threading.Thread | None = None
         self._out_fd = -1
         self._in_fd = -1
-        self._poller: tuple[int, select.poll] | None = None  # (fd, poll object) for receive
+        self._poller = select.poll()  # watches _out_fd once connected
         self._pid_owner = os.getpid()
 
     # ------------------------------------------------------------------ lifecycle
@@ -141,6 +141,7 @@ class StdioTransport(Transport):
         assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
         self._in_fd = proc.stdin.fileno()
         self._out_fd = proc.stdout.fileno()
+        self._poller.register(self._out_fd, select.POLLIN)
         os.set_blocking(self._in_fd, False)
         self._stderr_thread = threading.Thread(
             target=self._drain_stderr, args=(proc.stderr,), name=f"mcpsync-stderr-{self.name}", daemon=True
@@ -270,12 +271,8 @@ class StdioTransport(Transport):
     def _wait_readable(self, fd: int, timeout: float | None) -> bool:
         # poll is about half the price of select here; one reader at a time is the
         # dispatcher's rule, and a poll object refuses concurrent use, so select stands in
-        poller = self._poller
-        if poller is None or poller[0] != fd:
-            poller = self._poller = (fd, select.poll())
-            poller[1].register(fd, select.POLLIN)
         try:
-            return bool(poller[1].poll(None if timeout is None else max(timeout, 0.0) * 1000.0))
+            return bool(self._poller.poll(None if timeout is None else max(timeout, 0.0) * 1000.0))
         except RuntimeError:  # concurrent poll() invocation
             return bool(select.select([fd], [], [], timeout)[0])
 
