@@ -401,12 +401,12 @@ class Dispatcher:
 
     def _release_leadership(self) -> None:
         with self._mu:
-            self._leader = None
-            self._last_activity = _monotonic()
-            self._wake_follower()
+            self._let_go()
 
-    def _wake_follower(self) -> None:
-        # under self._mu: one waiting follower takes over reading
+    def _let_go(self) -> None:
+        # under self._mu: nobody leads now; one waiting follower takes over reading
+        self._leader = None
+        self._last_activity = _monotonic()
         for w in self._waiters:
             if not w.done and not w.signaled:
                 self._wake(w)
@@ -449,10 +449,7 @@ class Dispatcher:
                             slot.result = env.result
                             slot.done = True
                             handed_over = True
-                            self._leader = None
-                            self._last_activity = _monotonic()
-                            if self._waiters:
-                                self._wake_follower()
+                            self._let_go()
                             return env.result
                     finally:
                         mu.release()
