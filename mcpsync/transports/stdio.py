@@ -63,6 +63,7 @@ def _drop_pipes_in_child() -> None:
                 pass
         t._out_fd = t._in_fd = -1
         t._closed = True
+        t._rlock = threading.Lock()  # a parent thread may have held it
     _LIVE.clear()
 
 
@@ -109,6 +110,10 @@ class StdioTransport(Transport):
         self._framer = LineFramer(max_message_size)
         self._ready: collections.deque[bytes] = collections.deque()
         self._wlock = threading.Lock()
+        # held while reading the output pipe: close() never closes that descriptor under
+        # a reader, whose next os.read would otherwise hit whatever pipe reuses its number
+        # (another server's output, stolen from its reader)
+        self._rlock = threading.Lock()
         self._closed = False
         self._stderr_tail: collections.deque[str] = collections.deque(maxlen=_STDERR_KEEP)
         self._stderr_thread: threading.Thread | None = None
@@ -143,6 +148,7 @@ class StdioTransport(Transport):
         self._out_fd = proc.stdout.fileno()
         self._poller.register(self._out_fd, select.POLLIN)
         os.set_blocking(self._in_fd, False)
+        os.set_blocking(self._out_fd, False)  # a read never blocks past its wait
         self._stderr_thread = threading.Thread(
             target=self._drain_stderr, args=(proc.stderr,), name=f"mcpsync-stderr-{self.name}", daemon=True
         )
@@ -218,12 +224,18 @@ class StdioTransport(Transport):
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
-        for stream in (proc.stdout, proc.stderr):
+        try:
+            if proc.stderr is not None:
+                proc.stderr.close()
+        except OSError:
+            pass
+        # the output pipe: now, unless a reader is inside receive(); it then closes the
+        # pipe itself on its way out (it saw _closed, set above, before releasing)
+        if self._rlock.acquire(False):
             try:
-                if stream is not None:
-                    stream.close()
-            except OSError:
-                pass
+                self._close_output()
+            finally:
+                self._rlock.release()
         if self._stderr_thread is not None:
             self._stderr_thread.join(1.0)
 
@@ -269,35 +281,72 @@ class StdioTransport(Transport):
         return ConnectionClosed(f"stdio server {self.name} is gone{self._exit_detail()}", sent=False)
 
     def _wait_readable(self, fd: int, timeout: float | None) -> bool:
-        # poll is about half the price of select here; one reader at a time is the
-        # dispatcher's rule, and a poll object refuses concurrent use, so select stands in
+        # holding _rlock, so the poll object is never used concurrently; poll is about
+        # half the price of select here
+        return bool(self._poller.poll(None if timeout is None else max(timeout, 0.0) * 1000.0))
+
+    def _close_output(self) -> None:
+        # holding _rlock: nobody is between a wait and an os.read on the descriptor
+        fd, self._out_fd = self._out_fd, -1
+        if fd < 0:
+            return
         try:
-            return bool(self._poller.poll(None if timeout is None else max(timeout, 0.0) * 1000.0))
-        except RuntimeError:  # concurrent poll() invocation
-            return bool(select.select([fd], [], [], timeout)[0])
+            self._poller.unregister(fd)
+        except (KeyError, ValueError):
+            pass
+        proc = self._proc
+        try:
+            if proc is not None and proc.stdout is not None:
+                proc.stdout.close()
+        except OSError:
+            pass
 
     def receive(self, timeout: float | None) -> bytes | None:
         ready = self._ready
         if ready:
             return ready.popleft()
-        fd = self._out_fd
-        if fd < 0:
-            raise ConnectionClosed(f"stdio server {self.name} is not connected")
+        rlock = self._rlock
+        # one reader at a time (the dispatcher's rule; a second one waits its turn)
+        if not rlock.acquire(True, -1 if timeout is None else max(timeout, 0.0)):
+            return None
+        try:
+            if self._closed:
+                raise ConnectionClosed(f"stdio server {self.name} was closed")
+            if ready:
+                return ready.popleft()
+            fd = self._out_fd
+            if fd < 0:
+                raise ConnectionClosed(f"stdio server {self.name} is not connected")
+            return self._read(fd, ready, timeout)
+        finally:
+            if self._closed:
+                self._close_output()  # close() left it to this reader
+            rlock.release()
+
+    def _read(self, fd: int, ready: "collections.deque[bytes]", timeout: float | None) -> bytes | None:
+        # holding _rlock: wait and read until a whole message is in, or the time is up
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             try:
-                if not self._wait_readable(fd, timeout):
-                    if deadline is None:
-                        continue
-                    timeout = deadline - time.monotonic()
-                    if timeout <= 0:
-                        return None
-                    continue
-                chunk = os.read(fd, 65536)
+                if self._wait_readable(fd, timeout):
+                    chunk = os.read(fd, 65536)
+                else:
+                    chunk = None
+            except BlockingIOError:  # woken with nothing to read (the pipe is non-blocking)
+                chunk = None
             except (OSError, ValueError) as exc:
                 if isinstance(exc, OSError) and exc.errno == errno.EINTR:
                     continue
                 raise ConnectionClosed(f"stdio server {self.name} is gone{self._exit_detail()}") from exc
+            if chunk is None:
+                if self._closed:
+                    raise ConnectionClosed(f"stdio server {self.name} was closed")
+                if deadline is None:
+                    continue
+                timeout = deadline - time.monotonic()
+                if timeout <= 0:
+                    return None
+                continue
             if not chunk:
                 if self._closed:
                     raise ConnectionClosed(f"stdio server {self.name} was closed")

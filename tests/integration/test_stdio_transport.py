@@ -1,0 +1,136 @@
+"""The stdio transport's pipes under close: a reader never touches a descriptor that
+close() released, so it can never read (steal) the output of the server that opens next
+and is given the same descriptor number.
+
+Found under chaos (tests/chaos/test_chaos_stdio.py): a connection's reader outlived its
+close, polled its old descriptor number, now another server's output, and took that
+server's answer to ``initialize``; the new connection's caller then blocked in os.read.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+
+import pytest
+
+from mcpsync import ConnectionClosed
+from mcpsync.transports.stdio import StdioTransport
+from tests.conftest import server_command
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def started(*args: str) -> StdioTransport:
+    cmd = server_command("raw_server.py", *args)
+    t = StdioTransport(cmd[0], cmd[1:], close_timeout=1.0)
+    t.connect(10.0)
+    return t
+
+
+def ping(t: StdioTransport, rid: int) -> None:
+    t.send(json.dumps({"jsonrpc": "2.0", "id": rid, "method": "ping"}).encode(), 5.0)
+
+
+def answer_id(t: StdioTransport) -> int:
+    data = t.receive(10.0)
+    assert data is not None, "no answer within 10 s"
+    return json.loads(data)["id"]
+
+
+def reusing_descriptor(number: int, attempts: int = 5) -> tuple[StdioTransport, list[StdioTransport]]:
+    """A connected transport whose output pipe got descriptor ``number`` (the kernel hands
+    out the lowest free one, so this is the usual case), and the others opened meanwhile."""
+    others: list[StdioTransport] = []
+    for _ in range(attempts):
+        t = started()
+        if t._out_fd == number:
+            return t, others
+        others.append(t)
+    for t in others:
+        t.close()
+    pytest.skip(f"descriptor {number} was not reused in {attempts} connects")
+
+
+def test_a_receive_after_close_raises_and_does_not_read_the_next_servers_pipe() -> None:
+    old = started()
+    ping(old, 1)
+    assert answer_id(old) == 1
+    number = old._out_fd
+    old.close()
+    new, others = reusing_descriptor(number)
+    try:
+        ping(new, 2)
+        with pytest.raises(ConnectionClosed, match="closed"):
+            old.receive(2.0)
+        assert answer_id(new) == 2  # still there for its own reader
+    finally:
+        for t in (new, *others):
+            t.close()
+
+
+def test_close_under_a_waiting_reader_ends_the_read_then_releases_the_pipe() -> None:
+    t = started()
+    outcome: list[BaseException | bytes | None] = []
+
+    def read() -> None:
+        try:
+            outcome.append(t.receive(30.0))
+        except BaseException as exc:  # noqa: BLE001 - the test inspects it
+            outcome.append(exc)
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    while not t._rlock.locked():  # the reader is inside receive(), waiting
+        reader.join(0.01)
+        assert reader.is_alive(), outcome
+    number = t._out_fd
+    t.close()
+    reader.join(10.0)
+    assert not reader.is_alive(), "the reader stayed blocked after close()"
+    assert len(outcome) == 1 and isinstance(outcome[0], ConnectionClosed), outcome
+    assert t._out_fd == -1  # the reader released the pipe on its way out
+    new, others = reusing_descriptor(number)
+    try:
+        ping(new, 3)
+        with pytest.raises(ConnectionClosed):
+            t.receive(1.0)
+        assert answer_id(new) == 3
+    finally:
+        for other in (new, *others):
+            other.close()
+
+
+def test_many_transports_closing_while_read_never_cross_answers() -> None:
+    """Readers on transports closed under them, while new ones open and answer:
+    every answer reaches the transport that asked, none is read by a closed one."""
+    stolen: list[bytes] = []
+    lost: list[int] = []
+
+    def drain(t: StdioTransport) -> None:
+        while True:
+            try:
+                data = t.receive(5.0)
+            except ConnectionClosed:
+                return
+            if data is not None:
+                stolen.append(data)  # a closed transport's pings were all answered before
+
+    for round_ in range(8):
+        t = started()
+        ping(t, round_)
+        if answer_id(t) != round_:
+            lost.append(round_)
+        reader = threading.Thread(target=drain, args=(t,), daemon=True)
+        reader.start()
+        t.close()
+        fresh = started()
+        try:
+            ping(fresh, 100 + round_)
+            if answer_id(fresh) != 100 + round_:
+                lost.append(100 + round_)
+        finally:
+            fresh.close()
+        reader.join(10.0)
+        assert not reader.is_alive()
+    assert not stolen and not lost, (stolen, lost)
