@@ -6,7 +6,7 @@ tests drive them without waiting:
 * :class:`CircuitBreaker` — CLOSED → OPEN → HALF_OPEN, per :class:`BreakerPolicy`.
 * :func:`retry_call` — runs one attempt after another per :class:`RetryPolicy`; the
   per-attempt state is a new policy value whose ``history`` the final error carries as
-  ``retry_history``.
+  ``retry_history`` (and the earlier attempts' errors as ``retried_errors``).
 * :class:`ReconnectSchedule` — counts connection failures per :class:`ReconnectPolicy`
   and holds the server *unavailable* until :meth:`ReconnectSchedule.reset`.
 * :class:`Guard` — breaker + retries + availability + a ``record`` callback, for the
@@ -414,7 +414,10 @@ def retry_call(
     Raises:
         MCPError: the last attempt's error, with ``retry_history`` attached (the final
             policy's ``history``: one ``(error class name, seconds waited before it)``
-            pair per attempt, so ``len(exc.retry_history)`` is the number of attempts).
+            pair per attempt, so ``len(exc.retry_history)`` is the number of attempts)
+            and ``retried_errors``: the errors of the attempts before it, oldest first
+            (each one was retried, so for a call that is not safe to retry each of them
+            never reached the server).
 
     Example:
         >>> from mcpsync._errors import ConnectError
@@ -429,6 +432,7 @@ def retry_call(
     """
     waited = 0.0
     pending = first_error
+    retried: list[MCPError] = []
     while True:
         try:
             if pending is not None:
@@ -441,8 +445,10 @@ def retry_call(
             if wait is not None and give_up is not None and give_up(exc, wait):
                 wait = None
             if wait is None:
-                attach_fields(exc, retry_history=policy.history)
+                # (an attempt may re-raise an earlier attempt's error object: never its own)
+                attach_fields(exc, retry_history=policy.history, retried_errors=tuple(e for e in retried if e is not exc))
                 raise
+            retried.append(exc)
             if on_retry is not None:
                 on_retry(policy, exc, wait)
             log.debug("retry %d after %s in %.2f s", policy.attempts, type(exc).__name__, wait)
@@ -732,10 +738,10 @@ class Guard:
         Raises:
             CircuitOpen: the breaker is open (not retried).
             ServerUnavailable: the server is marked unavailable.
-            MCPError: the last attempt's error, carrying ``retry_history``.
+            MCPError: the last attempt's error, carrying ``retry_history`` and
+                ``retried_errors`` (see :func:`retry_call`).
         """
         start = self._clock() if self.record is not None or budget is not None else 0.0
-        first: MCPError | None = None
         breaker = self.breaker
         reconnect = self.reconnect
         # Fast path: a CLOSED breaker admits every call and a success changes none of

@@ -40,7 +40,6 @@ from mcpsync import (
     BreakerState,
     Client,
     ConnectError,
-    ConnectionClosed,
     MCPError,
     NetworkError,
     PoolLimits,
@@ -52,7 +51,7 @@ from mcpsync import (
 from tests.chaos.proxy import ChaosProxy
 from tests.chaos.test_chaos_stdio import THREADS, join_all, run_callers
 from tests.conftest import ROOT, free_port, server_command
-from tests.servers.chaos_support import ChaosLog, Tally, wait_until
+from tests.servers.chaos_support import ChaosLog, Tally, resent_after_reaching, wait_until
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -314,9 +313,7 @@ def test_sixteen_threads_while_the_network_is_cut(case: Case) -> None:
     assert proxy.accepted > accepted0, info
     assert stats.in_use == 0, f"leaked leases: {info}"
     # no unannotated call re-sent after it may have reached the server
-    resent = [k for k, e in tally.failed.items()
-              if isinstance(e, (ConnectionClosed, RequestTimeout)) and getattr(e, "sent", True) is not False
-              and len(getattr(e, "retry_history", ())) > 1]
+    resent = resent_after_reaching(tally.failed)
     assert not resent, f"echo was retried after it may have reached the server: {resent[:3]}"
     if case.log is not None:
         seen = ChaosLog.read(case.log).seen("echo")

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from mcpsync._errors import may_have_reached_server
+
 SERVERS = Path(__file__).resolve().parent
 
 
@@ -121,3 +123,15 @@ class Tally:
     def summary(self) -> str:
         kinds = Counter(type(e).__name__ for e in self.failed.values())
         return f"issued={len(self.issued)} ok={len(self.ok)} failed={len(self.failed)} {dict(kinds)}"
+
+
+def resent_after_reaching(failed: dict[str, BaseException]) -> list[str]:
+    """Keys of failed calls that were retried after an attempt that may have reached the
+    server (for an unannotated tool that must never happen). A call may be retried after
+    attempts that never left the client; ``exc.retried_errors`` holds those attempts'
+    errors and ``may_have_reached_server`` judges each."""
+    out = []
+    for key, exc in failed.items():
+        if any(may_have_reached_server(e) for e in getattr(exc, "retried_errors", ())):
+            out.append(key)
+    return out

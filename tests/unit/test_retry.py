@@ -24,6 +24,7 @@ from mcpsync._errors import (
     ServerUnavailable,
     ToolNotFound,
     error_from_code,
+    may_have_reached_server,
 )
 from mcpsync._guard import ReconnectSchedule, retry_call
 from mcpsync._policies import ReconnectPolicy, RetryPolicy
@@ -210,6 +211,28 @@ def test_attempts_that_never_left_the_client_are_always_retried(exc: BaseExcepti
     attempt = failing(exc)
     assert retry_call(attempt, safe_to_retry=False, sleep=Sleeps(), rand=MID) == "ok"
     assert len(attempt.calls) == 2
+
+
+def test_the_final_error_carries_the_errors_it_retried() -> None:
+    """``retried_errors``: what each earlier attempt raised, so a caller can tell whether
+    an unannotated call was re-sent (here: the first attempt never left the client)."""
+    first, second = ConnectionClosed("dead before writing", sent=False), ConnectionClosed("eof")
+    with pytest.raises(ConnectionClosed) as info:
+        retry_call(failing(first, second), safe_to_retry=False, sleep=Sleeps(), rand=MID)
+    assert info.value is second
+    assert info.value.retried_errors == (first,)
+    assert [name for name, _ in info.value.retry_history] == ["ConnectionClosed", "ConnectionClosed"]
+    assert not any(may_have_reached_server(e) for e in info.value.retried_errors)
+    back = pickle.loads(pickle.dumps(info.value))
+    assert [str(e) for e in back.retried_errors] == ["dead before writing"]
+    assert back.retried_errors[0].sent is False
+
+
+def test_an_attempt_reraising_an_earlier_error_does_not_list_itself() -> None:
+    same = ConnectError("refused")
+    with pytest.raises(ConnectError) as info:
+        retry_call(failing(same, same), RetryPolicy(retries=1, jitter=0.0), sleep=Sleeps())
+    assert info.value.retried_errors == () and len(info.value.retry_history) == 2
 
 
 def test_on_retry_sees_each_new_policy_value() -> None:
