@@ -34,6 +34,9 @@ log = logging.getLogger("mcpsync.transports.stdio")
 
 _LIVE: "weakref.WeakSet[StdioTransport]" = weakref.WeakSet()
 _STDERR_KEEP = 20
+_monotonic = time.monotonic
+#: A wait for output that ends sooner than this found it there already.
+_INSTANT = 5e-6
 
 
 def _close_all_at_exit() -> None:
@@ -114,6 +117,7 @@ class StdioTransport(Transport):
         # a reader, whose next os.read would otherwise hit whatever pipe reuses its number
         # (another server's output, stolen from its reader)
         self._rlock = threading.Lock()
+        self._eager = True  # read before waiting (see _read); under _rlock
         self._closed = False
         self._stderr_tail: collections.deque[str] = collections.deque(maxlen=_STDERR_KEEP)
         self._stderr_thread: threading.Thread | None = None
@@ -324,29 +328,39 @@ class StdioTransport(Transport):
             rlock.release()
 
     def _read(self, fd: int, ready: "collections.deque[bytes]", timeout: float | None) -> bytes | None:
-        # holding _rlock: wait and read until a whole message is in, or the time is up
-        deadline = None if timeout is None else time.monotonic() + timeout
+        # holding _rlock: wait and read until a whole message is in, or the time is up.
+        # The pipe is non-blocking. While output tends to be in already by the time a
+        # reader comes (client and server share a CPU; many callers), it is read with no
+        # wait first, saving the poll; a read that finds nothing goes back to waiting
+        # first, until a wait again ends at once.
+        deadline = None
+        eager = self._eager
         while True:
+            if not eager:
+                if self._closed:
+                    raise ConnectionClosed(f"stdio server {self.name} was closed")
+                if timeout is not None:
+                    if deadline is None:
+                        deadline = _monotonic() + timeout
+                    else:
+                        timeout = deadline - _monotonic()
+                        if timeout <= 0:
+                            return None
+                started = _monotonic()
+                try:
+                    self._wait_readable(fd, timeout)
+                except (OSError, ValueError) as exc:
+                    raise ConnectionClosed(f"stdio server {self.name} is gone{self._exit_detail()}") from exc
+                self._eager = eager = _monotonic() - started < _INSTANT
             try:
-                if self._wait_readable(fd, timeout):
-                    chunk = os.read(fd, 65536)
-                else:
-                    chunk = None
-            except BlockingIOError:  # woken with nothing to read (the pipe is non-blocking)
-                chunk = None
+                chunk = os.read(fd, 65536)
+            except BlockingIOError:  # nothing in yet, or a wake with nothing to read
+                self._eager = eager = False
+                continue
             except (OSError, ValueError) as exc:
                 if isinstance(exc, OSError) and exc.errno == errno.EINTR:
                     continue
                 raise ConnectionClosed(f"stdio server {self.name} is gone{self._exit_detail()}") from exc
-            if chunk is None:
-                if self._closed:
-                    raise ConnectionClosed(f"stdio server {self.name} was closed")
-                if deadline is None:
-                    continue
-                timeout = deadline - time.monotonic()
-                if timeout <= 0:
-                    return None
-                continue
             if not chunk:
                 if self._closed:
                     raise ConnectionClosed(f"stdio server {self.name} was closed")
@@ -362,7 +376,4 @@ class StdioTransport(Transport):
                 if len(frames) > 1:
                     ready.extend(frames[1:])
                 return frames[0]
-            if deadline is not None:
-                timeout = deadline - time.monotonic()
-                if timeout <= 0:
-                    return None
+            eager = False  # a part of a message: wait for the rest

@@ -10,7 +10,9 @@ server's answer to ``initialize``; the new connection's caller then blocked in o
 from __future__ import annotations
 
 import json
+import sys
 import threading
+import time
 
 import pytest
 
@@ -134,3 +136,79 @@ def test_many_transports_closing_while_read_never_cross_answers() -> None:
         reader.join(10.0)
         assert not reader.is_alive()
     assert not stolen and not lost, (stolen, lost)
+
+
+# A server that answers each line with the same bytes back, written in two parts with
+# a pause between them (the first part ends mid-message), or only the first part.
+_SPLIT_ECHO = r"""
+import os, sys, time
+hold = sys.argv[1] == "hold"
+for line in sys.stdin.buffer:
+    half = len(line) // 2
+    os.write(1, line[:half])
+    if hold:
+        continue
+    time.sleep(0.05)
+    os.write(1, line[half:])
+"""
+
+
+def split_echo(mode: str) -> StdioTransport:
+    t = StdioTransport(sys.executable, ["-c", _SPLIT_ECHO, mode], close_timeout=1.0)
+    t.connect(10.0)
+    return t
+
+
+@pytest.mark.parametrize("eager", [True, False], ids=["read-first", "wait-first"])
+def test_a_message_written_in_parts_is_received_whole(eager: bool) -> None:
+    t = split_echo("split")
+    try:
+        for rid in range(3):
+            t._eager = eager  # the mode the transport picks by itself from how waits end
+            ping(t, rid)
+            assert answer_id(t) == rid
+        assert t._eager is False  # a wait that did not end at once: wait before reading
+    finally:
+        t.close()
+
+
+@pytest.mark.parametrize("eager", [True, False], ids=["read-first", "wait-first"])
+def test_half_a_message_then_silence_ends_the_receive_at_its_timeout(eager: bool) -> None:
+    t = split_echo("hold")
+    try:
+        t._eager = eager
+        ping(t, 7)
+        started_at = time.monotonic()
+        assert t.receive(0.3) is None  # neither a hang nor a broken message
+        assert time.monotonic() - started_at < 5.0
+        assert t._framer.buffered > 0  # the part that came is kept for the rest
+        assert t.alive()
+    finally:
+        t.close()
+
+
+def test_an_answer_already_in_is_read_without_waiting() -> None:
+    t = started()
+    try:
+        ping(t, 1)
+        deadline = time.monotonic() + 10.0
+        while not t._poller.poll(0):  # the answer is in the pipe before anyone reads
+            assert time.monotonic() < deadline
+            time.sleep(0.001)
+        waits: list[float | None] = []
+        original = t._wait_readable
+
+        def counted(fd: int, timeout: float | None) -> bool:
+            waits.append(timeout)
+            return original(fd, timeout)
+
+        t._wait_readable = counted  # type: ignore[method-assign]
+        t._eager = True
+        assert answer_id(t) == 1
+        assert waits == []
+        t._eager = False
+        ping(t, 2)
+        assert answer_id(t) == 2
+        assert len(waits) == 1
+    finally:
+        t.close()
