@@ -44,6 +44,7 @@ from ._messages import (
     ServerCapabilities,
     Tool,
     decode_result,
+    encode,
 )
 from ._cache import EXPLICIT, LIST_CHANGED, RECONNECT, ToolCache
 from ._guard import BreakerState, CircuitBreaker, Guard, ReconnectSchedule, Recorder, tool_is_retry_safe
@@ -146,6 +147,16 @@ class _Connection:
         self.key = key
         self.session: ServerSession | None = None
         self.meta: dict[str, Any] | None = None  # modern per-request _meta
+        self._wire_meta: tuple[Any, Any] = (None, None)  # (meta, what is sent for it)
+
+    def wire_meta(self, meta: dict[str, Any]) -> Any:
+        """``meta`` as sent: encoded once per value on a connection that sends JSON
+        (a Dispatcher's), the mapping itself on an in-process channel."""
+        known, wire = self._wire_meta
+        if known is not meta:
+            wire = msgspec.Raw(encode(meta)) if self.transport is not None else meta
+            self._wire_meta = (meta, wire)
+        return wire
 
     def alive(self) -> bool:
         ch = self.channel
@@ -1114,7 +1125,7 @@ class Client(ProtocolMixin):
                     base = conn.meta = {**base, _META_LOG: self.log_level}
                 p = dict(params) if params else {}
                 extra = p.get("_meta")
-                p["_meta"] = {**base, **extra} if extra else base
+                p["_meta"] = {**base, **extra} if extra else conn.wire_meta(base)
                 sent = p
             try:
                 raw = conn.channel.request(method, sent, t, progress)

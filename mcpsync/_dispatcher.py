@@ -247,15 +247,21 @@ class Dispatcher:
         msg: dict[str, Any] = {"jsonrpc": "2.0", "id": rid, "method": method}
         if progress is not None:
             p = dict(params or {})
-            meta = dict(p.get("_meta") or {})
+            given = p.get("_meta")
+            meta = dict((_any.decode(given) if type(given) is msgspec.Raw else given) or {})
             meta["progressToken"] = rid
             p["_meta"] = meta
             msg["params"] = p
         elif params is not None:
             msg["params"] = params
         data = encode(msg)
-        cap = self.progress_cap if self.progress_cap is not None else timeout * 10
-        slot = _Pending(rid, method, timeout, progress, max(cap, timeout))
+        if progress is None:
+            cap = timeout  # no progress token: nothing resets the timer
+        else:
+            cap = self.progress_cap if self.progress_cap is not None else timeout * 10
+            if cap < timeout:
+                cap = timeout
+        slot = _Pending(rid, method, timeout, progress, cap)
         # The lock sections on this path are acquire/release pairs: on CPython 3.11 a
         # ``with`` block on a lock costs over twice as much, and a call takes five.
         mu = self._mu
