@@ -45,7 +45,7 @@ from ._errors import (
     RequestTimeout,
     error_from_code,
 )
-from ._messages import Envelope, decode_envelope, encode
+from ._messages import Envelope, Request, decode_envelope, encode
 from ._worker import Worker
 from .transports._base import Transport
 
@@ -244,17 +244,14 @@ class Dispatcher:
         if timeout is None:
             timeout = self.request_timeout
         rid = next(self._ids)
-        msg: dict[str, Any] = {"jsonrpc": "2.0", "id": rid, "method": method}
         if progress is not None:
             p = dict(params or {})
             given = p.get("_meta")
             meta = dict((_any.decode(given) if type(given) is msgspec.Raw else given) or {})
             meta["progressToken"] = rid
             p["_meta"] = meta
-            msg["params"] = p
-        elif params is not None:
-            msg["params"] = params
-        data = encode(msg)
+            params = p
+        data = encode(Request("2.0", rid, method, params))
         if progress is None:
             cap = timeout  # no progress token: nothing resets the timer
         else:

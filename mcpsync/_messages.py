@@ -19,6 +19,7 @@ from ._errors import ProtocolError
 
 __all__ = [
     "Envelope",
+    "Request",
     "ErrorObject",
     "Implementation",
     "Icon",
@@ -64,6 +65,16 @@ class Envelope(Struct, frozen=True):
     params: Raw = Raw()
     result: Raw = Raw()
     error: Union[ErrorObject, None] = None
+
+
+class Request(Struct, omit_defaults=True):
+    """An outgoing JSON-RPC request (``params`` left out when None): encodes faster
+    than the same message as a dict."""
+
+    jsonrpc: str
+    id: Union[int, str]
+    method: str
+    params: Any = None
 
 
 class Implementation(Struct, **_OPTS):
