@@ -78,6 +78,27 @@ def test_device_grant() -> None:
             assert store.load_tokens(urls["mcp"]) is not None
 
 
+def test_device_grant_slow_down_adds_five_seconds_to_every_later_poll() -> None:
+    """RFC 8628 §3.5: after ``slow_down`` the client polls at its interval plus 5 s, for
+    that poll and every later one. The server tells the first pending poll to slow down,
+    and again any poll sooner than 6 s after the one before; the user approves 3 s in, so
+    a client that kept its 1 s interval would be told at least twice."""
+    with authlib_server("--slow-down") as urls:
+        def user_approves(info: Any) -> None:
+            threading.Timer(3.0, lambda: requests.get(urls["as"] + "/device/approve",
+                                                      params={"user_code": info.user_code}, timeout=5)).start()
+
+        store = MemoryTokenStore()
+        with OAuth(urls["mcp"], store=store, grant="device_code", client_id="device-client",
+                   on_device_code=user_approves, interactive_timeout=40) as auth:
+            auth.authorize()
+            told = requests.get(urls["as"] + "/device/slow-downs", timeout=5).json()["count"]
+            assert told == 1
+            assert store.load_tokens(urls["mcp"]) is not None
+            who = json.loads(tool_text(call(auth, urls["mcp"], tool("whoami"))))
+            assert who["client_id"] == "device-client"
+
+
 def test_device_grant_denied() -> None:
     with authlib_server() as urls:
         def user_denies(info: Any) -> None:

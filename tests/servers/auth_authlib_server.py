@@ -45,6 +45,9 @@ p.add_argument("--token-lifetime", type=int, default=3600)
 p.add_argument("--expected-resource")
 p.add_argument("--jwk")
 p.add_argument("--dpop", action="store_true", help="DPoP-bound tokens (RFC 9449) with server nonces")
+p.add_argument("--slow-down", action="store_true",
+               help="answer a device code's first pending poll with slow_down, then hold the client to "
+                    "the interval plus 5 s (RFC 8628 §3.5); GET /device/slow-downs counts those sent")
 p.add_argument("--issuer-path", default="", help="an issuer with a path component, e.g. /tenant1")
 p.add_argument("--metadata-at", default="oauth",
                choices=["oauth", "oidc-inserted", "oidc-appended"],
@@ -155,7 +158,22 @@ class Device(DeviceCodeGrant):
         return GRANTS.get(user_code)
 
     def should_slow_down(self, credential):
+        # --slow-down: the first pending poll is told to slow down; from then on a poll
+        # sooner than the interval plus 5 s (less a little slack) is told again
+        if not args.slow_down:
+            return False
+        code = credential.get("device_code")
+        now = time.monotonic()
+        last = POLLS.get(code)
+        POLLS[code] = now
+        if last is None or now - last < DeviceEndpoint.INTERVAL + 5 - 0.5:
+            SLOW_DOWNS.append(code)
+            return True
         return False
+
+
+POLLS: dict[str, float] = {}  # device code → when it was last polled (--slow-down)
+SLOW_DOWNS: list[str] = []  # the device codes told to slow down, once per time
 
 
 class DeviceEndpoint(DeviceAuthorizationEndpoint):
@@ -273,6 +291,11 @@ def token():
 @app.post("/device_authorization")
 def device_authorization():
     return server.create_endpoint_response(DeviceEndpoint.ENDPOINT_NAME)
+
+
+@app.get("/device/slow-downs")
+def slow_downs():
+    return jsonify(count=len(SLOW_DOWNS))
 
 
 @app.get("/device/approve")
