@@ -313,6 +313,7 @@ class Client(ProtocolMixin):
             connect_retries=0,  # _open retries the connect once itself
             maintenance_interval=min(timeouts.keepalive, timeouts.idle) / 4,
         )
+        self._borrow_wait = pool.borrow_timeout  # None: each call waits up to its own timeout
         #: the :class:`~mcpsync._routing.Router` of a client made by :meth:`routed`
         self.router: Any = None
         self._endpoint_breakers: dict[str, CircuitBreaker] | None = None
@@ -1011,7 +1012,8 @@ class Client(ProtocolMixin):
 
         The call borrows a pooled connection, runs under the server's circuit breaker and
         is retried per the retry policy (requests without side effects always; others
-        only when ``safe_to_retry`` or when the attempt never left the client). In the
+        only when ``safe_to_retry`` or when the attempt never left the client), within
+        the call's timeout: no retry is made whose backoff would end after it. In the
         modern era the per-request ``_meta`` (protocol version, capabilities, client
         info) is added, and an unsupported-version error is answered by one retry with a
         version the server supports.
@@ -1032,19 +1034,21 @@ class Client(ProtocolMixin):
             except BaseException as exc:
                 return guard.after_first_failure(
                     exc, lambda: self._attempt(method, params, t, progress), start,
-                    safe_to_retry=safe, tool=tool, retry=retry,
+                    safe_to_retry=safe, tool=tool, retry=retry, budget=t,
                 )
             guard.succeeded(tool, start)
             return result
         return guard.call(
-            lambda: self._attempt(method, params, t, progress), safe_to_retry=safe, tool=tool, retry=retry
+            lambda: self._attempt(method, params, t, progress), safe_to_retry=safe, tool=tool, retry=retry, budget=t
         )
 
     def _attempt(self, method: str, params: Mapping[str, Any] | None, t: float, progress: ProgressCallback | None) -> Any:
         if self._endpoint_breakers is not None:
             return self._routed_attempt(method, params, t, progress)
         pool = self._pool
-        entry = pool.borrow_entry()  # no Lease object: this frame gives it back on every path
+        # no Lease object: this frame gives it back on every path; the wait for a
+        # connection is bounded by the call's own timeout unless the pool fixes one
+        entry = pool.borrow_entry(t if self._borrow_wait is None else self._borrow_wait)
         conn = entry.conn
         try:
             result = self._request_on(conn, method, params, t, progress)
@@ -1071,7 +1075,7 @@ class Client(ProtocolMixin):
             raise CircuitOpen(f"the circuit breaker of every endpoint of {self.name} is open",
                               retry_after=wait, server=self.name, state="open")
         for _ in range(self.pool.max + 2):
-            lease = self._pool.borrow()
+            lease = self._pool.borrow(t if self._borrow_wait is None else self._borrow_wait)
             conn = lease.connection
             endpoint = getattr(conn.transport, "endpoint", None)
             breaker = breakers.get(endpoint.name) if endpoint is not None else None

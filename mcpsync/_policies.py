@@ -208,7 +208,8 @@ class PoolLimits:
         min: connections kept open (and kept alive) once the pool is in use.
         max: connections at most.
         max_in_flight: concurrent calls per connection before another one is opened.
-        borrow_timeout: how long a call waits for a connection (``None``: request timeout).
+        borrow_timeout: how long a call waits for a connection (``None``: up to the call's own
+            timeout, ``Timeouts.request`` unless the call passes one).
         idle: idle connections above ``min`` are closed after this many seconds.
     """
 

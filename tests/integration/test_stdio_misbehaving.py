@@ -14,6 +14,7 @@ from mcpsync import (
     ConnectionClosed,
     MessageTooLarge,
     PoolLimits,
+    PoolTimeout,
     RemoteError,
     RequestTimeout,
     Timeouts,
@@ -118,6 +119,34 @@ def test_server_that_never_answers_times_out_and_is_told_to_cancel():
         stats = c.call_tool("stats").structured_content
         assert stats.get("notifications/cancelled") == 1
         assert not c._primary_connection().channel._pending  # nothing left in the pending map
+
+
+def test_a_safe_call_that_timed_out_is_not_retried_past_its_timeout():
+    # read-only or not, a call has its request timeout in all: an attempt that used it
+    # up is not tried again, so the timeout reaches the caller (SPEC: timeouts)
+    with raw_client("--misbehave", "silent") as c:
+        with pytest.raises(RequestTimeout) as info:
+            c.call_tool("bad", timeout=0.3, retry_safe=True)
+        assert len(info.value.retry_history) == 1
+        assert c.call_tool("stats").structured_content.get("tools/call") == 2  # one attempt, then this call
+
+
+def test_a_call_starved_of_connections_ends_at_its_timeout_not_after_retries():
+    limits = PoolLimits(min=1, max=1, max_in_flight=1)
+    with raw_client(pool=limits, timeouts=Timeouts(request=10.0)) as c:
+        c.call_tool("stats")  # connected
+        busy = threading.Thread(target=c.call_tool, args=("sleep", {"seconds": 3}), daemon=True)
+        busy.start()
+        deadline = time.monotonic() + 10
+        while c._pool.stats().in_use < 1:  # the sleeping call holds the only connection
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        with pytest.raises(PoolTimeout) as info:
+            c.call_tool("stats", timeout=0.5)
+        # the wait for a connection is the call's own timeout: no retry waits again
+        assert len(info.value.retry_history) == 1
+        busy.join(10)
+        assert c.call_tool("stats").structured_content.get("tools/call", 0) >= 2  # usable again
 
 
 def test_chatty_stderr_never_blocks_the_client(caplog):
