@@ -289,7 +289,13 @@ class ToolCache:
 
     def peek(self, server: str, cred: Any = None) -> ToolSet | None:
         """Like :meth:`get`, but counts nothing (for the harness's own use)."""
-        return self._find(server, None if cred is None else credential_key(cred))  # asked on every call_tool
+        if cred is None and server not in self._private:
+            # asked on every call_tool: the public entry, _find and _usable in one frame
+            entry = self._store.get((server, None))
+            if entry is None or (entry.fresh_until is not None and entry.ttl_ms == 0 and self.zero_ttl == "refetch"):
+                return None
+            return entry  # type: ignore[no-any-return]
+        return self._find(server, None if cred is None else credential_key(cred))
 
     def get(self, server: str, cred: Any = None) -> ToolSet | None:
         """The cached tools of ``server`` for the authorization context ``cred``.

@@ -769,7 +769,12 @@ class Guard:
     def succeeded(self, tool: str | None, start: float) -> None:
         """Count a first attempt that succeeded on the fast path (``start`` from the
         guard's clock, taken before it)."""
-        self.breaker._admit_fast(True)
+        breaker = self.breaker
+        lock = breaker._lock
+        lock.acquire()  # the breaker's _admit_fast(True), inline: this runs on every call
+        breaker.admitted += 1
+        breaker.successes += 1
+        lock.release()
         record = self.record
         if record is not None:
             try:  # _record_outcome, inline: this runs on every call

@@ -362,6 +362,11 @@ _any_decoder = msgspec.json.Decoder()
 encode = _encoder.encode
 
 
+#: the envelope decoder itself, for a caller that maps its errors later (the reader's
+#: fast path); msgspec.ValidationError and msgspec.DecodeError are what it raises
+decode_envelope_unchecked = _envelope_decoder.decode
+
+
 def decode_envelope(data: bytes) -> Envelope:
     """Decode one JSON-RPC message. Raises :class:`ProtocolError` (code -32700/-32600)."""
     try:

@@ -159,9 +159,13 @@ def _wrap_tools_call_decoder() -> None:
     orig = RESULT_DECODERS["tools/call"]
     if getattr(orig, "_mcpsync_tasks", False):
         return
+    typed = msgspec.json.Decoder(CallToolResult).decode  # the usual result, in this one frame
 
     def decode(raw: Any) -> Any:
-        res = orig(raw)
+        try:
+            res = typed(raw)
+        except msgspec.ValidationError:
+            res = orig(raw)  # content of a kind the typed decoder does not know: block by block
         if not res.content and res.structured_content is None and b'"task"' in bytes(raw):
             try:
                 return decode_create_task(raw)
