@@ -291,7 +291,7 @@ class ToolCache:
         """Like :meth:`get`, but counts nothing (for the harness's own use)."""
         if cred is None and server not in self._private:
             # asked on every call_tool: the public entry, _find and _usable in one frame
-            entry = self._store.get((server, None))
+            entry = self._store.peek((server, None))
             if entry is None or (entry.fresh_until is not None and entry.ttl_ms == 0 and self.zero_ttl == "refetch"):
                 return None
             return entry  # type: ignore[no-any-return]

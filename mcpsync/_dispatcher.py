@@ -259,20 +259,15 @@ class Dispatcher:
             if cap < timeout:
                 cap = timeout
         slot = _Pending(rid, method, timeout, progress, cap)
-        # The lock sections on this path are acquire/release pairs: on CPython 3.11 a
-        # ``with`` block on a lock costs over twice as much, and a call takes five.
-        mu = self._mu
         pending = self._pending
-        mu.acquire()
-        try:
-            usable = self._dead is None and not self._closed
-            if usable:  # checked under the lock: a slot added after _fail_all would wait in vain
-                pending[rid] = slot
-                self._last_activity = slot.deadline - timeout
-        finally:
-            mu.release()
-        if not usable:
+        # No lock to add the slot: _mark_dead and close set their flag before _fail_all
+        # takes its list of slots, and the flags are read here after the slot is in. So
+        # either _fail_all fails this slot, or this caller sees the flag and withdraws it.
+        pending[rid] = slot
+        if self._dead is not None or self._closed:
+            pending.pop(rid, None)
             self._check_usable()
+        self._last_activity = slot.deadline - timeout
         try:
             self.transport.send(data, timeout)
         except BaseException as exc:
@@ -282,7 +277,10 @@ class Dispatcher:
             raise
         self.stats["sent"] += 1
         if cancel_event is None:
-            # Fast path: nobody is reading, so this caller reads its own answer.
+            # Fast path: nobody is reading, so this caller reads its own answer. The lock
+            # sections on this path are acquire/release pairs: on CPython 3.11 a ``with``
+            # block on a lock costs over twice as much.
+            mu = self._mu
             mu.acquire()
             lead = self._leader is None
             if lead:

@@ -27,3 +27,5 @@ cdef class TTLCache:
 
     @cython.locals(expires=double, lock=object)
     cpdef object get(self, object key, object default=*)
+    @cython.locals(entry=tuple)
+    cpdef object peek(self, object key, object default=*)

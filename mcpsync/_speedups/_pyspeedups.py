@@ -151,6 +151,28 @@ class TTLCache:
         finally:
             lock.release()
 
+    def peek(self, key, default=None):
+        """Like :meth:`get` without the counters and, for an entry without a TTL,
+        without the lock: a reader on a hot path.
+
+        A key's entry is one dict value, swapped whole by :meth:`set`, so one ``dict.get``
+        reads a consistent entry. An entry with a TTL is checked under the lock (it may
+        have to be dropped).
+        """
+        entry = self._data.get(key)
+        if entry is None:
+            return default
+        if entry[1] < 0.0:
+            return entry[0]
+        with self._lock:
+            entry = self._data.get(key)
+            if entry is None:
+                return default
+            if self._clock() < entry[1]:
+                return entry[0]
+            del self._data[key]
+            return default
+
     def set(self, key, value, ttl=None):
         if ttl is None:
             ttl = self.ttl

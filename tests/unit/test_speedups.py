@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 
 import pytest
 
@@ -133,6 +134,50 @@ def test_cache_per_entry_ttl_and_no_expiry(impl):
     clock.now += 1e6
     assert c.get("forever") == 1
     assert c.get("short") is None
+
+
+def test_cache_peek_reads_without_counting_and_keeps_ttls(impl):
+    clock = FakeClock()
+    c = impl.TTLCache(ttl=None, clock=clock)
+    c.set("forever", 1)
+    c.set("short", 2, ttl=5)
+    assert (c.peek("forever"), c.peek("short"), c.peek("nothing", "dflt")) == (1, 2, "dflt")
+    clock.now += 6
+    assert c.peek("short", "gone") == "gone"
+    assert len(c) == 1  # the expired entry was dropped
+    assert (c.hits, c.misses) == (0, 0)
+    assert c.get("forever") == 1 and (c.hits, c.misses) == (1, 0)
+
+
+def test_cache_peek_never_sees_a_torn_entry(impl):
+    c = impl.TTLCache(ttl=None, maxsize=6)
+    stop, started = threading.Event(), threading.Event()
+    seen = []
+
+    def write():
+        i = 0
+        while not stop.is_set():
+            i += 1
+            c.set("k", ("v", i))
+            started.set()
+            if i % 3 == 0:
+                c.invalidate("k")
+            c.set(i % 10, i)  # new keys: evictions around the one read
+
+    w = threading.Thread(target=write)
+    w.start()
+    try:
+        assert started.wait(10)
+        deadline = time.monotonic() + 2.0
+        while len(seen) < 200 and time.monotonic() < deadline:
+            v = c.peek("k")
+            if v is not None:
+                seen.append(v)
+                assert v[0] == "v" and isinstance(v[1], int)
+    finally:
+        stop.set()
+        w.join(10)
+    assert seen  # the reader did meet the entry
 
 
 def test_cache_invalidate(impl):
