@@ -1,6 +1,10 @@
 """stdio: mcpsync next to the official SDK client and the raw pipe limit, same server.
 
-Each group's table row "ratio" is the median relative to the raw limit.
+Each group's table row "ratio" is the median relative to the raw limit. Every
+comparison is within one protocol era: the SDK client (and so the plain ``raw_pipe``
+and ``ours``) speaks 2025-11-25; the ``-modern`` groups put mcpsync's default, the
+2026-07-28 era with its per-request ``_meta``, next to a raw loop that sends that
+``_meta`` too.
 """
 
 from __future__ import annotations
@@ -40,11 +44,23 @@ def test_roundtrip_sdk_run_until_complete(benchmark, sdk_client):
     assert r.content[0].text == "hi"
 
 
+@pytest.mark.benchmark(group="stdio-roundtrip-modern")
+def test_roundtrip_raw_pipe_modern(benchmark, raw_pipe_modern):
+    benchmark(raw_pipe_modern.call)
+
+
+@pytest.mark.benchmark(group="stdio-roundtrip-modern")
+def test_roundtrip_mcpsync_modern(benchmark, ours_modern):
+    r = benchmark(ours_modern.call_tool, "echo", {"message": "hi"})
+    assert r.text == "hi"
+
+
 INTERLEAVED_CALLS = 1000
 
 
+@pytest.mark.parametrize("era", ["legacy", "modern"])
 @pytest.mark.benchmark(group="stdio-roundtrip-interleaved")
-def test_roundtrip_interleaved_raw_and_mcpsync(benchmark, raw_pipe, ours):
+def test_roundtrip_interleaved_raw_and_mcpsync(benchmark, request, era):
     """One round = 1,000 raw-pipe calls, then 1,000 mcpsync calls, each timed alone.
 
     The two alternate in every round of one test, so drift in the machine (CPU
@@ -52,6 +68,8 @@ def test_roundtrip_interleaved_raw_and_mcpsync(benchmark, raw_pipe, ours):
     medians over all rounds (extra_info, and the ratios table) is steadier than the
     ratio of the two round-trip benchmarks above, which run one after the other.
     """
+    raw_pipe = request.getfixturevalue("raw_pipe" if era == "legacy" else "raw_pipe_modern")
+    ours = request.getfixturevalue("ours" if era == "legacy" else "ours_modern")
     samples: dict[str, list[float]] = {"raw": [], "mcpsync": []}
     clock = time.perf_counter
 
@@ -73,6 +91,7 @@ def test_roundtrip_interleaved_raw_and_mcpsync(benchmark, raw_pipe, ours):
     raw_p50 = statistics.median(samples["raw"])
     ours_p50 = statistics.median(samples["mcpsync"])
     benchmark.extra_info.update(
+        era=era,
         raw_p50_us=round(raw_p50 * 1e6, 2), mcpsync_p50_us=round(ours_p50 * 1e6, 2), p50_ratio=round(ours_p50 / raw_p50, 3)
     )
 

@@ -21,19 +21,37 @@ HERE = Path(__file__).resolve().parent
 FAST_SERVER = [sys.executable, str(HERE / "servers" / "fast_server.py")]
 
 
-class RawPipe:
-    """The raw limit: a blocking orjson write / readline loop against the same server."""
+#: the per-request ``_meta`` a 2026-07-28 (modern era) client sends; the modern raw loop
+#: sends it too, so that both sides of a modern comparison carry the same wire bytes
+MODERN_META = {
+    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+    "io.modelcontextprotocol/clientCapabilities": {},
+    "io.modelcontextprotocol/clientInfo": {"name": "mcpsync", "version": "0.1.0"},
+}
 
-    def __init__(self, argv: list[str]) -> None:
+
+class RawPipe:
+    """The raw limit: a blocking orjson write / readline loop against the same server.
+
+    ``era="legacy"`` (default) speaks 2025-11-25, as the SDK client does: one
+    ``initialize`` handshake, then bare requests. ``era="modern"`` has no handshake and
+    puts :data:`MODERN_META` in every request, as a 2026-07-28 client must.
+    """
+
+    def __init__(self, argv: list[str], era: str = "legacy") -> None:
         self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0)
         self.w = self.proc.stdin
         self.r = open(self.proc.stdout.fileno(), "rb", closefd=False)  # buffered reader for readline
         self.i = 0
-        self.request("initialize", {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}})
-        self.w.write(b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n')
+        self.meta = MODERN_META if era == "modern" else None
+        if self.meta is None:
+            self.request("initialize", {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}})
+            self.w.write(b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n')
 
     def request(self, method: str, params: dict) -> dict:
         self.i += 1
+        if self.meta is not None:
+            params = {**params, "_meta": self.meta}
         self.w.write(orjson.dumps({"jsonrpc": "2.0", "id": self.i, "method": method, "params": params}) + b"\n")
         return orjson.loads(self.r.readline())
 
@@ -87,18 +105,39 @@ def raw_pipe():
 
 
 @pytest.fixture(scope="session")
+def raw_pipe_modern():
+    p = RawPipe(FAST_SERVER, era="modern")
+    yield p
+    p.close()
+
+
+@pytest.fixture(scope="session")
 def sdk_client():
     c = SdkClient(FAST_SERVER)
     yield c
     c.close()
 
 
-@pytest.fixture(scope="session")
-def ours():
+def _client(mode: str):
     from mcpsync import Client
 
-    with Client.stdio(FAST_SERVER[0], FAST_SERVER[1:]) as c:
+    return Client.stdio(FAST_SERVER[0], FAST_SERVER[1:], mode=mode)
+
+
+@pytest.fixture(scope="session")
+def ours():
+    """mcpsync in the legacy era: what the raw pipe and the SDK client speak."""
+    with _client("legacy") as c:
         c.call_tool("echo", {"message": "warm"})
+        yield c
+
+
+@pytest.fixture(scope="session")
+def ours_modern():
+    """mcpsync as it connects by default to this server (``mode="auto"``: the modern era)."""
+    with _client("auto") as c:
+        c.call_tool("echo", {"message": "warm"})
+        assert c.session.era == "modern"
         yield c
 
 
@@ -127,6 +166,6 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
         info = getattr(b, "extra_info", None) or {}
         if "p50_ratio" in info:  # a benchmark that times its own raw limit in the same rounds
             tr.write_line(
-                f"[{b.group}] p50 per call: raw {info['raw_p50_us']} us, mcpsync {info['mcpsync_p50_us']} us, "
+                f"[{b.group}, {info.get('era', '-')}] p50 per call: raw {info['raw_p50_us']} us, mcpsync {info['mcpsync_p50_us']} us, "
                 f"x{info['p50_ratio']:.2f}"
             )
