@@ -45,7 +45,7 @@ from ._errors import (
     RequestTimeout,
     error_from_code,
 )
-from ._messages import Envelope, Request, decode_envelope, decode_envelope_unchecked, encode
+from ._messages import Envelope, Request, decode_envelope_unchecked, encode, envelope_error
 from ._worker import Worker
 from .transports._base import Transport
 
@@ -442,8 +442,8 @@ class Dispatcher:
                 stats["received"] += 1  # _decode, inline: this runs on every call
                 try:
                     env = decode_envelope_unchecked(data)
-                except (msgspec.ValidationError, msgspec.DecodeError):
-                    self._drop_invalid(data)
+                except (msgspec.ValidationError, msgspec.DecodeError) as exc:
+                    self._drop_invalid(data, exc)
                     continue
                 if env.id == rid and env.method is None and env.error is None and len(env.result):
                     # our own answer: leave the slot and the leadership in one go
@@ -520,17 +520,14 @@ class Dispatcher:
         self.stats["received"] += 1
         try:
             return decode_envelope_unchecked(data)
-        except (msgspec.ValidationError, msgspec.DecodeError):
-            self._drop_invalid(data)
+        except (msgspec.ValidationError, msgspec.DecodeError) as exc:
+            self._drop_invalid(data, exc)
             return None
 
-    def _drop_invalid(self, data: bytes) -> None:
+    def _drop_invalid(self, data: bytes, exc: msgspec.ValidationError | msgspec.DecodeError) -> None:
         """Count and log a message read that is not a valid JSON-RPC envelope."""
         self.stats["dropped"] += 1
-        try:
-            decode_envelope(data)  # again, for the reason in its error (only on this path)
-        except ProtocolError as exc:
-            log.warning("%s sent an invalid message (dropped): %s: %.200r", self.name, exc, data)
+        log.warning("%s sent an invalid message (dropped): %s: %.200r", self.name, envelope_error(exc), data)
 
     def _deliver(self, env: Envelope, data: bytes) -> None:
         if env.method is None:

@@ -362,19 +362,25 @@ _any_decoder = msgspec.json.Decoder()
 encode = _encoder.encode
 
 
-#: the envelope decoder itself, for a caller that maps its errors later (the reader's
-#: fast path); msgspec.ValidationError and msgspec.DecodeError are what it raises
+#: the envelope decoder itself, for a caller that maps its errors with
+#: :func:`envelope_error` (the reader's fast path); it raises msgspec.ValidationError
+#: or msgspec.DecodeError
 decode_envelope_unchecked = _envelope_decoder.decode
+
+
+def envelope_error(exc: msgspec.ValidationError | msgspec.DecodeError) -> ProtocolError:
+    """The :class:`ProtocolError` (code -32600/-32700) for an envelope that did not decode."""
+    if isinstance(exc, msgspec.ValidationError):
+        return ProtocolError(f"invalid JSON-RPC envelope: {exc}", code=-32600)
+    return ProtocolError(f"malformed JSON: {exc}", code=-32700)
 
 
 def decode_envelope(data: bytes) -> Envelope:
     """Decode one JSON-RPC message. Raises :class:`ProtocolError` (code -32700/-32600)."""
     try:
         env = _envelope_decoder.decode(data)
-    except msgspec.ValidationError as exc:
-        raise ProtocolError(f"invalid JSON-RPC envelope: {exc}", code=-32600) from None
-    except msgspec.DecodeError as exc:
-        raise ProtocolError(f"malformed JSON: {exc}", code=-32700) from None
+    except (msgspec.ValidationError, msgspec.DecodeError) as exc:
+        raise envelope_error(exc) from None
     return env
 
 

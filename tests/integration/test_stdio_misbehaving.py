@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import time
 
@@ -55,11 +56,16 @@ def test_a_caller_that_takes_over_from_the_idle_reader_gets_its_answer():
         assert c.call_tool("echo", {"message": "again"}).text == "again"
 
 
-def test_garbage_lines_are_dropped_and_the_call_still_answers():
-    with raw_client("--misbehave", "garbage") as c:
-        assert c.call_tool("bad").text == "ok after garbage"
-        assert c.call_tool("echo", {"message": "still fine"}).text == "still fine"
-        assert c._primary_connection().channel.stats["dropped"] >= 3
+def test_garbage_lines_are_dropped_and_the_call_still_answers(caplog):
+    with caplog.at_level(logging.WARNING, logger="mcpsync.dispatcher"):
+        with raw_client("--misbehave", "garbage") as c:
+            assert c.call_tool("bad").text == "ok after garbage"
+            assert c.call_tool("echo", {"message": "still fine"}).text == "still fine"
+            assert c._primary_connection().channel.stats["dropped"] >= 3
+    dropped = [r.getMessage() for r in caplog.records if "invalid message (dropped)" in r.getMessage()]
+    # each line is logged with why it was dropped: not JSON at all, or JSON but no envelope
+    assert any("malformed JSON" in m and "this is not json" in m for m in dropped), dropped
+    assert any("invalid JSON-RPC envelope" in m and "[1,2,3]" in m for m in dropped), dropped
 
 
 def test_response_with_unknown_id_is_dropped():
