@@ -55,44 +55,63 @@ def test_roundtrip_mcpsync_modern(benchmark, ours_modern):
     assert r.text == "hi"
 
 
-INTERLEAVED_CALLS = 1000
+INTERLEAVED_CALLS = 500
+INTERLEAVED_ROUNDS = 16
 
 
 @pytest.mark.parametrize("era", ["legacy", "modern"])
 @pytest.mark.benchmark(group="stdio-roundtrip-interleaved")
 def test_roundtrip_interleaved_raw_and_mcpsync(benchmark, request, era):
-    """One round = 1,000 raw-pipe calls, then 1,000 mcpsync calls, each timed alone.
+    """One round = 500 raw-pipe calls and 500 mcpsync calls, each timed alone.
 
-    The two alternate in every round of one test, so drift in the machine (CPU
-    frequency, neighbours, which core is free) falls on both alike; the ratio of the
-    medians over all rounds (extra_info, and the ratios table) is steadier than the
-    ratio of the two round-trip benchmarks above, which run one after the other.
+    The two alternate in every round of one test (raw first in even rounds, mcpsync
+    first in odd ones), so drift in the machine (CPU frequency, neighbours, which core
+    is free) falls on both alike. Two ratios go to extra_info and the summary: the
+    ratio of the medians over all rounds, and the median over the rounds of each
+    round's own ratio (its two blocks ran back to back, so a change of the machine's
+    state between rounds does not skew it). Both are steadier than the ratio of the
+    two round-trip benchmarks above, which run one after the other.
     """
     raw_pipe = request.getfixturevalue("raw_pipe" if era == "legacy" else "raw_pipe_modern")
     ours = request.getfixturevalue("ours" if era == "legacy" else "ours_modern")
     samples: dict[str, list[float]] = {"raw": [], "mcpsync": []}
+    per_round: list[float] = []
     clock = time.perf_counter
 
     def mcpsync_call():
         return ours.call_tool("echo", {"message": "hi"})
 
+    def block(call):
+        out = []
+        for _ in range(INTERLEAVED_CALLS):
+            t0 = clock()
+            call()
+            out.append(clock() - t0)
+        return out
+
     def round_():
-        for name, call in (("raw", raw_pipe.call), ("mcpsync", mcpsync_call)):
-            out = samples[name]
-            for _ in range(INTERLEAVED_CALLS):
-                t0 = clock()
-                call()
-                out.append(clock() - t0)
+        pair = [("raw", raw_pipe.call), ("mcpsync", mcpsync_call)]
+        if len(per_round) % 2:
+            pair.reverse()
+        got = {name: block(call) for name, call in pair}
+        for name, out in got.items():
+            samples[name].extend(out)
+        per_round.append(statistics.median(got["mcpsync"]) / statistics.median(got["raw"]))
 
     round_()  # warm-up, not counted
     for out in samples.values():
         out.clear()
-    benchmark.pedantic(round_, rounds=8, iterations=1)
+    per_round.clear()
+    benchmark.pedantic(round_, rounds=INTERLEAVED_ROUNDS, iterations=1)
     raw_p50 = statistics.median(samples["raw"])
     ours_p50 = statistics.median(samples["mcpsync"])
     benchmark.extra_info.update(
         era=era,
-        raw_p50_us=round(raw_p50 * 1e6, 2), mcpsync_p50_us=round(ours_p50 * 1e6, 2), p50_ratio=round(ours_p50 / raw_p50, 3)
+        raw_p50_us=round(raw_p50 * 1e6, 2),
+        mcpsync_p50_us=round(ours_p50 * 1e6, 2),
+        p50_ratio=round(ours_p50 / raw_p50, 3),
+        paired_ratio=round(statistics.median(per_round), 3),
+        round_ratios=[round(r, 3) for r in per_round],
     )
 
 
