@@ -27,14 +27,22 @@ THREADS = 16
 PER_THREAD = 50
 
 
-@pytest.mark.benchmark(group="stdio-roundtrip")
-def test_roundtrip_raw_pipe(benchmark, raw_pipe):
-    benchmark(raw_pipe.call)
+ERAS = {  # era → (raw loop fixture, mcpsync fixture, benchmark group)
+    "legacy": ("raw_pipe", "ours", "stdio-roundtrip"),
+    "modern": ("raw_pipe_modern", "ours_modern", "stdio-roundtrip-modern"),
+}
 
 
-@pytest.mark.benchmark(group="stdio-roundtrip")
-def test_roundtrip_mcpsync(benchmark, ours):
-    r = benchmark(ours.call_tool, "echo", {"message": "hi"})
+@pytest.mark.parametrize("era", list(ERAS))
+def test_roundtrip_raw_pipe(benchmark, request, era):
+    benchmark.group = ERAS[era][2]
+    benchmark(request.getfixturevalue(ERAS[era][0]).call)
+
+
+@pytest.mark.parametrize("era", list(ERAS))
+def test_roundtrip_mcpsync(benchmark, request, era):
+    benchmark.group = ERAS[era][2]
+    r = benchmark(request.getfixturevalue(ERAS[era][1]).call_tool, "echo", {"message": "hi"})
     assert r.text == "hi"
 
 
@@ -44,22 +52,11 @@ def test_roundtrip_sdk_run_until_complete(benchmark, sdk_client):
     assert r.content[0].text == "hi"
 
 
-@pytest.mark.benchmark(group="stdio-roundtrip-modern")
-def test_roundtrip_raw_pipe_modern(benchmark, raw_pipe_modern):
-    benchmark(raw_pipe_modern.call)
-
-
-@pytest.mark.benchmark(group="stdio-roundtrip-modern")
-def test_roundtrip_mcpsync_modern(benchmark, ours_modern):
-    r = benchmark(ours_modern.call_tool, "echo", {"message": "hi"})
-    assert r.text == "hi"
-
-
 INTERLEAVED_CALLS = 500
 INTERLEAVED_ROUNDS = 16
 
 
-@pytest.mark.parametrize("era", ["legacy", "modern"])
+@pytest.mark.parametrize("era", list(ERAS))
 @pytest.mark.benchmark(group="stdio-roundtrip-interleaved")
 def test_roundtrip_interleaved_raw_and_mcpsync(benchmark, request, era):
     """One round = 500 raw-pipe calls and 500 mcpsync calls, each timed alone.
@@ -72,8 +69,8 @@ def test_roundtrip_interleaved_raw_and_mcpsync(benchmark, request, era):
     state between rounds does not skew it). Both are steadier than the ratio of the
     two round-trip benchmarks above, which run one after the other.
     """
-    raw_pipe = request.getfixturevalue("raw_pipe" if era == "legacy" else "raw_pipe_modern")
-    ours = request.getfixturevalue("ours" if era == "legacy" else "ours_modern")
+    raw_pipe = request.getfixturevalue(ERAS[era][0])
+    ours = request.getfixturevalue(ERAS[era][1])
     samples: dict[str, list[float]] = {"raw": [], "mcpsync": []}
     per_round: list[float] = []
     clock = time.perf_counter
