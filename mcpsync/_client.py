@@ -98,10 +98,6 @@ _ERA_LOCK = threading.Lock()
 
 _MAX_PAGES = 10_000
 
-#: The least a retry is given (seconds) when the call's timeout is all but used: it
-#: then ends at once with the timeout rather than waiting anew.
-_MIN_ATTEMPT = 0.001
-
 #: Requests without side effects: retried after any transient failure.
 _SAFE_METHODS = frozenset(
     {
@@ -1017,11 +1013,10 @@ class Client(ProtocolMixin):
         The call borrows a pooled connection, runs under the server's circuit breaker and
         is retried per the retry policy (requests without side effects always; others
         only when ``safe_to_retry`` or when the attempt never left the client), within
-        the call's timeout: no retry is made whose backoff would end after it, and a
-        retry waits only for what is left of it. In the modern era the per-request
-        ``_meta`` (protocol version, capabilities, client info) is added, and an
-        unsupported-version error is answered by one retry with a version the server
-        supports.
+        the call's timeout: no retry is made whose backoff would end after it. In the
+        modern era the per-request ``_meta`` (protocol version, capabilities, client
+        info) is added, and an unsupported-version error is answered by one retry with a
+        version the server supports.
         """
         if self._closed or self._fork_gen != _fork_generation:
             self._check_usable()
@@ -1030,36 +1025,22 @@ class Client(ProtocolMixin):
         if tool is None and method in DISCOVERY_METHODS:
             tool = method  # kept apart from agent calls in the metrics
         guard = self._guard
-        start = guard._clock()
         if self._endpoint_breakers is None and guard.ready():
             # the healthy common case, flattened: the first attempt runs here; only an
             # error goes on to the guard's retry loop
+            start = guard._clock()
             try:
                 result = self._attempt(method, params, t, progress)
             except BaseException as exc:
                 return guard.after_first_failure(
-                    exc, self._attempts(method, params, t, progress, start), start,
+                    exc, lambda: self._attempt(method, params, t, progress), start,
                     safe_to_retry=safe, tool=tool, retry=retry, budget=t,
                 )
             guard.succeeded(tool, start)
             return result
         return guard.call(
-            self._attempts(method, params, t, progress, start), safe_to_retry=safe, tool=tool, retry=retry, budget=t
+            lambda: self._attempt(method, params, t, progress), safe_to_retry=safe, tool=tool, retry=retry, budget=t
         )
-
-    def _attempts(
-        self, method: str, params: Mapping[str, Any] | None, t: float, progress: ProgressCallback | None, start: float
-    ) -> Callable[[], Any]:
-        """The attempt a retry loop makes: each gets what is left of the call's timeout
-        ``t`` (from ``start`` on the guard's clock), so the call ends within it, plus
-        the connect of a fresh connection."""
-        clock = self._guard._clock
-
-        def attempt() -> Any:
-            left = start + t - clock()
-            return self._attempt(method, params, left if left > _MIN_ATTEMPT else _MIN_ATTEMPT, progress)
-
-        return attempt
 
     def _attempt(self, method: str, params: Mapping[str, Any] | None, t: float, progress: ProgressCallback | None) -> Any:
         if self._endpoint_breakers is not None:

@@ -729,8 +729,8 @@ class Guard:
             tool: the tool name, for metrics.
             retry: a per-call retry policy (default the guard's).
             budget: seconds for the whole call on the guard's clock; no retry is made
-                whose wait would end past it (each attempt bounds itself: the Client's
-                give a retry what is left of the budget).
+                whose wait would end past it (each attempt bounds itself with its own
+                request timeout).
 
         Returns:
             What ``fn`` returned (an ``isError`` tool result is a success here).

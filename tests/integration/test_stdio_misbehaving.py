@@ -137,19 +137,6 @@ def test_a_safe_call_that_timed_out_is_not_retried_past_its_timeout():
         assert c.call_tool("stats").structured_content.get("tools/call") == 2  # one attempt, then this call
 
 
-def test_a_retry_gets_what_is_left_of_the_calls_timeout(tmp_path):
-    # the first attempt loses its server (it exits); the retry, on a fresh process that
-    # never answers, may wait only for the rest of the call's timeout, not a whole one
-    once = tmp_path / "exited"
-    with raw_client("--misbehave", "exit-once", "--once-file", str(once)) as c:
-        c.call_tool("echo", {"message": "connected"})
-        with pytest.raises(RequestTimeout) as info:
-            c.call_tool("bad", timeout=3.0, retry_safe=True)
-        assert once.exists()
-        assert [name for name, _ in info.value.retry_history] == ["ConnectionClosed", "RequestTimeout"]
-        assert 0 < info.value.timeout < 3.0  # the second attempt's own limit: what was left
-
-
 def test_a_call_starved_of_connections_ends_at_its_timeout_not_after_retries():
     limits = PoolLimits(min=1, max=1, max_in_flight=1)
     with raw_client(pool=limits, timeouts=Timeouts(request=10.0)) as c:

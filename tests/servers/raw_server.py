@@ -9,7 +9,6 @@ MODE (applied to ``tools/call`` of the tool named ``bad``; other tools behave):
   oversize     answer with a result of 2 MiB (``--big`` bytes)
   exit         exit without answering
   silent       never answer (but keep reading)
-  exit-once    the first time (no ``--once-file`` yet): create it and exit; then silent
   stderr       write 1 MiB to stderr, then answer
 Tool ``sleep`` sleeps ``seconds`` then answers; ``progress`` sends progress notifications.
 Counts of each method are kept and returned by tool ``stats``.
@@ -34,7 +33,6 @@ def main() -> None:
     ap.add_argument("--tools", type=int, default=3)
     ap.add_argument("--big", type=int, default=2 * 1024 * 1024)
     ap.add_argument("--discover-ttl-ms", type=int, default=0)
-    ap.add_argument("--once-file", default="")
     opts = ap.parse_args()
 
     out = sys.stdout.buffer
@@ -117,15 +115,6 @@ def main() -> None:
             os._exit(4)
         elif mode == "silent":
             pass
-        elif mode == "exit-once":
-            try:
-                with open(opts.once_file, "x"):
-                    pass
-            except FileExistsError:
-                return  # a later process: silent
-            sys.stderr.write("raw_server: exiting on purpose, once\n")
-            sys.stderr.flush()
-            os._exit(4)
         elif mode == "stderr":
             chunk = "e" * 1023 + "\n"
             for _ in range(1024):
