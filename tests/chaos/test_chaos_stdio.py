@@ -96,6 +96,7 @@ def run_callers(client: Client, tally: Tally, stop: threading.Event, calm: threa
                 with tally.lock:
                     tally.failed[key] = exc
                     tally.durations.append(time.monotonic() - began)
+                    tally.took[key] = tally.durations[-1]
                 time.sleep(0.005)  # an open breaker fails fast: do not spin the shared cores
                 continue
             except BaseException as exc:  # noqa: BLE001 - an untyped error is a failure of the test
@@ -105,6 +106,7 @@ def run_callers(client: Client, tally: Tally, stop: threading.Event, calm: threa
             with tally.lock:
                 tally.ok[key] = text
                 tally.durations.append(time.monotonic() - began)
+                tally.took[key] = tally.durations[-1]
                 if after_calm:
                     tally.ok_after[t] = tally.ok_after.get(t, 0) + 1
 

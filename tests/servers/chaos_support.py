@@ -119,10 +119,26 @@ class Tally:
     failed: dict[str, BaseException] = field(default_factory=dict)
     durations: list[float] = field(default_factory=list)
     ok_after: dict[int, int] = field(default_factory=dict)  # thread -> successes after the calm point
+    took: dict[str, float] = field(default_factory=dict)  # key -> seconds the call took
 
     def summary(self) -> str:
         kinds = Counter(type(e).__name__ for e in self.failed.values())
         return f"issued={len(self.issued)} ok={len(self.ok)} failed={len(self.failed)} {dict(kinds)}"
+
+    def laggards(self, threads: int, least: int, last: int = 8) -> str:
+        """For each caller thread with fewer than ``least`` successes after the calm
+        point: how many calls it issued, and how its ``last`` calls ended and took."""
+        out = []
+        for t in range(threads):
+            if self.ok_after.get(t, 0) >= least:
+                continue
+            keys = [k for k in self.issued if k.startswith(f"t{t}-")]
+            ends = [
+                f"{'ok' if k in self.ok else type(self.failed.get(k)).__name__}:{self.took.get(k, float('nan')):.2f}s"
+                for k in keys[-last:]
+            ]
+            out.append(f"thread {t}: issued {len(keys)}, last {ends}")
+        return "; ".join(out)
 
 
 def resent_after_reaching(failed: dict[str, BaseException]) -> list[str]:
