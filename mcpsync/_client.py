@@ -1048,7 +1048,7 @@ class Client(ProtocolMixin):
         pool = self._pool
         # no Lease object: this frame gives it back on every path; the wait for a
         # connection is bounded by the call's own timeout unless the pool fixes one
-        entry = pool.take_idle() or pool.borrow_entry(t if self._borrow_wait is None else self._borrow_wait)
+        entry = pool.borrow_entry(t if self._borrow_wait is None else self._borrow_wait)
         conn = entry.conn
         try:
             result = self._request_on(conn, method, params, t, progress)
