@@ -5,7 +5,9 @@ Every call ends in a result or one of these. The tree is shallow on purpose::
     MCPError
     ├── NetworkError                 the pipe failed (retryable in general)
     │   ├── ConnectError             could not start / reach / handshake the server
+    │   │   └── StartFailed          the server cannot start (no such command, exited): not retried
     │   ├── ConnectionClosed         the connection died (EOF, reset, process exit)
+    │   │   └── SessionExpired       the server no longer knows the session (HTTP 404)
     │   ├── RequestTimeout           no answer within the request timeout
     │   ├── ServerUnavailable        marked unavailable after repeated reconnect failures
     │   └── CircuitOpen              the server's circuit breaker is open
@@ -35,7 +37,9 @@ __all__ = [
     "MCPError",
     "NetworkError",
     "ConnectError",
+    "StartFailed",
     "ConnectionClosed",
+    "SessionExpired",
     "RequestTimeout",
     "ServerUnavailable",
     "CircuitOpen",
@@ -97,8 +101,30 @@ class ConnectError(NetworkError):
     """The server could not be started, reached or initialised within the connect timeout."""
 
 
+class StartFailed(ConnectError):
+    """The server cannot be started, and trying again would not change that.
+
+    Raised at once, never retried: the command does not exist or cannot be run, or the
+    process exited before it answered its handshake. The message names the command,
+    the exit code and the last lines the process wrote to stderr.
+
+    Attributes:
+        command: the command line (as given).
+        exit_code: the process's exit status (``None``: it never ran).
+        stderr_tail: the last lines of its stderr (may be empty).
+    """
+
+    permanent = True
+
+
 class ConnectionClosed(NetworkError):
     """The connection died while the call was pending (EOF, reset, child exit)."""
+
+
+class SessionExpired(ConnectionClosed):
+    """The server no longer knows this session (Streamable HTTP 404, again right after
+    re-initialising). A session error, not a server fault: it does not count towards
+    the circuit breaker; a new session is started on the reconnect schedule."""
 
 
 class RequestTimeout(NetworkError):
@@ -238,6 +264,7 @@ __all__ += [
     "PoolClosed",
     "NOT_SENT_ERRORS",
     "NON_TRANSIENT_CODES",
+    "TRANSIENT_CODES",
     "attach_fields",
     "may_have_reached_server",
     "is_server_error",
@@ -258,6 +285,13 @@ NOT_SENT_ERRORS: tuple[type[MCPError], ...] = (ConnectError, CircuitOpen, Server
 #: Codes in the JSON-RPC server-error range (-32099..-32000) that are *not* transient
 #: server faults: they are MCP-defined answers that a retry would only repeat.
 NON_TRANSIENT_CODES: frozenset[int] = frozenset({RESOURCE_NOT_FOUND_OLD, UNSUPPORTED_VERSION, URL_ELICITATION_REQUIRED})
+
+#: JSON-RPC error codes that mark a *transient* fault: an error answer with one of these
+#: is retried (per the retry policy) and counts towards the circuit breaker. Every other
+#: error answer proves the server alive: it is raised at once and counts for nothing.
+#: Empty by default (an SDK server answers a handler that raised with -32603, which a
+#: retry would only repeat); add the codes your servers use for "busy, try again".
+TRANSIENT_CODES: set[int] = set()
 
 
 def attach_fields(exc: BaseException, **fields: Any) -> BaseException:
@@ -291,40 +325,50 @@ def may_have_reached_server(exc: BaseException) -> bool:
 
 
 def is_server_error(exc: BaseException) -> bool:
-    """A JSON-RPC error that reports a fault of the server (internal error, -32000..-32099)."""
+    """A JSON-RPC error answer whose code :data:`TRANSIENT_CODES` marks transient.
+
+    Any other error answer proves the server alive and answering on purpose: it is
+    never retried and never counts towards the circuit breaker.
+    """
     if not isinstance(exc, RemoteError):
         return False
-    if isinstance(exc, (ToolError, ResourceError, MethodNotFound, UnsupportedProtocolVersion)):
-        return False
     code = getattr(exc, "code", None)
-    if not isinstance(code, int) or code in NON_TRANSIENT_CODES:
-        return False
-    return code == INTERNAL_ERROR or -32099 <= code <= -32000
+    return isinstance(code, int) and code in TRANSIENT_CODES
 
 
 def is_transient(exc: BaseException) -> bool:
     """A failure that another attempt may not repeat: transport errors and server faults.
 
-    Never transient: :class:`AuthError`, :class:`Cancelled`, :class:`ToolError` and the
-    other answers the server gave on purpose, :class:`ProtocolError`.
+    Never transient: :class:`StartFailed` (the command cannot run), :class:`AuthError`,
+    :class:`Cancelled`, every JSON-RPC error answer whose code is not in
+    :data:`TRANSIENT_CODES`, :class:`ProtocolError`.
     """
-    return isinstance(exc, NetworkError) or is_server_error(exc)
+    if isinstance(exc, NetworkError):
+        return not isinstance(exc, StartFailed)
+    return is_server_error(exc)
 
 
 def counts_as_breaker_failure(exc: BaseException) -> bool:
-    """Whether ``exc`` is evidence that the *server* is failing (the breaker counts it).
+    """Whether ``exc`` is evidence that the *server* is unwell (the breaker counts it).
 
-    Counted: transport errors and timeouts (``NetworkError`` except the client's own
-    fail-fast errors ``CircuitOpen``, ``ServerUnavailable``, ``PoolTimeout``,
-    ``PoolClosed``), server faults (:func:`is_server_error`) and protocol garbage
-    (``ProtocolError`` except ``MessageTooLarge``). Not counted: ``isError`` tool results
-    (they are results, not exceptions), InvalidParams, ToolNotFound, AuthError, Cancelled.
+    Counted: transport errors and timeouts (``NetworkError``, which includes HTTP 5xx
+    and 429), except the client's own fail-fast errors (``CircuitOpen``,
+    ``ServerUnavailable``, ``PoolTimeout``, ``PoolClosed``), start failures (the command
+    cannot run: the breaker cannot help) and lost sessions (:class:`SessionExpired`);
+    protocol garbage (``ProtocolError`` except ``MessageTooLarge`` and errors for an
+    HTTP 4xx status, which are the client's own mistakes); error answers whose code is
+    in :data:`TRANSIENT_CODES`. Not counted: every other JSON-RPC error answer (the
+    server is alive), ``isError`` tool results (results, not exceptions), AuthError,
+    Cancelled.
     """
-    if isinstance(exc, (CircuitOpen, ServerUnavailable, PoolTimeout, PoolClosed)):
+    if isinstance(exc, (CircuitOpen, ServerUnavailable, PoolTimeout, PoolClosed, StartFailed, SessionExpired)):
         return False
     if isinstance(exc, NetworkError):
         return True
     if isinstance(exc, ProtocolError):
+        status = getattr(exc, "status", None)
+        if isinstance(status, int) and 400 <= status < 500:
+            return False
         return not isinstance(exc, MessageTooLarge)
     return is_server_error(exc)
 

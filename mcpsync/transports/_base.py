@@ -19,6 +19,12 @@ Contract (every implementation keeps it):
 * ``close()`` is idempotent, safe from any thread, and never blocks longer than a few
   seconds.
 * ``alive()`` is a cheap liveness check (process running, socket open).
+* ``start_failure(wait)``: after the handshake failed, a :class:`StartFailed` when the
+  peer can never answer (a child process that exited), waiting at most ``wait`` seconds
+  to learn it; ``None`` otherwise. The client does not retry such a failure.
+* ``starting()``: True while the peer is alive but has not yet said anything (a child
+  process still starting up): the client then gives it its start budget, not the
+  connect timeout.
 """
 
 from __future__ import annotations
@@ -53,6 +59,14 @@ class Transport:
 
     def alive(self) -> bool:
         return True
+
+    def start_failure(self, wait: float = 0.0) -> Any:
+        """A :class:`~mcpsync._errors.StartFailed` if the peer can never answer, else None."""
+        return None
+
+    def starting(self) -> bool:
+        """True while the peer is alive but has said nothing yet (still starting)."""
+        return False
 
     def set_protocol_version(self, version: str) -> None:
         """Told by the client once the protocol version is known (HTTP sends it as a header)."""

@@ -154,7 +154,8 @@ def test_half_open_admits_at_most_max_trials(clock: FakeClock) -> None:
 
 @pytest.mark.parametrize(
     "exc",
-    [InvalidParams("bad"), ToolNotFound("nope"), AuthError("401"), CircuitOpen("x"), ValueError("bug")],
+    [InvalidParams("bad"), ToolNotFound("nope"), AuthError("401"), CircuitOpen("x"), ValueError("bug"),
+     error_from_code(-32603, "the handler raised"), error_from_code(-32001, "session not found")],
 )
 def test_non_failures_never_open_it(clock: FakeClock, exc: BaseException) -> None:
     breaker, changes = make(clock, threshold=2)
@@ -164,10 +165,8 @@ def test_non_failures_never_open_it(clock: FakeClock, exc: BaseException) -> Non
     assert breaker.neutral == 10 and breaker.failures == 0
 
 
-@pytest.mark.parametrize(
-    "exc", [ConnectError("refused"), RequestTimeout("t"), ConnectionClosed("eof"), error_from_code(-32603, "boom")]
-)
-def test_transport_errors_timeouts_and_server_errors_count(clock: FakeClock, exc: BaseException) -> None:
+@pytest.mark.parametrize("exc", [ConnectError("refused"), RequestTimeout("t"), ConnectionClosed("eof")])
+def test_transport_errors_and_timeouts_count(clock: FakeClock, exc: BaseException) -> None:
     breaker, _ = make(clock, threshold=2)
     fail(breaker, exc)
     fail(breaker, exc)

@@ -64,9 +64,17 @@ def test_jsonrpc_codes(code: int, method: str | None, message: str, cls: type) -
 
 
 def test_server_error_classification() -> None:
-    assert is_server_error(error_from_code(-32603, "internal"))
-    assert is_server_error(error_from_code(-32000, "server error"))
-    assert is_server_error(error_from_code(-32099, "server error"))
+    # an error answer proves the server alive: only codes marked transient are faults
+    assert not is_server_error(error_from_code(-32603, "internal"))
+    assert not is_server_error(error_from_code(-32000, "server error"))
+    E.TRANSIENT_CODES.add(-32000)
+    try:
+        assert is_server_error(error_from_code(-32000, "busy, try again"))
+        assert is_transient(error_from_code(-32000, "busy, try again"))
+        assert counts_as_breaker_failure(error_from_code(-32000, "busy, try again"))
+    finally:
+        E.TRANSIENT_CODES.discard(-32000)
+    assert not is_transient(error_from_code(-32603, "internal"))
     assert not is_server_error(error_from_code(-32002, "resource not found"))  # MCP answer, not a fault
     assert not is_server_error(error_from_code(-32022, "unsupported version"))
     assert not is_server_error(error_from_code(-32602, "bad"))
@@ -306,7 +314,10 @@ def test_may_have_reached_server(exc: MCPError, reached: bool) -> None:
         (RequestTimeout("t"), True),
         (NetworkError("503"), True),
         (ProtocolError("garbage"), True),
-        (error_from_code(-32603, "boom"), True),
+        (error_from_code(-32603, "boom"), False),  # an answer: the server is alive
+        (E.StartFailed("no such command"), False),
+        (E.SessionExpired("404 again"), False),
+        (error_from_http_status(400), False),  # the client's own mistake
         (CircuitOpen("open"), False),
         (ServerUnavailable("down"), False),
         (PoolTimeout("busy"), False),

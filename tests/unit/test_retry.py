@@ -9,6 +9,8 @@ from dataclasses import replace
 
 import pytest
 
+from mcpsync._errors import RemoteError as RemoteErrorBase, StartFailed as StartFailedErr
+
 from mcpsync._errors import (
     AuthError,
     Cancelled,
@@ -191,9 +193,7 @@ def test_never_retry_set_is_configurable() -> None:
     assert len(attempt.calls) == 1
 
 
-@pytest.mark.parametrize(
-    "exc", [RequestTimeout("t"), ConnectionClosed("eof"), error_from_code(-32603, "internal error")]
-)
+@pytest.mark.parametrize("exc", [RequestTimeout("t"), ConnectionClosed("eof")])
 def test_attempts_that_may_have_reached_the_server_need_a_safe_flag(exc: BaseException) -> None:
     unsafe = failing(exc)
     with pytest.raises(type(exc)) as info:
@@ -365,3 +365,19 @@ def test_concurrent_rebuilders_count_one_outage_once() -> None:
         t.join(timeout=30)
     assert outcomes == ["unavailable"] * 8
     assert len(attempts) == 6  # one schedule's worth of attempts, not eight
+
+
+@pytest.mark.parametrize("code", [-32603, -32000, -32001])
+def test_error_answers_are_never_retried(code: int) -> None:
+    """An error answer proves the server alive; a retry would only repeat it."""
+    attempt = failing(error_from_code(code, "handler raised"))
+    with pytest.raises(RemoteErrorBase):
+        retry_call(attempt, safe_to_retry=True, sleep=Sleeps())
+    assert len(attempt.calls) == 1
+
+
+def test_start_failures_are_never_retried() -> None:
+    attempt = failing(StartFailedErr("no such command: nosuch", command="nosuch", exit_code=None, stderr_tail=""))
+    with pytest.raises(StartFailedErr):
+        retry_call(attempt, safe_to_retry=True, sleep=Sleeps())
+    assert len(attempt.calls) == 1
