@@ -373,3 +373,21 @@ def test_nothing_runs_after_close_of_a_client_whose_server_died(caplog: pytest.L
     time.sleep(3)  # the window in which the old code logged its retries (not a synchronisation)
     late = [r for r in caplog.records if r.created > closed_at + 0.2]
     assert not [r.getMessage() for r in late if "retry" in r.getMessage() or "reconnect" in r.getMessage()]
+
+
+def test_sixteen_threads_over_the_websocket_bridge_share_one_upstream_session() -> None:
+    """The bridge gives every downstream stream its own upstream process: a client that
+    opened a second stream under load split the server's state across two of them."""
+    from tests.integration.test_bridge import spawn_bridge, stop
+
+    argv = _npm_server("server-sequential-thinking")
+    bridge = spawn_bridge("--websocket", "127.0.0.1:0", command=argv)
+    try:
+        assert bridge.ws is not None
+        with Client.websocket(bridge.ws) as client:
+            with ThreadPoolExecutor(16) as pool:
+                lengths = list(pool.map(lambda n: _think(client, n), range(1, 16 * 4 + 1)))
+            assert sorted(lengths) == list(range(1, 16 * 4 + 1))
+            assert len([p for p in bridge.children() if _alive(p)]) == 1
+    finally:
+        stop(bridge)
