@@ -428,7 +428,7 @@ class Client(ProtocolMixin):
 
         kwargs = cls._http_kwargs(headers, auth, verify, pool_size, max_message_size, options)
         kwargs["sse_fallback"] = sse_fallback
-        return cls(lambda: StreamableHTTPTransport(url, **kwargs), **cls._http_options(url, options))
+        return cls(lambda: StreamableHTTPTransport(url, **kwargs), **cls._http_options(url, options, pool_size))
 
     @classmethod
     def sse(
@@ -452,7 +452,7 @@ class Client(ProtocolMixin):
         from .transports.sse import SSETransport
 
         kwargs = cls._http_kwargs(headers, auth, verify, pool_size, max_message_size, options)
-        return cls(lambda: SSETransport(url, **kwargs), **cls._http_options(url, options))
+        return cls(lambda: SSETransport(url, **kwargs), **cls._http_options(url, options, pool_size))
 
     @classmethod
     def from_config(cls, path: str | os.PathLike[str], name: str, **options: Any) -> "Client":
@@ -557,13 +557,15 @@ class Client(ProtocolMixin):
         return kwargs
 
     @staticmethod
-    def _http_options(url: str, options: dict[str, Any]) -> dict[str, Any]:
+    def _http_options(url: str, options: dict[str, Any], pool_size: int) -> dict[str, Any]:
         from urllib.parse import urlsplit
 
         options.setdefault("name", urlsplit(url).netloc or url)
         # One transport per client: urllib3 fans requests out over its own pool of TCP
         # connections, and every extra legacy-era transport would be another session.
-        options.setdefault("pool", PoolLimits.SINGLE)
+        # As many calls in flight as there are sockets: the rest wait in the client's
+        # pool, in arrival order (urllib3's own wait lets a returning thread go first).
+        options.setdefault("pool", replace(PoolLimits.SESSION, max_in_flight=max(pool_size, 1)))
         return options
 
     @classmethod

@@ -391,3 +391,53 @@ def test_sixteen_threads_over_the_websocket_bridge_share_one_upstream_session() 
             assert len([p for p in bridge.children() if _alive(p)]) == 1
     finally:
         stop(bridge)
+
+
+# --- 10. fair waiting, many threads on one client ----------------------------------------------
+
+
+def _hammer(client: Client, threads: int, calls: int) -> list[float]:
+    """``threads`` × ``calls`` echo calls, each answer checked against what its thread sent;
+    returns every call's duration."""
+    durations: list[list[float]] = [[] for _ in range(threads)]
+
+    def worker(k: int) -> None:
+        for i in range(calls):
+            began = time.perf_counter()
+            message = f"{k}:{i}"
+            text = client.call_tool("echo", {"message": message}).text
+            durations[k].append(time.perf_counter() - began)
+            assert text.endswith(message), (text, message)  # "Echo: …" or the bare message
+
+    with ThreadPoolExecutor(threads) as pool:
+        for future in [pool.submit(worker, k) for k in range(threads)]:
+            future.result()  # a lost or misdelivered answer fails here
+    flat = [d for per in durations for d in per]
+    assert len(flat) == threads * calls
+    return flat
+
+
+def _fair(durations: list[float]) -> None:
+    ordered = sorted(durations)
+    median = ordered[len(ordered) // 2]
+    # the slowest call waits a small multiple of the median, not behind every later arrival
+    assert ordered[-1] <= 50 * median + 2.0, (median, ordered[-1])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["legacy", "modern"])
+def test_sixty_four_threads_on_one_stdio_client(mode: str) -> None:
+    with Client.stdio(*_split(server_command("raw_server.py")), mode=mode) as client:
+        _fair(_hammer(client, 64, 150))
+        assert client.pool_stats().created == 1
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["legacy", "modern"])
+def test_sixty_four_threads_on_one_http_client(mode: str) -> None:
+    from tests.servers.http_support import free_port, run_server, sdk_server_argv
+
+    port = free_port()
+    with run_server(sdk_server_argv(port, "--json"), port):
+        with Client.http(f"http://127.0.0.1:{port}/mcp", mode=mode) as client:
+            _fair(_hammer(client, 64, 40))
