@@ -200,24 +200,27 @@ def test_connection_refused_is_a_connect_error_not_a_timeout() -> None:
     assert not isinstance(err, RequestTimeout)
 
 
-def test_stream_threads_are_reused() -> None:
+def test_stream_threads_are_reused_and_end_at_close() -> None:
     import threading
 
-    from mcpsync.transports._http_common import spawn
+    from mcpsync.transports._http_common import StreamThreads
 
-    seen: list[int] = []
+    threads = StreamThreads()
+    seen: list[threading.Thread] = []
     done = threading.Event()
 
     def job() -> None:
-        seen.append(threading.get_ident())
+        seen.append(threading.current_thread())
         done.set()
 
     for _ in range(3):
         done.clear()
-        spawn(job)
+        threads.spawn(job)
         assert done.wait(5)
         threading.Event().wait(0.05)  # let the thread park itself again
     assert len(set(seen)) == 1
+    assert threads.close(5)
+    assert not seen[0].is_alive()
 
 
 def test_redirects_only_within_the_origin() -> None:
