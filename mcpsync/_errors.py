@@ -517,7 +517,7 @@ GRPC_STATUS_TABLE: dict[str, type[MCPError]] = {
     # the client's own cancellations never reach the mapper: a CANCELLED status is the
     # peer (or a proxy) ending the stream
     "CANCELLED": ConnectionClosed,
-    "UNKNOWN": NetworkError,
+    "UNKNOWN": ConnectionClosed,  # every status ends its stream: for a session, the connection
     "INVALID_ARGUMENT": ProtocolError,
     "DEADLINE_EXCEEDED": RequestTimeout,
     "NOT_FOUND": ConnectError,  # no such service/method at that address
@@ -529,7 +529,7 @@ GRPC_STATUS_TABLE: dict[str, type[MCPError]] = {
     "ABORTED": ConnectionClosed,
     "OUT_OF_RANGE": ProtocolError,
     "UNIMPLEMENTED": ProtocolError,
-    "INTERNAL": NetworkError,
+    "INTERNAL": ConnectionClosed,  # e.g. a frame that does not deserialize
     "UNAVAILABLE": ConnectionClosed,
     "DATA_LOSS": ConnectionClosed,
     "UNAUTHENTICATED": AuthError,

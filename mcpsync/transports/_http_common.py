@@ -906,7 +906,7 @@ def read_body(resp: Any, limit: int, url: str, deadline: float | None = None) ->
     """
     declared = resp.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
-        _finish_oversized(resp)
+        _discard(resp)
         raise MessageTooLarge(
             f"response from {url} is {declared} bytes, over the limit of {limit} bytes",
             size=int(declared),
@@ -915,13 +915,14 @@ def read_body(resp: Any, limit: int, url: str, deadline: float | None = None) ->
             tail=b"",
         )
     read = resp.read1 if hasattr(resp, "read1") else resp.read
-    first = b""
-    buf: bytearray | None = None
+    chunks: list[bytes] = []
+    size = 0
     try:
         while True:
-            if deadline is not None and (first or buf):
+            if deadline is not None and chunks:
                 left = deadline - time.monotonic()
                 if left <= 0:
+                    _discard(resp)
                     raise RequestTimeout(f"the answer from {url} did not arrive in time")
                 if getattr(resp, "length_remaining", None) != 0:  # 0: the next read is EOF, at once
                     sock = getattr(getattr(resp, "connection", None), "sock", None)
@@ -930,37 +931,34 @@ def read_body(resp: Any, limit: int, url: str, deadline: float | None = None) ->
             chunk = read(65536)
             if not chunk:
                 break
-            if buf is None:
-                if not first:
-                    first = chunk
-                    if len(first) > limit:
-                        raise _oversized(resp, url, limit, len(first), first, first)
-                    continue
-                buf = bytearray(first)
-            if len(buf) + len(chunk) > limit:
-                raise _oversized(resp, url, limit, len(buf) + len(chunk), buf, chunk)
-            buf += chunk
+            size += len(chunk)
+            if size > limit:  # refused as it arrives: what came so far is never joined
+                raise _oversized(resp, url, limit, size, chunks[0] if chunks else chunk, chunk)
+            chunks.append(chunk)
     except MCPError:
         raise
     except Exception as exc:
         raise translate(exc, url, fatal=False) from exc
-    return first if buf is None else bytes(buf)
+    if len(chunks) == 1:
+        return chunks[0]
+    return b"".join(chunks)
 
 
-def _finish_oversized(resp: Any) -> None:
+def _discard(resp: Any) -> None:
+    """Close ``resp``'s connection (the rest of the body is never read) and release it."""
     try:
-        resp.close()  # the rest is never read: the connection is not reusable
+        resp.close()
         resp.release_conn()
     except Exception:  # noqa: BLE001
         pass
 
 
-def _oversized(resp: Any, url: str, limit: int, size: int, start: Any, last: bytes) -> MessageTooLarge:
-    _finish_oversized(resp)
+def _oversized(resp: Any, url: str, limit: int, size: int, start: bytes, last: bytes) -> MessageTooLarge:
+    _discard(resp)
     return MessageTooLarge(
         f"response from {url} exceeds the limit of {limit} bytes",
         size=size,
         limit=limit,
-        head=redact(bytes(start[:_EDGE]), limit=_EDGE).encode(),
-        tail=redact(bytes(last[-_EDGE:]), limit=_EDGE).encode(),
+        head=redact(start[:_EDGE], limit=_EDGE).encode(),
+        tail=redact(last[-_EDGE:], limit=_EDGE).encode(),
     )

@@ -203,7 +203,8 @@ def test_http_errors_are_not_retryable_auth_but_5xx_are_transient() -> None:
         ("DEADLINE_EXCEEDED", RequestTimeout),
         ("CANCELLED", ConnectionClosed),  # the peer ended the stream (our own cancels are not mapped)
         ("RESOURCE_EXHAUSTED", NetworkError),
-        ("INTERNAL", NetworkError),
+        ("INTERNAL", ConnectionClosed),
+        ("UNKNOWN", ConnectionClosed),
         ("UNIMPLEMENTED", ProtocolError),
         ("NOT_FOUND", ConnectError),
         ("SOMETHING_NEW", NetworkError),
