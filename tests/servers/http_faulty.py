@@ -192,7 +192,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(503, b"busy", "text/plain", Retry_After="3")
         elif path == "/echo-auth":
             # a proxy error page that repeats what it was sent, credentials included
-            echoed = "".join(f"{k}: {v}\n" for k, v in self.headers.items())
+            first = [(k, v) for k, v in self.headers.items() if k.lower() in ("authorization", "x-custom-key")]
+            echoed = "".join(f"{k}: {v}\n" for k, v in first + [kv for kv in self.headers.items() if kv not in first])
             page = f"<html><body><h1>502 Bad Gateway</h1><pre>{echoed}</pre>"
             page += '<p>debug: {"access_token": "at-SECRET-7", "api_key": "ak-SECRET-8"} token=tk-SECRET-9</p>'
             page += "<p>eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJTRUNSRVQifQ.c2lnbmF0dXJlU0VDUkVU</p></body></html>"
