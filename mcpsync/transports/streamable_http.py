@@ -23,8 +23,9 @@ message itself:
   resumed with ``Last-Event-ID`` after the server's ``retry``. A 404 (or a 400 that
   names the session) on a request that carried the session id re-initializes
   transparently — the remembered ``initialize`` is replayed under a fresh id, then
-  ``notifications/initialized`` — and the message is sent again, once. ``close()``
-  sends DELETE.
+  ``notifications/initialized`` — and the message is sent again, once; a second 404
+  right after is :class:`~mcpsync._errors.SessionExpired` (a session error, not the
+  server's answer). ``close()`` sends DELETE.
 * **HTTP+SSE (2024-11-05) fallback** — when the very first exchange with a URL gets
   400 / 404 / 405 without a JSON-RPC body, the transport switches to
   :class:`~mcpsync.transports.sse.SSETransport` for the rest of its life. The outcome
@@ -32,7 +33,12 @@ message itself:
   (:func:`known_era`), so later transports skip the probing.
 
 A 307 / 308 redirect within the URL's origin is followed and its target kept (e.g. a
-trailing-slash redirect); one to another origin is refused. Responses are
+trailing-slash redirect); one to another origin is refused. Other HTTP error statuses
+map through :func:`mcpsync._errors.error_from_http_status` (429 / 503 carry
+``retry_after``; a 429 was not sent); an error body is quoted only redacted and cut
+short. A send has one deadline, its ``timeout``: waiting for a pooled connection,
+connecting and reading the answer share it. Response streams are read on the
+transport's own threads, which end when it closes. Responses are
 ``application/json`` (queued at once) or ``text/event-stream`` (read on
 a background thread, so ``send`` returns and server requests inside the stream reach
 the dispatcher while the stream is open). Errors are raised from ``send`` when the
@@ -796,6 +802,13 @@ class StreamableHTTPTransport(Transport):
             self._relist_tools(msg, deadline)
             self._post(msg, deadline, allow_reinit=allow_reinit, allow_relist=False)
             return
+
+        # 429 and 5xx say what happened (rate limited, server unwell) even when the body is
+        # a JSON-RPC error: unless that error answers this very request, the status counts
+        if (status >= 500 or status == 429) and not (
+            jsonrpc is not None and jsonrpc.id is not UNSET and jsonrpc.id is not None and jsonrpc.id == msg.id
+        ):
+            raise status_error(status, self.url, body, resp.headers, secrets=_secrets(resp))
 
         if is_jsonrpc and msg.is_request:
             self._succeeded = True

@@ -112,6 +112,14 @@ def test_503_carries_retry_after_but_may_have_run(transport: Any) -> None:
     assert may_have_reached_server(err)  # only safe calls are retried
 
 
+def test_503_with_a_json_rpc_body_is_still_a_503(transport: Any) -> None:
+    t = transport("/503json")
+    with pytest.raises(NetworkError) as info:
+        t.send(REQ, 5)  # the body answers no request: the status says what happened
+    assert (info.value.status, info.value.retry_after) == (503, 2.0)
+    assert t.receive(0.2) is None
+
+
 def test_429_on_the_sse_endpoint(faulty: FaultyServer) -> None:
     t = SSETransport(faulty.url("/sse-429"))
     t.connect(5)

@@ -7,8 +7,8 @@ released once per request to ``/slowpool``.
 
 Paths of the robustness tests (issue 16):
 
-* POST ``/429``, ``/429date``, ``/503``: refused with ``Retry-After`` (7 s; an HTTP-date
-  60 s ahead; 3 s). GET ``/sse-429`` is an HTTP+SSE stream whose endpoint answers 429.
+* POST ``/429``, ``/429date``, ``/503``, ``/503json``: refused with ``Retry-After`` (7 s;
+  an HTTP-date 60 s ahead; 3 s; 2 s with a JSON-RPC error body that answers no id). GET ``/sse-429`` is an HTTP+SSE stream whose endpoint answers 429.
 * POST ``/echo-auth``: a proxy's 502 error page that echoes the request's headers.
 * POST ``/huge`` (chunked) and ``/huge-cl`` (with Content-Length): a 64 MiB JSON answer.
 * POST ``/forget``: sessions are forgotten at once: every request after
@@ -190,6 +190,9 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(429, b"slow down", "text/plain", Retry_After=email.utils.formatdate(time.time() + 60, usegmt=True))
         elif path == "/503":
             self._send(503, b"busy", "text/plain", Retry_After="3")
+        elif path == "/503json":
+            body = {"jsonrpc": "2.0", "error": {"code": -32603, "message": "Service unavailable"}, "id": None}
+            self._send(503, json.dumps(body).encode(), Retry_After="2")
         elif path == "/echo-auth":
             # a proxy error page that repeats what it was sent, credentials included
             first = [(k, v) for k, v in self.headers.items() if k.lower() in ("authorization", "x-custom-key")]
