@@ -705,7 +705,10 @@ def sent_secrets(headers: Mapping[str, str]) -> tuple[str, ...]:
 
 
 _PLAIN_HEADERS = frozenset(
-    {"user-agent", "content-type", "accept", "mcp-protocol-version", "mcp-method", "cache-control", "last-event-id"}
+    {
+        "user-agent", "content-type", "content-length", "accept", "accept-encoding", "host", "connection",
+        "cache-control", "last-event-id", "mcp-protocol-version", "mcp-method", "mcp-name",
+    }
 )
 
 

@@ -1307,7 +1307,8 @@ class StreamableHTTPTransport(Transport):
                     # it worked before, so the session is gone: re-initialize (once per
                     # session; the next POST would do it too), which restarts the stream
                     session = self._session_id
-                    if self._init_body is not None and self._reinit(session, None):
+                    handshake = time.monotonic() + self.options.connect_timeout  # bounded, even if close() comes
+                    if self._init_body is not None and self._reinit(session, handshake):
                         return
                     failures += 1
                 elif 200 <= status < 300 and media_type(resp.headers.get("content-type")) == _SSE:
