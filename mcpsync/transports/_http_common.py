@@ -744,17 +744,19 @@ class _DeadlineTimeout(urllib3.Timeout):
     def __init__(self, deadline: float, connect: float, read: float) -> None:
         super().__init__(connect=connect, read=read)
         self.deadline = deadline
+        self._connect_s = connect
+        self._read_s = read
 
     def clone(self) -> "_DeadlineTimeout":
-        return _DeadlineTimeout(self.deadline, self._connect, self._read)  # type: ignore[arg-type]
+        return _DeadlineTimeout(self.deadline, self._connect_s, self._read_s)
 
     @property
     def connect_timeout(self) -> float:  # type: ignore[override]
-        return max(0.001, min(self._connect, self.deadline - time.monotonic()))  # type: ignore[type-var]
+        return max(0.001, min(self._connect_s, self.deadline - time.monotonic()))
 
     @property
     def read_timeout(self) -> float:  # type: ignore[override]
-        return max(0.001, min(self._read, self.deadline - time.monotonic()))  # type: ignore[type-var]
+        return max(0.001, min(self._read_s, self.deadline - time.monotonic()))
 
 
 def request_timeout(deadline: float | None, connect: float, read: float) -> tuple[dict[str, Any], float | None]:
