@@ -131,6 +131,17 @@ def test_429_on_the_sse_endpoint(faulty: FaultyServer) -> None:
         t.close()
 
 
+def test_sse_endpoint_that_forgot_the_session(faulty: FaultyServer) -> None:
+    t = SSETransport(faulty.url("/sse-gone"))
+    t.connect(5)
+    try:
+        with pytest.raises(SessionExpired) as info:
+            t.send(REQ, 5)
+        assert info.value.status == 404 and not counts_as_breaker_failure(info.value)
+    finally:
+        t.close()
+
+
 def test_other_4xx_is_the_clients_mistake(transport: Any) -> None:
     with pytest.raises(ProtocolError) as info:
         transport("/nowhere").send(REQ, 5)  # 404 without a session: a wrong URL

@@ -8,7 +8,9 @@ released once per request to ``/slowpool``.
 Paths of the robustness tests (issue 16):
 
 * POST ``/429``, ``/429date``, ``/503``, ``/503json``: refused with ``Retry-After`` (7 s;
-  an HTTP-date 60 s ahead; 3 s; 2 s with a JSON-RPC error body that answers no id). GET ``/sse-429`` is an HTTP+SSE stream whose endpoint answers 429.
+  an HTTP-date 60 s ahead; 3 s; 2 s with a JSON-RPC error body that answers no id).
+* GET ``/sse-429`` and ``/sse-gone``: HTTP+SSE streams whose endpoints answer 429, and
+  404 (the session is unknown).
 * POST ``/echo-auth``: a proxy's 502 error page that echoes the request's headers.
 * POST ``/huge`` (chunked) and ``/huge-cl`` (with Content-Length): a 64 MiB JSON answer.
 * POST ``/forget``: sessions are forgotten at once: every request after
@@ -168,9 +170,9 @@ class _Handler(BaseHTTPRequestHandler):
             self._start_sse()
             time.sleep(3)
             return
-        if path == "/sse-429":
+        if path in ("/sse-429", "/sse-gone"):
             self._start_sse()
-            self._event(b"/sse-429/messages", event="endpoint")
+            self._event(path.encode() + b"/messages", event="endpoint")
             self._hold_sse()
             return
         if path == "/streams":
@@ -186,6 +188,8 @@ class _Handler(BaseHTTPRequestHandler):
         rid = msg.get("id")
         if path in ("/429", "/sse-429/messages"):
             self._send(429, b"slow down", "text/plain", Retry_After="7" if path == "/429" else "4")
+        elif path == "/sse-gone/messages":
+            self._send(404, b"Could not find session", "text/plain")
         elif path == "/429date":
             self._send(429, b"slow down", "text/plain", Retry_After=email.utils.formatdate(time.time() + 60, usegmt=True))
         elif path == "/503":
