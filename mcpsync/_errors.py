@@ -761,7 +761,13 @@ def error_from_exception(
     text = message if message is not None else (str(exc) or type(exc).__name__)
     status = _status_of(exc)
     if status is not None:
-        err = error_from_http_status(status, text, connecting=connecting)
+        # no session context here: a 404 is "not found"; Retry-After read when there is one
+        headers = getattr(getattr(exc, "response", None), "headers", None)
+        if not isinstance(headers, Mapping):
+            headers = getattr(exc, "resp_headers", None)  # websocket-client
+        err = error_from_http_status(
+            status, text, connecting=connecting, headers=headers if isinstance(headers, Mapping) else None, session=False
+        )
     elif callable(getattr(exc, "code", None)) and any(_qualname(c) == "grpc.RpcError" for c in type(exc).__mro__):
         details = exc.details() if callable(getattr(exc, "details", None)) else None  # type: ignore[attr-defined]
         err = error_from_grpc_status(exc.code(), message or details or text, connecting=connecting)  # type: ignore[attr-defined]

@@ -85,6 +85,7 @@ __all__ = [
     "redirect_target",
     "StreamThreads",
     "redact",
+    "sent_secrets",
     "request_timeout",
     "encode_header_value",
     "header_annotation_error",

@@ -325,6 +325,12 @@ def test_requests_exceptions() -> None:
     assert type(err) is AuthError and err.status == 401
     response.status_code = 503
     assert type(error_from_exception(r.HTTPError("503", response=response))) is NetworkError
+    response.status_code = 429
+    response.headers["Retry-After"] = "9"
+    err = error_from_exception(r.HTTPError("429", response=response))
+    assert type(err) is NetworkError and (err.retry_after, err.sent) == (9.0, False)
+    response.status_code = 404  # no session here: a wrong URL
+    assert type(error_from_exception(r.HTTPError("404", response=response))) is ProtocolError
 
 
 def test_websocket_client_exceptions() -> None:
