@@ -649,7 +649,7 @@ _CREDENTIALS = re.compile(
     r"""(?ix)
       (?P<line>\b(?:proxy-)?authorization\b[ \t]*[:=][^\r\n]*)             # an Authorization header line
     | (?P<cookie>\b(?:set-)?cookie\b[ \t]*[:=][^\r\n]*)
-    | (?P<scheme>\b(?:bearer|basic|dpop|digest|token)[ \t]+)[A-Za-z0-9._~+/=:-]{4,}
+    | (?P<scheme>\b(?:bearer|basic|dpop|digest)[ \t]+)[A-Za-z0-9._~+/=:-]{4,}
     | (?P<key>["']?\b[\w-]*(?:token|api[_-]?key|apikey|secret|password|passwd|session[_-]?id|signature|credential)s?\b["']?
         [ \t]*[:=][ \t]*["']?)[^\s"'&,;<>}]+
     | eyJ[A-Za-z0-9_-]{8,}(?:\.[A-Za-z0-9_-]*){0,2}                        # a JWT (or its start)
@@ -676,7 +676,7 @@ def redact(text: str | bytes, secrets: Any = (), limit: int = SNIPPET) -> str:
 
     Removes every value in ``secrets`` (the request's own header values) and anything
     shaped like a credential: ``Authorization`` / ``Cookie`` lines, ``Bearer …`` /
-    ``Basic …`` / ``DPoP …`` / ``token …``, ``token=…`` / ``access_token`` /
+    ``Basic …`` / ``DPoP …``, ``token=…`` / ``access_token`` /
     ``api_key`` / ``password`` / ``secret`` key-value pairs (JSON or form), and
     JWT-looking strings; then keeps at most ``limit`` characters.
 
@@ -698,11 +698,23 @@ def redact(text: str | bytes, secrets: Any = (), limit: int = SNIPPET) -> str:
 
 
 def sent_secrets(headers: Mapping[str, str]) -> tuple[str, ...]:
-    """The values of a request's headers that an error page must not repeat (all but
-    the protocol's own, which say nothing secret)."""
-    return tuple(
-        v for k, v in headers.items() if isinstance(v, str) and k.lower() not in _PLAIN_HEADERS and len(v) >= 4
-    )
+    """The values of a request's headers that an error page must not repeat: all but
+    the protocol's own, which say nothing secret (and, for ``Scheme credentials``
+    values, the credentials alone too).
+
+    Example:
+        >>> sent_secrets({"Authorization": "Bearer abc.def", "Accept": "application/json"})
+        ('Bearer abc.def', 'abc.def')
+    """
+    out: list[str] = []
+    for k, v in headers.items():
+        if not isinstance(v, str) or k.lower() in _PLAIN_HEADERS or len(v) < 4:
+            continue
+        out.append(v)
+        scheme, _, credentials = v.partition(" ")
+        if credentials and len(credentials.strip()) >= 4:
+            out.append(credentials.strip())
+    return tuple(out)
 
 
 _PLAIN_HEADERS = frozenset(
