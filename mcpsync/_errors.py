@@ -31,6 +31,7 @@ table, :data:`ERROR_CODE_TABLE`; :func:`error_from_code` applies it.
 
 from __future__ import annotations
 
+import re
 from typing import Any, Mapping
 
 __all__ = [
@@ -276,6 +277,7 @@ __all__ += [
     "error_from_http_status",
     "error_from_grpc_status",
     "error_from_exception",
+    "retry_after_seconds",
 ]
 
 #: Errors raised before the request was written anywhere: retrying them can never
@@ -387,7 +389,7 @@ HTTP_STATUS_TABLE: dict[int, type[MCPError]] = {
     400: ProtocolError,  # malformed request, missing/invalid session header
     401: AuthError,
     403: PermissionDenied,
-    404: ConnectionClosed,  # Streamable HTTP: the session expired, start a new one
+    404: SessionExpired,  # Streamable HTTP / HTTP+SSE: the session is gone (without one: ProtocolError)
     405: ProtocolError,  # method not allowed (e.g. no GET stream offered)
     406: ProtocolError,
     408: RequestTimeout,
@@ -395,12 +397,51 @@ HTTP_STATUS_TABLE: dict[int, type[MCPError]] = {
     413: MessageTooLarge,
     415: ProtocolError,
     422: ProtocolError,
-    429: NetworkError,  # rate limited: transient, retried with backoff
+    429: NetworkError,  # rate limited, the request did not run: sent=False, retry_after
     500: NetworkError,
     502: NetworkError,
-    503: NetworkError,
+    503: NetworkError,  # retry_after; may have run: only safe calls are retried
     504: RequestTimeout,
 }
+
+#: Statuses whose error always carries ``retry_after`` (None when the server named none).
+RETRY_AFTER_STATUSES = frozenset({429, 503})
+
+
+def retry_after_seconds(value: str | None, now: float | None = None) -> float | None:
+    """Seconds to wait from a ``Retry-After`` value: delta-seconds or an HTTP-date.
+
+    Returns None when ``value`` is absent or unreadable; a date in the past is 0.
+
+    Example:
+        >>> retry_after_seconds("7"), retry_after_seconds(None), retry_after_seconds("soon")
+        (7.0, None, None)
+        >>> retry_after_seconds("Wed, 21 Oct 2015 07:28:00 GMT", now=1445412480.0)
+        0.0
+    """
+    if value is None:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    from email.utils import parsedate_to_datetime
+
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when.tzinfo is None:
+        return None  # RFC 9110 dates are GMT; one without a zone is not one
+    import time
+
+    return max(0.0, when.timestamp() - (time.time() if now is None else now))
+
+
+def _header(headers: Mapping[str, str], name: str) -> str | None:
+    value = headers.get(name)
+    if value is None:
+        value = headers.get(name.lower())
+    return value
 
 
 def _build(cls: type[MCPError], message: str, fields: dict[str, Any]) -> MCPError:
@@ -423,18 +464,31 @@ def error_from_http_status(
     message: str = "",
     *,
     connecting: bool = False,
+    headers: Mapping[str, str] | None = None,
+    session: bool = True,
     table: Mapping[int, type[MCPError]] | None = None,
     **fields: Any,
 ) -> MCPError:
     """Build the typed exception for an HTTP error status (not raised).
+
+    This is the mapping the HTTP transports use. 429 and 503 carry ``retry_after``
+    (seconds from the ``Retry-After`` header, None without one); a 429 also carries
+    ``sent=False``: the server refused the request before running it, so even a call
+    with side effects may be sent again. Other 4xx statuses are the client's own
+    mistakes (:class:`ProtocolError` with ``status``: never retried, never counted by
+    the breaker).
 
     Args:
         status: the HTTP status code (>= 400).
         message: text for the exception (default ``"HTTP <status>"``).
         connecting: the status answered the connection attempt itself (handshake); a
             timeout or gateway failure then becomes :class:`ConnectError`.
+        headers: the response headers (``Retry-After`` is read from them).
+        session: the request carried a session (``Mcp-Session-Id`` or an HTTP+SSE
+            endpoint): a 404 then means the session is gone (:class:`SessionExpired`);
+            without one it means the URL is wrong (:class:`ProtocolError`).
         table: the status table (default :data:`HTTP_STATUS_TABLE`).
-        **fields: extra fields for the exception (e.g. ``retry_after``).
+        **fields: extra fields for the exception (they win over the ones above).
 
     Returns:
         The exception; it carries ``status``.
@@ -442,13 +496,22 @@ def error_from_http_status(
     Example:
         >>> type(error_from_http_status(401)).__name__, type(error_from_http_status(504)).__name__
         ('AuthError', 'RequestTimeout')
+        >>> err = error_from_http_status(429, headers={"Retry-After": "3"})
+        >>> type(err).__name__, err.retry_after, err.sent
+        ('NetworkError', 3.0, False)
     """
     cls = (table if table is not None else HTTP_STATUS_TABLE).get(status)
     if cls is None:
         cls = NetworkError if status >= 500 else ProtocolError
+    if status == 404 and not session and issubclass(cls, ConnectionClosed):
+        cls = ProtocolError
     extra: dict[str, Any] = {}
     if connecting:
         cls, extra = _connect_phase(cls)
+    if status in RETRY_AFTER_STATUSES:
+        extra["retry_after"] = retry_after_seconds(_header(headers, "Retry-After")) if headers is not None else None
+        if status == 429:
+            extra["sent"] = False
     return _build(cls, message or f"HTTP {status}", {"status": status, **extra, **fields})
 
 
@@ -457,19 +520,22 @@ def error_from_http_status(
 #: gRPC status name → exception class. The gRPC transport carries opaque JSON-RPC frames,
 #: so these are transport-level statuses, not tool errors.
 GRPC_STATUS_TABLE: dict[str, type[MCPError]] = {
-    "CANCELLED": Cancelled,
-    "UNKNOWN": NetworkError,
+    # the client's own cancellations never reach the mapper: a CANCELLED status is the
+    # peer (or a proxy) ending the stream
+    "CANCELLED": ConnectionClosed,
+    "UNKNOWN": ConnectionClosed,  # every status ends its stream: for a session, the connection
     "INVALID_ARGUMENT": ProtocolError,
     "DEADLINE_EXCEEDED": RequestTimeout,
     "NOT_FOUND": ConnectError,  # no such service/method at that address
     "ALREADY_EXISTS": ProtocolError,
     "PERMISSION_DENIED": PermissionDenied,
-    "RESOURCE_EXHAUSTED": NetworkError,  # quota / flow control: transient
+    "RESOURCE_EXHAUSTED": NetworkError,  # quota / flow control: transient (a message over
+    # the size limit, "larger than max", is MessageTooLarge: see error_from_grpc_status)
     "FAILED_PRECONDITION": ProtocolError,
     "ABORTED": ConnectionClosed,
     "OUT_OF_RANGE": ProtocolError,
     "UNIMPLEMENTED": ProtocolError,
-    "INTERNAL": NetworkError,
+    "INTERNAL": ConnectionClosed,  # e.g. a frame that does not deserialize
     "UNAVAILABLE": ConnectionClosed,
     "DATA_LOSS": ConnectionClosed,
     "UNAUTHENTICATED": AuthError,
@@ -480,6 +546,9 @@ _GRPC_CODE_NAMES = (
     "PERMISSION_DENIED RESOURCE_EXHAUSTED FAILED_PRECONDITION ABORTED OUT_OF_RANGE "
     "UNIMPLEMENTED INTERNAL UNAVAILABLE DATA_LOSS UNAUTHENTICATED"
 ).split()
+
+
+_GRPC_TOO_LARGE = re.compile(r"(?i)larger than max|message too large|exceeds? the (?:maximum|limit)")
 
 
 def _grpc_name(status: Any) -> str:
@@ -515,6 +584,8 @@ def error_from_grpc_status(
     """
     name = _grpc_name(status)
     cls = (table if table is not None else GRPC_STATUS_TABLE).get(name, NetworkError)
+    if name == "RESOURCE_EXHAUSTED" and _GRPC_TOO_LARGE.search(message):
+        cls = MessageTooLarge  # grpc's own message-size limit, either side
     extra: dict[str, Any] = {}
     if connecting:
         cls, extra = _connect_phase(cls)
@@ -696,7 +767,13 @@ def error_from_exception(
     text = message if message is not None else (str(exc) or type(exc).__name__)
     status = _status_of(exc)
     if status is not None:
-        err = error_from_http_status(status, text, connecting=connecting)
+        # no session context here: a 404 is "not found"; Retry-After read when there is one
+        headers = getattr(getattr(exc, "response", None), "headers", None)
+        if not isinstance(headers, Mapping):
+            headers = getattr(exc, "resp_headers", None)  # websocket-client
+        err = error_from_http_status(
+            status, text, connecting=connecting, headers=headers if isinstance(headers, Mapping) else None, session=False
+        )
     elif callable(getattr(exc, "code", None)) and any(_qualname(c) == "grpc.RpcError" for c in type(exc).__mro__):
         details = exc.details() if callable(getattr(exc, "details", None)) else None  # type: ignore[attr-defined]
         err = error_from_grpc_status(exc.code(), message or details or text, connecting=connecting)  # type: ignore[attr-defined]

@@ -12,9 +12,14 @@
   (``HTTP(S)_PROXY`` / ``NO_PROXY``) as requests reads them.
 * :func:`media_type` — a ``Content-Type`` without its parameters, lower-cased.
 * :func:`redirect_target` — same-origin 307 / 308 redirects only.
-* :func:`spawn` — response streams are read on reusable daemon threads.
+* :class:`StreamThreads` — each transport reads its response streams on its own
+  reusable daemon threads, all ended (bounded join) when the transport closes.
 * :func:`translate` — the one place where urllib3 / socket exceptions become
-  :mod:`mcpsync._errors` types.
+  :mod:`mcpsync._errors` types; :func:`status_error` words an HTTP error status and
+  leaves its mapping to :func:`mcpsync._errors.error_from_http_status`.
+* :func:`redact` — what of an error body may reach a message or a log line.
+* :func:`request_timeout` — one deadline for an HTTP request: the pool wait, the
+  connect and each read get what is left of it.
 * :class:`HTTPOptions` — the options both transports take (headers, auth hook, TLS,
   timeouts, pool size, maximum message size).
 
@@ -33,6 +38,8 @@ import os
 import queue
 import re
 import threading
+import time
+import weakref
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Protocol
 from urllib.parse import urljoin, urlsplit
@@ -57,9 +64,9 @@ from .._errors import (
     MCPError,
     MessageTooLarge,
     NetworkError,
-    PermissionDenied,
     ProtocolError,
     RequestTimeout,
+    error_from_http_status,
 )
 from .._speedups import DEFAULT_MAX_MESSAGE_SIZE
 
@@ -76,7 +83,10 @@ __all__ = [
     "translate",
     "status_error",
     "redirect_target",
-    "spawn",
+    "StreamThreads",
+    "redact",
+    "sent_secrets",
+    "request_timeout",
     "encode_header_value",
     "header_annotation_error",
     "header_annotations",
@@ -433,62 +443,132 @@ def _make_manager(url: str, opts: HTTPOptions, *, block: bool) -> urllib3.PoolMa
 # --------------------------------------------------------------------------- stream threads
 
 
+_STOP = object()  # a slot told to end (its owner closed)
+
+
 class _Slot:
     """One reusable daemon thread: runs jobs, then waits ``idle`` seconds for another."""
 
-    __slots__ = ("jobs",)
+    __slots__ = ("jobs", "thread")
 
     def __init__(self) -> None:
-        self.jobs: queue.SimpleQueue[tuple[Any, tuple[Any, ...]]] = queue.SimpleQueue()
+        self.jobs: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self.thread: threading.Thread | None = None
 
 
-_idle_slots: list[_Slot] = []
-_slots_lock = threading.Lock()
 _SLOT_IDLE = 30.0
+_all_threads: "weakref.WeakSet[StreamThreads]" = weakref.WeakSet()
 
 
-def spawn(fn: Any, *args: Any) -> None:
-    """Run ``fn(*args)`` on a daemon thread, reusing an idle one when there is one.
+class StreamThreads:
+    """The daemon threads one transport reads its response streams on.
 
-    Response streams are read this way: a fresh thread costs ~60 µs here, handing a job
-    to a parked one ~10 µs. Idle threads exit after 30 s.
+    A fresh thread costs ~60 µs here, handing a job to a parked one ~10 µs, so a
+    thread that finished a job parks for the next (for up to 30 s idle). They belong
+    to one transport: :meth:`close` tells the parked ones to end and waits (bounded)
+    for the busy ones, whose jobs the transport's close has just cut short, so no
+    ``mcpsync-http-stream`` thread outlives the transport.
+
+    Example:
+        >>> threads = StreamThreads()
+        >>> done = threading.Event()
+        >>> threads.spawn(done.set)
+        >>> done.wait(5)
+        True
+        >>> threads.close(5)
+        True
     """
-    with _slots_lock:
-        slot = _idle_slots.pop() if _idle_slots else None
-    if slot is not None:
+
+    __slots__ = ("_idle", "_all", "_lock", "_closed", "__weakref__")
+
+    def __init__(self) -> None:
+        self._idle: list[_Slot] = []
+        self._all: set[_Slot] = set()
+        self._lock = threading.Lock()
+        self._closed = False
+        _all_threads.add(self)
+
+    def spawn(self, fn: Any, *args: Any) -> None:
+        """Run ``fn(*args)`` on one of these threads (a parked one when there is one).
+
+        Raises:
+            ConnectionClosed: after :meth:`close`.
+        """
+        with self._lock:
+            if self._closed:
+                raise ConnectionClosed("transport is closed")
+            slot = self._idle.pop() if self._idle else None
+            fresh = slot is None
+            if slot is None:
+                slot = _Slot()
+                slot.thread = threading.Thread(target=self._loop, args=(slot,), name="mcpsync-http-stream", daemon=True)
+                self._all.add(slot)
         slot.jobs.put((fn, args))
-        return
-    slot = _Slot()
-    slot.jobs.put((fn, args))
-    threading.Thread(target=_slot_loop, args=(slot,), name="mcpsync-http-stream", daemon=True).start()
+        if fresh:
+            slot.thread.start()  # type: ignore[union-attr]
 
+    def close(self, timeout: float) -> bool:
+        """End every thread: parked ones at once, busy ones when their job returns.
 
-def _slot_loop(slot: _Slot) -> None:
-    while True:
+        Waits at most ``timeout`` seconds in all. True when every thread has ended.
+        """
+        with self._lock:
+            self._closed = True
+            idle, self._idle = self._idle, []
+            slots = list(self._all)
+        for slot in idle:
+            slot.jobs.put(_STOP)
+        deadline = time.monotonic() + timeout
+        me = threading.current_thread()
+        ended = True
+        for slot in slots:
+            thread = slot.thread
+            if thread is None or thread is me or thread.ident is None:
+                continue
+            thread.join(max(0.0, deadline - time.monotonic()))
+            ended = ended and not thread.is_alive()
+        return ended
+
+    def _loop(self, slot: _Slot) -> None:
         try:
-            fn, args = slot.jobs.get(timeout=_SLOT_IDLE)
-        except queue.Empty:
-            with _slots_lock:
-                if slot in _idle_slots:
-                    _idle_slots.remove(slot)
+            while True:
+                try:
+                    job = slot.jobs.get(timeout=_SLOT_IDLE)
+                except queue.Empty:
+                    with self._lock:
+                        if slot in self._idle:
+                            self._idle.remove(slot)
+                            return
+                    job = slot.jobs.get()  # popped by spawn() or close() just now: it is coming
+                if job is _STOP:
                     return
-            fn, args = slot.jobs.get()  # popped by spawn() just now: its job is coming
-        try:
-            fn(*args)
-        except Exception:  # noqa: BLE001 - jobs log their own failures
-            log.exception("HTTP stream job failed")
-        fn = args = None  # type: ignore[assignment]  # drop references while parked
-        with _slots_lock:
-            _idle_slots.append(slot)
+                fn, args = job
+                try:
+                    fn(*args)
+                except Exception:  # noqa: BLE001 - jobs log their own failures
+                    log.exception("HTTP stream job failed")
+                fn = args = job = None  # drop references while parked
+                with self._lock:
+                    if self._closed:
+                        return
+                    self._idle.append(slot)
+        finally:
+            with self._lock:
+                self._all.discard(slot)
+
+    def _after_fork(self) -> None:
+        self._idle = []  # their threads did not survive the fork
+        self._all = set()
+        self._lock = threading.Lock()
 
 
 def _after_fork_in_child() -> None:
     """A forked child shares none of the parent's connections or stream threads."""
-    global _pools_lock, _slots_lock
+    global _pools_lock
     _pools.clear()  # the sockets are the parent's; dropped, never shut down
-    _idle_slots.clear()  # their threads did not survive the fork
     _pools_lock = threading.Lock()
-    _slots_lock = threading.Lock()
+    for threads in list(_all_threads):
+        threads._after_fork()
 
 
 if hasattr(os, "register_at_fork"):
@@ -561,19 +641,153 @@ def redirect_target(url: str, resp: Any) -> str | None:
     return target
 
 
-def status_error(status: int, url: str, body: bytes = b"") -> MCPError:
-    """The error for an HTTP status that carries no JSON-RPC message."""
-    snippet = body[:200].decode("utf-8", "replace").strip()
+#: How much of an error body a message may quote (after redaction), in characters.
+SNIPPET = 200
+_REDACT_WINDOW = 2048
+_REDACTED = "[redacted]"
+_CREDENTIALS = re.compile(
+    r"""(?ix)
+      (?P<line>\b(?:proxy-)?authorization\b[ \t]*[:=][^\r\n]*)             # an Authorization header line
+    | (?P<cookie>\b(?:set-)?cookie\b[ \t]*[:=][^\r\n]*)
+    | (?P<scheme>\b(?:bearer|basic|dpop|digest)[ \t]+)[A-Za-z0-9._~+/=:-]{4,}
+    | (?P<key>["']?\b[\w-]*(?:token|api[_-]?key|apikey|secret|password|passwd|session[_-]?id|signature|credential)s?\b["']?
+        [ \t]*[:=][ \t]*["']?)[^\s"'&,;<>}]+
+    | eyJ[A-Za-z0-9_-]{8,}(?:\.[A-Za-z0-9_-]*){0,2}                        # a JWT (or its start)
+    """
+)
+
+
+def _redact_match(m: re.Match[str]) -> str:
+    if m.group("line") is not None:
+        name = m.group("line").split(":", 1)[0].split("=", 1)[0].strip()
+        return f"{name}: {_REDACTED}"
+    if m.group("cookie") is not None:
+        name = m.group("cookie").split(":", 1)[0].split("=", 1)[0].strip()
+        return f"{name}: {_REDACTED}"
+    if m.group("scheme") is not None:
+        return m.group("scheme") + _REDACTED
+    if m.group("key") is not None:
+        return m.group("key") + _REDACTED
+    return _REDACTED
+
+
+def redact(text: str | bytes, secrets: Any = (), limit: int = SNIPPET) -> str:
+    """``text`` fit for an exception message or a log line: credentials out, then cut.
+
+    Removes every value in ``secrets`` (the request's own header values) and anything
+    shaped like a credential: ``Authorization`` / ``Cookie`` lines, ``Bearer …`` /
+    ``Basic …`` / ``DPoP …``, ``token=…`` / ``access_token`` /
+    ``api_key`` / ``password`` / ``secret`` key-value pairs (JSON or form), and
+    JWT-looking strings; then keeps at most ``limit`` characters.
+
+    Example:
+        >>> redact('{"error": "bad", "access_token": "abc123"} Authorization: Bearer xyz')
+        '{"error": "bad", "access_token": "[redacted]"} Authorization: [redacted]'
+    """
+    if isinstance(text, (bytes, bytearray, memoryview)):
+        text = bytes(text[:_REDACT_WINDOW]).decode("utf-8", "replace")
+    else:
+        text = text[:_REDACT_WINDOW]
+    for secret in secrets:
+        if secret and len(secret) >= 4:
+            text = text.replace(secret, _REDACTED)
+    text = _CREDENTIALS.sub(_redact_match, text).strip()
+    if len(text) > limit:
+        text = text[:limit].rstrip() + "…"
+    return text
+
+
+def sent_secrets(headers: Mapping[str, str]) -> tuple[str, ...]:
+    """The values of a request's headers that an error page must not repeat: all but
+    the protocol's own, which say nothing secret (and, for ``Scheme credentials``
+    values, the credentials alone too).
+
+    Example:
+        >>> sent_secrets({"Authorization": "Bearer abc.def", "Accept": "application/json"})
+        ('Bearer abc.def', 'abc.def')
+    """
+    out: list[str] = []
+    for k, v in headers.items():
+        if not isinstance(v, str) or k.lower() in _PLAIN_HEADERS or len(v) < 4:
+            continue
+        out.append(v)
+        scheme, _, credentials = v.partition(" ")
+        if credentials and len(credentials.strip()) >= 4:
+            out.append(credentials.strip())
+    return tuple(out)
+
+
+_PLAIN_HEADERS = frozenset(
+    {
+        "user-agent", "content-type", "content-length", "accept", "accept-encoding", "host", "connection",
+        "cache-control", "last-event-id", "mcp-protocol-version", "mcp-method", "mcp-name",
+    }
+)
+
+
+def status_error(
+    status: int,
+    url: str,
+    body: bytes = b"",
+    headers: Mapping[str, str] | None = None,
+    *,
+    secrets: Any = (),
+    session: bool = True,
+) -> MCPError:
+    """The error for an HTTP status that carries no JSON-RPC message.
+
+    The mapping is :func:`mcpsync._errors.error_from_http_status` (``Retry-After`` of
+    ``headers`` included); this only words the message, quoting at most
+    :data:`SNIPPET` characters of ``body`` after :func:`redact` (``secrets``: the
+    request's own header values, never quoted).
+    """
+    snippet = redact(body, secrets) if body else ""
     text = f"HTTP {status} from {url}" + (f": {snippet}" if snippet else "")
-    if status == 401:
-        return AuthError(text, status=status)
-    if status == 403:
-        return PermissionDenied(text, status=status)
-    if status == 408 or status == 504:
-        return RequestTimeout(text, status=status)
-    if status >= 500:
-        return NetworkError(text, status=status)
-    return ProtocolError(text, status=status)
+    return error_from_http_status(status, text, headers=headers, session=session)
+
+
+class _DeadlineTimeout(urllib3.Timeout):
+    """A urllib3 timeout whose connect and read timeouts never outlast a deadline.
+
+    urllib3 reads ``connect_timeout`` after the pool wait and ``read_timeout`` after the
+    request is written (and again on the retried connect), so each phase gets only
+    what is left (clones keep the deadline).
+    """
+
+    def __init__(self, deadline: float, connect: float, read: float) -> None:
+        super().__init__(connect=connect, read=read)
+        self.deadline = deadline
+        self._connect_s = connect
+        self._read_s = read
+
+    def clone(self) -> "_DeadlineTimeout":
+        return _DeadlineTimeout(self.deadline, self._connect_s, self._read_s)
+
+    @property
+    def connect_timeout(self) -> float:  # type: ignore[override]
+        return max(0.001, min(self._connect_s, self.deadline - time.monotonic()))
+
+    @property
+    def read_timeout(self) -> float:  # type: ignore[override]
+        return max(0.001, min(self._read_s, self.deadline - time.monotonic()))
+
+
+def request_timeout(deadline: float | None, connect: float, read: float) -> tuple[dict[str, Any], float | None]:
+    """urllib3 keyword arguments for one request attempt under ``deadline`` (monotonic).
+
+    Returns:
+        (kwargs, pool_timeout): ``timeout`` in kwargs; ``pool_timeout`` is what is left
+        for the wait for a free pooled connection (None: no deadline).
+
+    Raises:
+        RequestTimeout: the deadline has passed already.
+    """
+    if deadline is None:
+        return {"timeout": urllib3.Timeout(connect=connect, read=read)}, None
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise RequestTimeout("the request's time ran out before it could be sent")
+    return {"timeout": _DeadlineTimeout(deadline, connect, read)}, left
 
 
 # --------------------------------------------------------------------------- MCP header helpers
@@ -697,30 +911,72 @@ def auth_retry(auth: Any, url: str, method: str, status: int, headers: Mapping[s
         raise AuthError(f"the auth hook failed on HTTP {status} from {url}: {exc}") from exc
 
 
-def read_body(resp: Any, limit: int, url: str) -> bytes:
-    """Read a whole (non-stream) response body, refusing more than ``limit`` bytes."""
+def read_body(resp: Any, limit: int, url: str, deadline: float | None = None) -> bytes:
+    """Read a whole (non-stream) response body, refusing more than ``limit`` bytes.
+
+    The size is checked as the bytes arrive (and against ``Content-Length`` before any
+    is read): an oversized body is refused without being kept whole. With a
+    ``deadline`` (monotonic) each read after the first waits only for what is left.
+
+    Raises:
+        MessageTooLarge: more than ``limit`` bytes (``head`` / ``tail``: redacted edges).
+        RequestTimeout: the body did not arrive by the deadline.
+    """
+    declared = resp.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        _discard(resp)
+        raise MessageTooLarge(
+            f"response from {url} is {declared} bytes, over the limit of {limit} bytes",
+            size=int(declared),
+            limit=limit,
+            head=b"",
+            tail=b"",
+        )
+    read = resp.read1 if hasattr(resp, "read1") else resp.read
     chunks: list[bytes] = []
     size = 0
     try:
         while True:
-            chunk = resp.read1(65536) if hasattr(resp, "read1") else resp.read(65536)
+            if deadline is not None and chunks:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    _discard(resp)
+                    raise RequestTimeout(f"the answer from {url} did not arrive in time")
+                if getattr(resp, "length_remaining", None) != 0:  # 0: the next read is EOF, at once
+                    sock = getattr(getattr(resp, "connection", None), "sock", None)
+                    if sock is not None:
+                        sock.settimeout(left)
+            chunk = read(65536)
             if not chunk:
                 break
             size += len(chunk)
-            if size > limit:
-                head = (b"".join(chunks) + chunk)[:_EDGE]
-                resp.close()
-                raise MessageTooLarge(
-                    f"response from {url} exceeds the limit of {limit} bytes",
-                    size=size,
-                    limit=limit,
-                    head=head,
-                    tail=chunk[-_EDGE:],
-                )
+            if size > limit:  # refused as it arrives: what came so far is never joined
+                raise _oversized(resp, url, limit, size, chunks[0] if chunks else chunk, chunk)
             chunks.append(chunk)
     except MCPError:
         raise
     except Exception as exc:
         raise translate(exc, url, fatal=False) from exc
-    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+    if len(chunks) == 1:
+        return chunks[0]
+    return b"".join(chunks)
 
+
+def _discard(resp: Any) -> None:
+    """Close ``resp``'s connection (the rest of the body is never read) and release it."""
+    try:
+        resp.close()
+        resp.release_conn()
+    except Exception:  # noqa: BLE001
+        pass
+
+
+def _oversized(resp: Any, url: str, limit: int, size: int, start: bytes, last: bytes) -> MessageTooLarge:
+    _discard(resp)
+    return MessageTooLarge(
+        f"response from {url} exceeds the limit of {limit} bytes",
+        size=size,
+        limit=limit,
+        head=redact(start[:_EDGE], limit=_EDGE).encode(),
+        tail=redact(last[-_EDGE:], limit=_EDGE).encode(),
+    )

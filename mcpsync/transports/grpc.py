@@ -17,11 +17,12 @@ The message has one ``bytes`` field, so frames are encoded by :func:`encode_fram
 only dependency: no generated stubs, no protobuf runtime. grpcio is an optional extra
 (``pip install mcpsync[grpc]``), imported when a transport connects.
 
-gRPC status codes mean transport failures and map into the error tree:
+gRPC status codes mean transport failures and map into the error tree through
+:data:`mcpsync._errors.GRPC_STATUS_TABLE` (:func:`~mcpsync._errors.error_from_grpc_status`):
 UNAUTHENTICATED → :class:`AuthError`, PERMISSION_DENIED → :class:`PermissionDenied`,
 UNAVAILABLE → :class:`ConnectError` (connecting) / :class:`ConnectionClosed`,
-DEADLINE_EXCEEDED → :class:`RequestTimeout`, RESOURCE_EXHAUSTED → :class:`MessageTooLarge`,
-CANCELLED and the rest → :class:`ConnectionClosed`.
+DEADLINE_EXCEEDED → :class:`RequestTimeout`, RESOURCE_EXHAUSTED → :class:`MessageTooLarge`
+when a message exceeded the size limit, else a (transient) :class:`NetworkError`.
 
 Example:
     >>> t = GrpcTransport("127.0.0.1:50051", token="s3cret")
@@ -41,14 +42,13 @@ from typing import Any, Iterator, Mapping, Sequence
 import msgspec
 
 from .._errors import (
-    AuthError,
     ConnectError,
     ConnectionClosed,
     MCPError,
     MessageTooLarge,
-    PermissionDenied,
     ProtocolError,
     RequestTimeout,
+    error_from_grpc_status,
 )
 from .._speedups import DEFAULT_MAX_MESSAGE_SIZE as _DEFAULT_MAX
 from ._base import Transport
@@ -172,21 +172,10 @@ def channel_options(max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE, extra: Seq
 
 
 def status_error(code: Any, details: str, where: str, *, connecting: bool = False) -> MCPError:
-    """Map a gRPC status code to the mcpsync error tree."""
-    grpc = _grpc()
+    """The error for a gRPC status: worded here, mapped by
+    :func:`mcpsync._errors.error_from_grpc_status` (the one table)."""
     name = getattr(code, "name", str(code))
-    text = f"{where}: gRPC {name}: {details or 'no details'}"
-    if code == grpc.StatusCode.UNAUTHENTICATED:
-        return AuthError(text, status=name)
-    if code == grpc.StatusCode.PERMISSION_DENIED:
-        return PermissionDenied(text, status=name)
-    if code == grpc.StatusCode.DEADLINE_EXCEEDED:
-        return RequestTimeout(text, status=name)
-    if code == grpc.StatusCode.RESOURCE_EXHAUSTED:
-        return MessageTooLarge(text, status=name, head=b"", tail=b"")
-    if connecting:
-        return ConnectError(text, status=name)
-    return ConnectionClosed(text, status=name)
+    return error_from_grpc_status(code, f"{where}: gRPC {name}: {details or 'no details'}", connecting=connecting)
 
 
 _END = object()

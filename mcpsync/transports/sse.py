@@ -25,7 +25,6 @@ import time
 from typing import Any, Callable, Mapping
 from urllib.parse import urljoin
 
-import urllib3
 
 from .._errors import ConnectError, ConnectionClosed, MCPError, ProtocolError
 from ._base import Transport
@@ -43,6 +42,8 @@ from ._http_common import (
     read_body,
     redirect_target,
     release_pool,
+    request_timeout,
+    sent_secrets,
     status_error,
     translate,
 )
@@ -53,6 +54,12 @@ log = logging.getLogger("mcpsync.http")
 
 _JSON = "application/json"
 _SSE = "text/event-stream"
+
+
+def _secrets(resp: Any) -> tuple[str, ...]:
+    """The values of the headers ``resp``'s request carried (never quoted in errors)."""
+    sent = getattr(resp, "_mcpsync_sent", None)
+    return sent_secrets(sent) if sent else ()
 
 
 def _drop(resp: Any) -> None:
@@ -141,11 +148,11 @@ class SSETransport(Transport):
             self._pool_key, self._pool = acquire_pool(self.url, self.options)
         deadline = time.monotonic() + timeout
         headers = {"Accept": _SSE, "Cache-Control": "no-cache"}
-        resp = self._open("GET", self.url, headers, None, read_timeout=max(0.01, timeout), control=True, budget=timeout)
+        resp = self._open("GET", self.url, headers, None, read_timeout=max(0.01, timeout), control=True, deadline=deadline)
         if not 200 <= resp.status < 300:
-            body = read_body(resp, 65536, self.url)
+            body = read_body(resp, 65536, self.url, deadline)
             resp.release_conn()
-            err = status_error(resp.status, self.url, body)
+            err = status_error(resp.status, self.url, body, resp.headers, secrets=_secrets(resp), session=False)
             if resp.status in (401, 403):
                 raise err
             raise ConnectError(f"no SSE stream at {self.url}: {err}", status=resp.status)
@@ -212,15 +219,15 @@ class SSETransport(Transport):
         if message.lstrip()[:1] == b"[":
             raise ProtocolError("JSON-RPC batches are never sent")
         headers = {"Content-Type": _JSON, "Accept": f"{_JSON}, {_SSE}"}
+        deadline = None if timeout is None else time.monotonic() + timeout
         read = self.options.read_timeout if timeout is None else max(0.001, min(timeout, self.options.read_timeout))
-        resp = self._open("POST", self.endpoint, headers, message, read_timeout=read, budget=timeout)
-        body = read_body(resp, 65536, self.endpoint)
+        resp = self._open("POST", self.endpoint, headers, message, read_timeout=read, deadline=deadline)
+        body = read_body(resp, 65536, self.endpoint, deadline)
         resp.release_conn()
         if 200 <= resp.status < 300:
             return
-        if resp.status == 404:
-            raise ConnectionClosed(f"SSE session at {self.url} is gone (HTTP 404)", status=404)
-        raise status_error(resp.status, self.endpoint, body)
+        # a 404: the endpoint no longer knows the session (SessionExpired)
+        raise status_error(resp.status, self.endpoint, body, resp.headers, secrets=_secrets(resp))
 
     def receive(self, timeout: float | None) -> bytes | None:
         """The next message from the stream, None after ``timeout``; ConnectionClosed at its end."""
@@ -290,16 +297,22 @@ class SSETransport(Transport):
         *,
         read_timeout: float,
         control: bool = False,
-        budget: float | None = None,
+        deadline: float | None = None,
     ) -> Any:
+        """One HTTP exchange up to the response headers (auth hook: one retry).
+
+        With a ``deadline`` (monotonic, set when the send began) the pool wait, each
+        connect and the read get only what is left of it.
+        """
         connect = self.options.connect_timeout
-        if budget is not None:
-            connect = max(0.05, min(connect, budget / 2))
+        if deadline is None:
+            deadline = time.monotonic() + read_timeout if not control else None
+        else:
+            connect = max(0.05, min(connect, (deadline - time.monotonic()) / 2))
         pools = self._pool
         if pools is None:
             raise ConnectionClosed("transport is closed")
         pool = pools.control if control else pools.main
-        extra: dict[str, Any] = {} if control else {"pool_timeout": read_timeout}
         auth = self.options.auth
         retried = False
         redirects = 0
@@ -309,6 +322,9 @@ class SSETransport(Transport):
         while True:
             send_headers = dict(base)
             send_headers.update(call_auth_headers(auth, url, method))
+            extra, pool_wait = request_timeout(deadline, connect, read_timeout)
+            if not control:
+                extra["pool_timeout"] = pool_wait
             try:
                 resp = pool.request(
                     method,
@@ -317,13 +333,13 @@ class SSETransport(Transport):
                     headers=send_headers,
                     preload_content=False,
                     redirect=False,
-                    timeout=urllib3.Timeout(connect=connect, read=read_timeout),
                     **extra,
                 )
             except Exception as exc:
                 if self._closed:
                     raise ConnectionClosed("transport is closed") from exc
                 raise translate(exc, url, connecting=True) from exc
+            resp._mcpsync_sent = send_headers  # type: ignore[attr-defined]  # quoted nowhere
             target = redirect_target(url, resp)
             if target is not None:
                 redirects += 1
@@ -341,7 +357,7 @@ class SSETransport(Transport):
                 if not retried and auth_retry(auth, url, method, resp.status, resp.headers):
                     retried = True
                     continue
-                raise status_error(resp.status, url, data)
+                raise status_error(resp.status, url, data, resp.headers, secrets=sent_secrets(send_headers))
             return resp
 
     def _take(self, ev: Any) -> None:

@@ -23,8 +23,9 @@ message itself:
   resumed with ``Last-Event-ID`` after the server's ``retry``. A 404 (or a 400 that
   names the session) on a request that carried the session id re-initializes
   transparently — the remembered ``initialize`` is replayed under a fresh id, then
-  ``notifications/initialized`` — and the message is sent again, once. ``close()``
-  sends DELETE.
+  ``notifications/initialized`` — and the message is sent again, once; a second 404
+  right after is :class:`~mcpsync._errors.SessionExpired` (a session error, not the
+  server's answer). ``close()`` sends DELETE.
 * **HTTP+SSE (2024-11-05) fallback** — when the very first exchange with a URL gets
   400 / 404 / 405 without a JSON-RPC body, the transport switches to
   :class:`~mcpsync.transports.sse.SSETransport` for the rest of its life. The outcome
@@ -32,7 +33,12 @@ message itself:
   (:func:`known_era`), so later transports skip the probing.
 
 A 307 / 308 redirect within the URL's origin is followed and its target kept (e.g. a
-trailing-slash redirect); one to another origin is refused. Responses are
+trailing-slash redirect); one to another origin is refused. Other HTTP error statuses
+map through :func:`mcpsync._errors.error_from_http_status` (429 / 503 carry
+``retry_after``; a 429 was not sent); an error body is quoted only redacted and cut
+short. A send has one deadline, its ``timeout``: waiting for a pooled connection,
+connecting and reading the answer share it. Response streams are read on the
+transport's own threads, which end when it closes. Responses are
 ``application/json`` (queued at once) or ``text/event-stream`` (read on
 a background thread, so ``send`` returns and server requests inside the stream reach
 the dispatcher while the stream is open). Errors are raised from ``send`` when the
@@ -69,6 +75,7 @@ from .._errors import (
     MessageTooLarge,
     ProtocolError,
     RequestTimeout,
+    SessionExpired,
 )
 from ._base import Transport
 from ._http_common import (
@@ -87,8 +94,11 @@ from ._http_common import (
     media_type,
     read_body,
     redirect_target,
+    StreamThreads,
+    redact,
     release_pool,
-    spawn,
+    request_timeout,
+    sent_secrets,
     status_error,
     translate,
 )
@@ -107,6 +117,7 @@ _RESUME_ATTEMPTS = 5
 _REISSUE_ATTEMPTS = 2
 _DRAIN_WAIT = 1.0
 _DELETE_TIMEOUT = 1.0
+_THREADS_JOIN = 2.0  # close() waits this long, at most, for the stream threads to end
 
 # ----------------------------------------------------------------- per-URL memory
 
@@ -275,6 +286,22 @@ def _shutdown(resp: Any) -> None:
         pass
 
 
+def _left(deadline: float | None) -> float | None:
+    """What is left of ``deadline`` (monotonic), in seconds; None without one."""
+    if deadline is None:
+        return None
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise RequestTimeout("the call's time ran out")
+    return left
+
+
+def _secrets(resp: Any) -> tuple[str, ...]:
+    """The values of the headers ``resp``'s request carried (never quoted in errors)."""
+    sent = getattr(resp, "_mcpsync_sent", None)
+    return sent_secrets(sent) if sent else ()
+
+
 def _finish(resp: Any, *, reusable: bool) -> None:
     """Give ``resp``'s connection back (reusable) or close it."""
     try:
@@ -374,6 +401,8 @@ class StreamableHTTPTransport(Transport):
 
         self._failure_handler: Callable[[Any, MCPError], None] | None = None
         self._poked = False
+        self._threads = StreamThreads()
+        self._loose: set[Any] = set()  # SSE answers to notifications being read
 
     # ------------------------------------------------------------- Transport API
 
@@ -418,7 +447,8 @@ class StreamableHTTPTransport(Transport):
             return
         if msg.method == "initialize" and msg.is_request:
             self._init_body = message
-        self._post(msg, timeout, allow_reinit=True, allow_relist=True)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        self._post(msg, deadline, allow_reinit=True, allow_relist=True)
 
     def receive(self, timeout: float | None) -> bytes | None:
         """The next message, ``None`` after ``timeout``; ConnectionClosed at the end.
@@ -464,10 +494,13 @@ class StreamableHTTPTransport(Transport):
             inflight = list(self._inflight.values())
             get_resp = self._get_resp
             session = self._session_id
+            loose = list(self._loose)
         self._closed_event.set()
         for exch in inflight:
             exch.cancelled = True
             _shutdown(exch.resp)
+        for resp in loose:
+            _shutdown(resp)
         _shutdown(get_resp)
         if self._delegate is not None:
             self._delegate.close()
@@ -490,6 +523,8 @@ class StreamableHTTPTransport(Transport):
             with self._lock:
                 _shutdown(self._get_resp)
             get_thread.join(1.0)
+        if not self._threads.close(_THREADS_JOIN):
+            log.debug("stream threads for %s still running after close", self.url)
         if self._pool_key is not None:
             release_pool(self._pool_key)
             self._pool_key = None
@@ -613,29 +648,35 @@ class StreamableHTTPTransport(Transport):
         read_timeout: float,
         *,
         control: bool = False,
-        budget: float | None = None,
+        deadline: float | None = None,
     ) -> Any:
         """One HTTP exchange up to the response headers, with the auth hook's single retry.
 
-        Requests wait (at most ``read_timeout``) for a free connection of the main pool;
-        ``control`` exchanges (streams, replies, notifications) never wait. A failed
-        connect is retried once; with a ``budget`` (the caller's timeout) both connect
-        attempts fit in it.
+        Requests wait for a free connection of the main pool; ``control`` exchanges
+        (streams, replies, notifications) never wait. A failed connect is retried once.
+        With a ``deadline`` (monotonic: the caller's timeout, set when the send began)
+        the pool wait, each connect and the read of the answer get only what is left of
+        it, and both connect attempts fit in it; without one each read may take
+        ``read_timeout``.
         """
         connect = self.options.connect_timeout
-        if budget is not None:
-            connect = max(0.05, min(connect, budget / 2))
+        if deadline is None:
+            deadline = time.monotonic() + read_timeout if not control else None
+        else:
+            connect = max(0.05, min(connect, (deadline - time.monotonic()) / 2))
         pools = self._pool
         if pools is None:
             raise ConnectionClosed("transport is closed")
         pool = pools.control if control else pools.main
-        extra: dict[str, Any] = {} if control else {"pool_timeout": read_timeout}
         auth = self.options.auth
         retried = False
         redirects = 0
         while True:
             send_headers = dict(headers)
             send_headers.update(call_auth_headers(auth, self.url, method))
+            extra, pool_wait = request_timeout(deadline, connect, read_timeout)
+            if not control:
+                extra["pool_timeout"] = pool_wait
             try:
                 resp = pool.request(
                     method,
@@ -644,13 +685,13 @@ class StreamableHTTPTransport(Transport):
                     headers=send_headers,
                     preload_content=False,
                     redirect=False,
-                    timeout=urllib3.Timeout(connect=connect, read=read_timeout),
                     **extra,
                 )
             except Exception as exc:
                 if self._closed:
                     raise ConnectionClosed("transport is closed") from exc
                 raise translate(exc, self.url, connecting=True) from exc
+            resp._mcpsync_sent = send_headers  # type: ignore[attr-defined]  # quoted nowhere
             target = redirect_target(self.url, resp)
             if target is not None:
                 redirects += 1
@@ -665,7 +706,7 @@ class StreamableHTTPTransport(Transport):
                 if not retried and auth_retry(auth, self.url, method, resp.status, resp.headers):
                     retried = True
                     continue
-                raise status_error(resp.status, self.url, data)
+                raise status_error(resp.status, self.url, data, resp.headers, secrets=sent_secrets(send_headers))
             return resp
 
     def _read_timeout(self, timeout: float | None) -> float:
@@ -675,11 +716,11 @@ class StreamableHTTPTransport(Transport):
 
     # ------------------------------------------------------------- POST
 
-    def _post(self, msg: _Message, timeout: float | None, *, allow_reinit: bool, allow_relist: bool) -> None:
+    def _post(self, msg: _Message, deadline: float | None, *, allow_reinit: bool, allow_relist: bool) -> None:
         sent_session = None if msg.modern_version else self._session_id
         headers = self._headers(msg, "POST")
         resp = self._open(
-            "POST", headers, msg.body, self._read_timeout(timeout), control=not msg.is_request, budget=timeout
+            "POST", headers, msg.body, self._read_timeout(_left(deadline)), control=not msg.is_request, deadline=deadline
         )
         status = resp.status
         ctype = media_type(resp.headers.get("content-type"))
@@ -696,15 +737,20 @@ class StreamableHTTPTransport(Transport):
                 # the dispatcher times the request; the stream itself may idle up to read_timeout
                 self._set_stream_timeout(resp)
                 if not msg.is_request:
-                    self._spawn(self._loose_worker, resp)
+                    self._spawn_or_drop(resp, self._loose_worker, resp)
                     return
                 exch = _Exchange(msg)
                 exch.resp = resp
                 with self._lock:
                     self._inflight[msg.id] = exch
-                self._spawn(self._stream_worker, exch)
+                try:
+                    self._spawn_or_drop(resp, self._stream_worker, exch)
+                except ConnectionClosed:
+                    with self._lock:
+                        self._inflight.pop(msg.id, None)
+                    raise
                 return
-            body = read_body(resp, self.options.max_message_size, self.url)
+            body = read_body(resp, self.options.max_message_size, self.url, deadline)
             resp.release_conn()
             self._succeeded = True
             _remember(_kind_cache, self.url, "streamable")
@@ -721,19 +767,26 @@ class StreamableHTTPTransport(Transport):
                 raise ProtocolError(f"{self.url} sent no response to {msg.method} (HTTP {status})", status=status)
             return
 
-        body = read_body(resp, self.options.max_message_size, self.url)
+        body = read_body(resp, self.options.max_message_size, self.url, deadline)
         resp.release_conn()
         jsonrpc = _peek_in(body) if media_type(resp.headers.get("content-type")) == _JSON or body[:1] == b"{" else None
         is_jsonrpc = jsonrpc is not None and (jsonrpc.id is not UNSET or len(jsonrpc.error) > 0)
         error = _peek_error(jsonrpc.error) if jsonrpc is not None and len(jsonrpc.error) else None
 
         # an expired session: re-initialize and send again, once
-        if sent_session is not None and allow_reinit and self._looks_expired(status, jsonrpc, error, msg):
+        if sent_session is not None and self._looks_expired(status, jsonrpc, error, msg):
+            if not allow_reinit:
+                # lost again right after a new session: a session error (the connection is
+                # replaced on the reconnect schedule), not the server's answer to the call
+                raise SessionExpired(
+                    f"session at {self.url} was lost again right after re-initializing (HTTP {status})",
+                    status=status,
+                )
             log.info("session %s at %s expired (HTTP %d): re-initializing", sent_session, self.url, status)
-            if self._reinit(sent_session, timeout):
+            if self._reinit(sent_session, deadline):
                 if msg.kind == "response":
                     return  # the answer belonged to the old session
-                self._post(msg, timeout, allow_reinit=False, allow_relist=allow_relist)
+                self._post(msg, deadline, allow_reinit=False, allow_relist=allow_relist)
                 return
             raise ConnectionClosed(f"session at {self.url} expired and could not be re-initialized", status=status)
 
@@ -746,9 +799,16 @@ class StreamableHTTPTransport(Transport):
             and msg.method == "tools/call"
         ):
             log.info("%s: header mismatch on tools/call (%s): re-listing tools", self.url, error.message)
-            self._relist_tools(msg, timeout)
-            self._post(msg, timeout, allow_reinit=allow_reinit, allow_relist=False)
+            self._relist_tools(msg, deadline)
+            self._post(msg, deadline, allow_reinit=allow_reinit, allow_relist=False)
             return
+
+        # 429 and 5xx say what happened (rate limited, server unwell) even when the body is
+        # a JSON-RPC error: unless that error answers this very request, the status counts
+        if (status >= 500 or status == 429) and not (
+            jsonrpc is not None and jsonrpc.id is not UNSET and jsonrpc.id is not None and jsonrpc.id == msg.id
+        ):
+            raise status_error(status, self.url, body, resp.headers, secrets=_secrets(resp))
 
         if is_jsonrpc and msg.is_request:
             self._succeeded = True
@@ -764,12 +824,15 @@ class StreamableHTTPTransport(Transport):
             and msg.is_request
         ):
             log.info("%s refuses POST (HTTP %d): falling back to HTTP+SSE", self.url, status)
-            self._switch_to_sse(timeout if timeout is not None else self.options.connect_timeout)
+            left = _left(deadline)
+            self._switch_to_sse(left if left is not None else self.options.connect_timeout)
             assert self._delegate is not None
-            self._delegate.send(msg.body, timeout)
+            self._delegate.send(msg.body, _left(deadline))
             return
 
-        raise status_error(status, self.url, body)
+        raise status_error(
+            status, self.url, body, resp.headers, secrets=_secrets(resp), session=sent_session is not None
+        )
 
     def _looks_expired(self, status: int, jsonrpc: _In | None, error: _ErrorPeek | None, msg: _Message) -> bool:
         if jsonrpc is not None and jsonrpc.id is not UNSET and jsonrpc.id is not None and jsonrpc.id == msg.id:
@@ -797,7 +860,7 @@ class StreamableHTTPTransport(Transport):
         peek = _peek_in(data)
         if peek is None:
             if msg is not None and msg.is_request and exch is None:
-                raise ProtocolError(f"{self.url} answered {msg.method} with malformed JSON: {data[:80]!r}")
+                raise ProtocolError(f"{self.url} answered {msg.method} with malformed JSON: {redact(data, limit=80)!r}")
             self._put(data)  # the dispatcher reports it
             return False
         is_response = peek.method is None and peek.id is not UNSET
@@ -865,7 +928,15 @@ class StreamableHTTPTransport(Transport):
     # ------------------------------------------------------------- response streams
 
     def _spawn(self, target: Callable[..., None], *args: Any) -> None:
-        spawn(target, *args)
+        self._threads.spawn(target, *args)
+
+    def _spawn_or_drop(self, resp: Any, target: Callable[..., None], *args: Any) -> None:
+        """Read ``resp`` on a stream thread; closed meanwhile: drop it (ConnectionClosed)."""
+        try:
+            self._threads.spawn(target, *args)
+        except ConnectionClosed:
+            _finish(resp, reusable=False)
+            raise
 
     def _set_stream_timeout(self, resp: Any) -> None:
         try:
@@ -877,10 +948,17 @@ class StreamableHTTPTransport(Transport):
 
     def _loose_worker(self, resp: Any) -> None:
         """An SSE answer to a notification or response: deliver what comes, to its end."""
+        with self._lock:
+            if self._closed:
+                _shutdown(resp)
+            self._loose.add(resp)
         try:
             self._read_get(resp, SSEParser(self.options.max_message_size))
         except Exception:  # noqa: BLE001
             log.exception("stream reader for %s failed", self.url)
+        finally:
+            with self._lock:
+                self._loose.discard(resp)
 
     def _stream_worker(self, exch: _Exchange) -> None:
         try:
@@ -1045,7 +1123,11 @@ class StreamableHTTPTransport(Transport):
                 exch.done = True
                 return None
         if report:
-            self._fail(exch.msg.id, status_error(resp.status, self.url, body))
+            session = exch.msg.modern_version is None and self._session_id is not None
+            self._fail(
+                exch.msg.id,
+                status_error(resp.status, self.url, body, resp.headers, secrets=_secrets(resp), session=session),
+            )
         return None
 
     def _resume(self, last_event_id: str) -> Any:
@@ -1057,7 +1139,7 @@ class StreamableHTTPTransport(Transport):
             return resp
         body = read_body(resp, 65536, self.url)
         resp.release_conn()
-        raise status_error(resp.status, self.url, body)
+        raise status_error(resp.status, self.url, body, resp.headers, secrets=_secrets(resp))
 
     def _cancel(self, msg: _Message) -> bool:
         """Close the stream of the cancelled request. True when nothing needs POSTing."""
@@ -1074,11 +1156,11 @@ class StreamableHTTPTransport(Transport):
 
     # ------------------------------------------------------------- internal requests
 
-    def _internal(self, msg: _Message, timeout: float | None) -> bytes | None:
+    def _internal(self, msg: _Message, deadline: float | None) -> bytes | None:
         """POST a request of our own and return its response, without queueing it."""
         headers = self._headers(msg, "POST")
         resp = self._open(
-            "POST", headers, msg.body, self._read_timeout(timeout), control=not msg.is_request, budget=timeout
+            "POST", headers, msg.body, self._read_timeout(_left(deadline)), control=not msg.is_request, deadline=deadline
         )
         status = resp.status
         ctype = media_type(resp.headers.get("content-type"))
@@ -1104,13 +1186,14 @@ class StreamableHTTPTransport(Transport):
                 raise translate(exc, self.url, fatal=False) from exc
             _finish(resp, reusable=True)
             return None
-        body = read_body(resp, self.options.max_message_size, self.url)
+        body = read_body(resp, self.options.max_message_size, self.url, deadline)
         resp.release_conn()
         if not 200 <= status < 300 and _peek_in(body) is None:
-            raise status_error(status, self.url, body)
+            session = self._session_id is not None and msg.method != "initialize" and not msg.modern_version
+            raise status_error(status, self.url, body, resp.headers, secrets=_secrets(resp), session=session)
         return body if body.strip() else None
 
-    def _reinit(self, failed_session: str, timeout: float | None) -> bool:
+    def _reinit(self, failed_session: str, deadline: float | None) -> bool:
         """Replace an expired session. True when a new one is up (by us or another thread)."""
         with self._reinit_lock:
             if self._session_id != failed_session:
@@ -1121,12 +1204,12 @@ class StreamableHTTPTransport(Transport):
             # other senders keep using the old session meanwhile: their 404s wait on this lock
             try:
                 replay = _Message(_with_id(init, f"mcpsync-reinit-{next(self._ids)}"))
-                answer = self._internal(replay, timeout)
+                answer = self._internal(replay, deadline)
                 peek = _peek_in(answer) if answer else None
                 if peek is None or not len(peek.result):
                     raise ConnectionClosed(f"re-initialize at {self.url} failed")
                 note = _Message(b'{"jsonrpc":"2.0","method":"notifications/initialized"}')
-                self._internal(note, timeout)
+                self._internal(note, deadline)
             except MCPError as exc:
                 log.warning("re-initialize at %s failed: %s", self.url, exc)
                 self._dead = exc
@@ -1137,7 +1220,7 @@ class StreamableHTTPTransport(Transport):
         self._start_get_stream(wait=min(2.0, self.options.connect_timeout))
         return True
 
-    def _relist_tools(self, failed: _Message, timeout: float | None) -> None:
+    def _relist_tools(self, failed: _Message, deadline: float | None) -> None:
         """Fetch every page of tools/list again to refresh the Mcp-Param annotations."""
         meta = failed.params.meta if failed.params is not None else None
         cursor: str | None = None
@@ -1151,7 +1234,7 @@ class StreamableHTTPTransport(Transport):
                 )
             )
             try:
-                answer = self._internal(req, timeout)
+                answer = self._internal(req, deadline)
             except MCPError as exc:
                 log.info("re-listing tools at %s failed: %s", self.url, exc)
                 return
@@ -1224,7 +1307,8 @@ class StreamableHTTPTransport(Transport):
                     # it worked before, so the session is gone: re-initialize (once per
                     # session; the next POST would do it too), which restarts the stream
                     session = self._session_id
-                    if self._init_body is not None and self._reinit(session, None):
+                    handshake = time.monotonic() + self.options.connect_timeout  # bounded, even if close() comes
+                    if self._init_body is not None and self._reinit(session, handshake):
                         return
                     failures += 1
                 elif 200 <= status < 300 and media_type(resp.headers.get("content-type")) == _SSE:

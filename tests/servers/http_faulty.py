@@ -2,17 +2,37 @@
 
 Runs in a thread of the test process on 127.0.0.1 (``FaultyServer().start()``). Each
 path misbehaves in one way; ``hits`` counts requests per (method, path) and
-``seen_headers`` keeps the headers of the last request per path.
+``seen_headers`` keeps the headers of the last request per path; ``arrived`` is
+released once per request to ``/slowpool``.
+
+Paths of the robustness tests (issue 16):
+
+* POST ``/429``, ``/429date``, ``/503``, ``/503json``: refused with ``Retry-After`` (7 s;
+  an HTTP-date 60 s ahead; 3 s; 2 s with a JSON-RPC error body that answers no id).
+* GET ``/sse-429`` and ``/sse-gone``: HTTP+SSE streams whose endpoints answer 429, and
+  404 (the session is unknown).
+* POST ``/echo-auth``: a proxy's 502 error page that echoes the request's headers.
+* POST ``/huge`` (chunked) and ``/huge-cl`` (with Content-Length): a 64 MiB JSON answer.
+* POST ``/forget``: sessions are forgotten at once: every request after
+  ``initialize`` gets 404 with the TypeScript SDK's ``-32001 Session not found`` body.
+* POST ``/slowpool?s=SECONDS``: answers after SECONDS (at most 10); POST ``/hang``: 10 s.
+* POST ``/streams``: a legacy session whose calls answer on SSE streams that stay open
+  (pinging) until the client goes; its GET stream stays open too.
 """
 
 from __future__ import annotations
 
+import email.utils
 import json
 import threading
 import time
 from collections import Counter
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+_INIT = {"protocolVersion": "2025-11-25", "capabilities": {"tools": {}}, "serverInfo": {"name": "faulty", "version": "0"}}
+_HOLD = 10.0  # the longest any handler keeps a connection open
 
 
 def _result(rid: Any, result: Any) -> bytes:
@@ -63,6 +83,40 @@ class _Handler(BaseHTTPRequestHandler):
         out += b"data: " + data + b"\n\n"
         self.wfile.write(out)
         self.wfile.flush()
+
+    def _hold_sse(self) -> None:
+        """Keep an SSE stream open with pings until the client goes (at most _HOLD s)."""
+        deadline = time.monotonic() + _HOLD
+        try:
+            while time.monotonic() < deadline:
+                self.wfile.write(b": ping\n\n")
+                self.wfile.flush()
+                time.sleep(0.1)
+        except OSError:
+            pass
+
+    def _huge(self, with_length: bool) -> None:
+        size = 64 * 1024 * 1024
+        piece = b" " * (1024 * 1024)
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        if with_length:
+            self.send_header("Content-Length", str(size))
+        else:
+            self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        self.close_connection = True
+        try:
+            for _ in range(size // len(piece)):
+                if with_length:
+                    self.wfile.write(piece)
+                else:
+                    self.wfile.write(b"%x\r\n" % len(piece) + piece + b"\r\n")
+            if not with_length:
+                self.wfile.write(b"0\r\n\r\n")
+            self.wfile.flush()
+        except OSError:
+            pass  # the client stopped reading: what the test wants
 
     def _note(self) -> None:
         self.server.hits[(self.command, self.path.split("?")[0])] += 1
@@ -116,6 +170,15 @@ class _Handler(BaseHTTPRequestHandler):
             self._start_sse()
             time.sleep(3)
             return
+        if path in ("/sse-429", "/sse-gone"):
+            self._start_sse()
+            self._event(path.encode() + b"/messages", event="endpoint")
+            self._hold_sse()
+            return
+        if path == "/streams":
+            self._start_sse()
+            self._hold_sse()
+            return
         self._send(404, b"not here", "text/plain")
 
     def do_POST(self) -> None:  # noqa: N802
@@ -123,7 +186,56 @@ class _Handler(BaseHTTPRequestHandler):
         path = self.path.split("?")[0]
         msg = self._body()
         rid = msg.get("id")
-        if path == "/garbage":
+        if path in ("/429", "/sse-429/messages"):
+            self._send(429, b"slow down", "text/plain", Retry_After="7" if path == "/429" else "4")
+        elif path == "/sse-gone/messages":
+            self._send(404, b"Could not find session", "text/plain")
+        elif path == "/429date":
+            self._send(429, b"slow down", "text/plain", Retry_After=email.utils.formatdate(time.time() + 60, usegmt=True))
+        elif path == "/503":
+            self._send(503, b"busy", "text/plain", Retry_After="3")
+        elif path == "/503json":
+            body = {"jsonrpc": "2.0", "error": {"code": -32603, "message": "Service unavailable"}, "id": None}
+            self._send(503, json.dumps(body).encode(), Retry_After="2")
+        elif path == "/echo-auth":
+            # a proxy error page that repeats what it was sent, credentials included
+            first = [(k, v) for k, v in self.headers.items() if k.lower() in ("authorization", "x-custom-key")]
+            echoed = "".join(f"{k}: {v}\n" for k, v in first + [kv for kv in self.headers.items() if kv not in first])
+            page = f"<html><body><h1>502 Bad Gateway</h1><pre>{echoed}</pre>"
+            page += '<p>debug: {"access_token": "at-SECRET-7", "api_key": "ak-SECRET-8"} token=tk-SECRET-9</p>'
+            page += "<p>eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJTRUNSRVQifQ.c2lnbmF0dXJlU0VDUkVU</p></body></html>"
+            self._send(502, page.encode(), "text/html")
+        elif path in ("/huge", "/huge-cl"):
+            self._huge(with_length=path == "/huge-cl")
+        elif path == "/forget":
+            if msg.get("method") == "initialize":
+                self.server.sessions += 1
+                self._send(200, _result(rid, _INIT), Mcp_Session_Id=f"f-{self.server.sessions}")
+            elif self.headers.get("Mcp-Session-Id") is None:
+                self._send(400, b"no session", "text/plain")
+            else:
+                body = {"jsonrpc": "2.0", "error": {"code": -32001, "message": "Session not found"}, "id": None}
+                self._send(404, json.dumps(body).encode())
+        elif path == "/slowpool":
+            self.server.arrived.release()
+            seconds = float(parse_qs(urlsplit(self.path).query).get("s", ["1"])[0])
+            time.sleep(min(seconds, _HOLD))
+            self._send(200, _result(rid, {}))
+        elif path == "/hang":
+            time.sleep(_HOLD)
+            self._send(200, _result(rid, {}))
+        elif path == "/streams":
+            if msg.get("method") == "initialize":
+                self._send(200, _result(rid, _INIT), Mcp_Session_Id="st-1")
+            elif rid is None or msg.get("method") is None:
+                self._send(202, b"", None)
+            elif msg.get("method") == "ping":
+                self._start_sse()
+                self._event(_result(rid, {}))
+            else:
+                self._start_sse()
+                self._hold_sse()
+        elif path == "/garbage":
             self._send(200, b"this is {not json")
         elif path == "/html":
             self._send(200, b"<html>hello</html>", "text/html; charset=utf-8")
@@ -204,6 +316,8 @@ class _Server(ThreadingHTTPServer):
     seen_headers: dict[str, dict[str, str]]
     pending_id: Any = None
     listen_ids: list[Any]
+    sessions: int = 0
+    arrived: threading.Semaphore
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         pass  # clients that hang up early are part of the tests
@@ -217,6 +331,7 @@ class FaultyServer:
         self.httpd.hits = Counter()
         self.httpd.seen_headers = {}
         self.httpd.listen_ids = []
+        self.httpd.arrived = threading.Semaphore(0)
         self.port = self.httpd.server_address[1]
         self._thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True)
 
@@ -238,3 +353,7 @@ class FaultyServer:
     @property
     def seen_headers(self) -> dict[str, dict[str, str]]:
         return self.httpd.seen_headers
+
+    @property
+    def arrived(self) -> threading.Semaphore:
+        return self.httpd.arrived

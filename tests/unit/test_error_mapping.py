@@ -1,4 +1,9 @@
-"""The error table: JSON-RPC codes, HTTP statuses, gRPC statuses, lower-layer exceptions."""
+"""The error table: JSON-RPC codes, HTTP statuses, gRPC statuses, lower-layer exceptions.
+
+The HTTP and gRPC tables here are the ones the transports use: ``status_error`` of
+``transports/_http_common.py`` and of ``transports/grpc.py`` only word the message and
+call :func:`error_from_http_status` / :func:`error_from_grpc_status` (checked below).
+"""
 
 from __future__ import annotations
 
@@ -92,7 +97,7 @@ def test_server_error_classification() -> None:
         (400, ProtocolError),
         (401, AuthError),
         (403, PermissionDenied),
-        (404, ConnectionClosed),
+        (404, E.SessionExpired),
         (408, RequestTimeout),
         (413, MessageTooLarge),
         (429, NetworkError),
@@ -122,6 +127,63 @@ def test_http_status_while_connecting_and_overrides() -> None:
     assert error_from_http_status(429, retry_after=3.0).retry_after == 3.0
 
 
+def test_404_is_a_lost_session_only_when_there_was_one() -> None:
+    err = error_from_http_status(404, "gone")
+    assert type(err) is E.SessionExpired and not counts_as_breaker_failure(err)
+    err = error_from_http_status(404, "no such URL", session=False)
+    assert type(err) is ProtocolError and err.status == 404 and not counts_as_breaker_failure(err)
+
+
+@pytest.mark.parametrize("status", [400, 405, 406, 409, 415, 418, 422])
+def test_other_4xx_are_the_clients_mistake(status: int) -> None:
+    err = error_from_http_status(status, "x")
+    assert type(err) is ProtocolError and err.status == status
+    assert not is_transient(err) and not counts_as_breaker_failure(err)
+
+
+def test_429_was_not_sent_and_says_when_to_come_back() -> None:
+    err = error_from_http_status(429, "slow down", headers={"Retry-After": "7"})
+    assert isinstance(err, NetworkError) and (err.status, err.retry_after, err.sent) == (429, 7.0, False)
+    assert not may_have_reached_server(err) and is_transient(err) and counts_as_breaker_failure(err)
+    assert error_from_http_status(429, headers={}).retry_after is None
+    # 503: retry_after too, but the request may have run: only safe calls are retried
+    err = error_from_http_status(503, headers={"retry-after": "2"})
+    assert isinstance(err, NetworkError) and err.retry_after == 2.0 and may_have_reached_server(err)
+    assert error_from_http_status(503).retry_after is None
+
+
+def test_retry_after_forms() -> None:
+    from email.utils import formatdate
+
+    assert E.retry_after_seconds("120") == 120.0
+    assert E.retry_after_seconds(" 0 ") == 0.0
+    assert E.retry_after_seconds(None) is None
+    assert E.retry_after_seconds("soon") is None
+    assert E.retry_after_seconds("-3") is None
+    now = 1_800_000_000.0
+    assert E.retry_after_seconds(formatdate(now + 30, usegmt=True), now=now) == pytest.approx(30.0)
+    assert E.retry_after_seconds(formatdate(now - 30, usegmt=True), now=now) == 0.0
+
+
+def test_the_transports_map_through_these_tables() -> None:
+    from mcpsync.transports import _http_common
+
+    err = _http_common.status_error(429, "http://h/mcp", b"busy", {"Retry-After": "5"})
+    assert type(err) is NetworkError and (err.retry_after, err.sent) == (5.0, False)
+    assert str(err) == "HTTP 429 from http://h/mcp: busy"
+    for status in (400, 401, 403, 404, 408, 413, 500, 503, 504):
+        assert type(_http_common.status_error(status, "u")) is type(error_from_http_status(status))
+    assert type(_http_common.status_error(404, "u", session=False)) is ProtocolError
+    assert not hasattr(_http_common, "_STATUS_TABLE")
+    grpc = pytest.importorskip("grpc")
+    from mcpsync.transports.grpc import status_error as grpc_status_error
+
+    for code in grpc.StatusCode:
+        if code is grpc.StatusCode.OK:
+            continue
+        assert type(grpc_status_error(code, "d", "w")) is type(error_from_grpc_status(code, "d"))
+
+
 def test_http_errors_are_not_retryable_auth_but_5xx_are_transient() -> None:
     assert not is_transient(error_from_http_status(401))
     assert not is_transient(error_from_http_status(403))
@@ -139,9 +201,10 @@ def test_http_errors_are_not_retryable_auth_but_5xx_are_transient() -> None:
         ("PERMISSION_DENIED", PermissionDenied),
         ("UNAVAILABLE", ConnectionClosed),
         ("DEADLINE_EXCEEDED", RequestTimeout),
-        ("CANCELLED", Cancelled),
+        ("CANCELLED", ConnectionClosed),  # the peer ended the stream (our own cancels are not mapped)
         ("RESOURCE_EXHAUSTED", NetworkError),
-        ("INTERNAL", NetworkError),
+        ("INTERNAL", ConnectionClosed),
+        ("UNKNOWN", ConnectionClosed),
         ("UNIMPLEMENTED", ProtocolError),
         ("NOT_FOUND", ConnectError),
         ("SOMETHING_NEW", NetworkError),
@@ -151,6 +214,13 @@ def test_grpc_status_names(name: str, cls: type) -> None:
     err = error_from_grpc_status(name, "details")
     assert type(err) is cls
     assert err.status == name
+
+
+def test_grpc_message_over_the_size_limit_is_message_too_large() -> None:
+    err = error_from_grpc_status("RESOURCE_EXHAUSTED", "Received message larger than max (2097222 vs. 1048576)")
+    assert type(err) is MessageTooLarge and not counts_as_breaker_failure(err)
+    err = error_from_grpc_status("RESOURCE_EXHAUSTED", "quota exceeded, try later")
+    assert type(err) is NetworkError and is_transient(err)
 
 
 def test_grpc_status_code_forms() -> None:
@@ -255,6 +325,12 @@ def test_requests_exceptions() -> None:
     assert type(err) is AuthError and err.status == 401
     response.status_code = 503
     assert type(error_from_exception(r.HTTPError("503", response=response))) is NetworkError
+    response.status_code = 429
+    response.headers["Retry-After"] = "9"
+    err = error_from_exception(r.HTTPError("429", response=response))
+    assert type(err) is NetworkError and (err.retry_after, err.sent) == (9.0, False)
+    response.status_code = 404  # no session here: a wrong URL
+    assert type(error_from_exception(r.HTTPError("404", response=response))) is ProtocolError
 
 
 def test_websocket_client_exceptions() -> None:

@@ -200,24 +200,27 @@ def test_connection_refused_is_a_connect_error_not_a_timeout() -> None:
     assert not isinstance(err, RequestTimeout)
 
 
-def test_stream_threads_are_reused() -> None:
+def test_stream_threads_are_reused_and_end_at_close() -> None:
     import threading
 
-    from mcpsync.transports._http_common import spawn
+    from mcpsync.transports._http_common import StreamThreads
 
-    seen: list[int] = []
+    threads = StreamThreads()
+    seen: list[threading.Thread] = []
     done = threading.Event()
 
     def job() -> None:
-        seen.append(threading.get_ident())
+        seen.append(threading.current_thread())
         done.set()
 
     for _ in range(3):
         done.clear()
-        spawn(job)
+        threads.spawn(job)
         assert done.wait(5)
         threading.Event().wait(0.05)  # let the thread park itself again
     assert len(set(seen)) == 1
+    assert threads.close(5)
+    assert not seen[0].is_alive()
 
 
 def test_redirects_only_within_the_origin() -> None:
@@ -239,3 +242,37 @@ def test_redirects_only_within_the_origin() -> None:
     assert redirect_target("http://h:1/mcp", Resp(302, "/x")) is None  # would turn a POST into GET
     with pytest.raises(ProtocolError, match="another origin"):
         redirect_target("http://h:1/mcp", Resp(308, "https://elsewhere.example/mcp"))
+
+
+@pytest.mark.parametrize(
+    "page",
+    [
+        "Authorization: Bearer abc.SECRET.def",
+        "authorization=Basic dXNlcjpTRUNSRVQ=",
+        "proxy said: bearer SECRETSECRET",
+        '{"access_token": "SECRET-1", "refresh_token":"SECRET-2"}',
+        "callback?code=1&token=SECRET-3&state=x",
+        "api_key=SECRET-4 apiKey: SECRET-5 X-Api-Key: SECRET-6",
+        '{"client_secret":"SECRET-7","password":"SECRET-8"}',
+        "Cookie: session=SECRET-9",
+        "jwt eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJTRUNSRVQifQ.c2ln and more",
+        "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9SECRET",  # a JWT cut short
+        "echo of the request: Mcp-Session-Id: sess-SECRET-10",
+    ],
+)
+def test_error_bodies_are_redacted(page: str) -> None:
+    from mcpsync.transports._http_common import redact
+
+    out = redact(page.encode(), secrets=("sess-SECRET-10",))
+    assert "SECRET" not in out and "[redacted]" in out
+
+
+def test_redaction_keeps_the_rest_and_cuts_long_pages() -> None:
+    from mcpsync.transports._http_common import SNIPPET, redact
+
+    assert redact(b"upstream timed out (invalid_token is not a token)") == "upstream timed out (invalid_token is not a token)"
+    out = redact(b"x" * 5000 + b" Bearer SECRET-AT-THE-END")
+    assert len(out) <= SNIPPET + 1 and "SECRET" not in out
+    # redaction comes before the cut: a credential across the cut never leaves half of itself
+    out = redact(b"y" * (SNIPPET - 10) + b" token=SECRETSECRETSECRET")
+    assert "SECR" not in out
