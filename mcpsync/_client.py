@@ -186,7 +186,7 @@ class _Opening:
     ``phase`` says what it is waiting for, for the error a caller then gets.
     """
 
-    __slots__ = ("done", "conn", "error", "phase", "started", "made", "thread")
+    __slots__ = ("done", "conn", "error", "phase", "started", "made", "thread", "claimed")
 
     def __init__(self) -> None:
         self.done = threading.Event()
@@ -196,6 +196,7 @@ class _Opening:
         self.started = time.monotonic()
         self.made: Transport | Channel | None = None  # what close() must close to stop it
         self.thread: threading.Thread | None = None
+        self.claimed = False  # a borrower is waiting for it
 
 
 class Client(ProtocolMixin):
@@ -307,7 +308,7 @@ class Client(ProtocolMixin):
         self._closed = False
         self._primary: _Connection | None = None
         self._ever_connected = False
-        self._opening: _Opening | None = None  # the connection being made in the background
+        self._openings: list[_Opening] = []  # connections being made in the background
         self._stopping = threading.Event()  # set by close(): background waits end at once
         self._worker = Worker(f"mcpsync-{self.name}")
         self._notification_handlers: dict[str, list[Callable[[Mapping[str, Any] | None], None]]] = {}
@@ -712,10 +713,10 @@ class Client(ProtocolMixin):
             self._stopping.set()
             self._primary = None
             resources, self._resources = self._resources, None
-            opening, self._opening = self._opening, None
-        if opening is not None and not opening.done.is_set():
+            openings, self._openings = self._openings, []
+        for opening in openings:
             made = opening.made  # a start still under way ends now, not at its timeout
-            if made is not None:
+            if made is not None and not opening.done.is_set():
                 try:
                     made.close()
                 except Exception:  # pragma: no cover - close is best effort
@@ -729,10 +730,13 @@ class Client(ProtocolMixin):
             except Exception:  # pragma: no cover - close is best effort
                 log.debug("stopping the listen stream of %s failed", self.name, exc_info=True)
         self._pool.close()
-        if opening is not None and opening.thread is not None and opening.thread is not threading.current_thread():
-            opening.thread.join(self.timeouts.close + 1.0)
-            if opening.conn is not None:  # made just before close(): never handed out
-                opening.conn.close()
+        for opening in openings:
+            if opening.thread is not None and opening.thread is not threading.current_thread():
+                opening.thread.join(self.timeouts.close + 1.0)
+            with self._lock:
+                left, opening.conn = opening.conn, None
+            if left is not None:  # made just before close(): never handed out
+                left.close()
         self._worker.close()
 
     @property
@@ -803,7 +807,7 @@ class Client(ProtocolMixin):
             self._fork_gen = _fork_generation
             self._worker = Worker(f"mcpsync-{self.name}")
             self._primary = None
-            self._opening = None  # its thread did not survive the fork
+            self._openings = []  # their threads did not survive the fork
 
     def _primary_connection(self, timeout: float | None = None) -> _Connection:
         """The connection that carries session-scoped state (subscriptions, listens).
@@ -849,13 +853,14 @@ class Client(ProtocolMixin):
             self._worker.submit(restore)
 
     def _open_pooled(self) -> _Connection:
-        """The pool's factory, on a borrower's thread: wait for the connection being
-        made in the background, at most until the borrower's deadline.
+        """The pool's factory, on a borrower's thread: wait for a connection being made
+        in the background, at most until the borrower's deadline.
 
-        A connection is made by one thread at a time (:meth:`_make`). When the caller's
-        time runs out first, it raises a :class:`ConnectError` (``pending``, not counted
-        by the breaker) that says what the connection was waiting for; the attempt goes
-        on, and its connection is kept for the next call.
+        Each connection is made by a thread of its own (:meth:`_make`), claimed by one
+        waiting borrower at a time. When the borrower's time runs out first, it raises a
+        :class:`ConnectError` (``pending``, not counted by the breaker) that says what the
+        connection was waiting for, and lets go of its claim: the attempt goes on, and
+        its connection is kept for the next borrower.
         """
         deadline = self._pool.creation_deadline()
         if deadline is None:
@@ -863,27 +868,36 @@ class Client(ProtocolMixin):
         with self._lock:
             if self._closed:
                 raise PoolClosed(f"client for {self.name} is closed")
-            opening = self._opening
-            if opening is None or (opening.done.is_set() and opening.conn is None):
-                opening = self._opening = _Opening()
+            openings = self._openings
+            # a stale failure helps nobody: a new attempt replaces it
+            openings[:] = [o for o in openings if not (o.done.is_set() and o.conn is None)]
+            opening = next((o for o in openings if not o.claimed and o.conn is not None), None) or next(
+                (o for o in openings if not o.claimed), None
+            )
+            if opening is None:
+                opening = _Opening()
+                openings.append(opening)
                 opening.thread = threading.Thread(
                     target=self._make, args=(opening,), name=f"mcpsync-connect-{self.name}", daemon=True
                 )
                 opening.thread.start()
-        if not opening.done.wait(max(deadline - time.monotonic(), 0.0)):
+            opening.claimed = True
+        finished = opening.done.wait(max(deadline - time.monotonic(), 0.0))
+        with self._lock:
+            opening.claimed = False
+            if finished:
+                if opening in self._openings:
+                    self._openings.remove(opening)
+                conn, opening.conn = opening.conn, None  # exactly one borrower gets it
+                if conn is not None:
+                    return conn
+        if not finished:
             waited = time.monotonic() - opening.started
             raise ConnectError(
                 f"MCP server {self.name}: {opening.phase} ({waited:.1f} s so far); the call's time ran out, "
                 "the connection goes on in the background",
                 timeout=True, sent=False, pending=True, phase=opening.phase,
             )
-        with self._lock:
-            conn = opening.conn
-            if conn is not None:
-                opening.conn = None  # taken: exactly one borrower gets it
-                if self._opening is opening:
-                    self._opening = None
-                return conn
         error = opening.error
         if error is None:  # pragma: no cover - done without a connection means an error
             error = ConnectError(f"MCP server {self.name}: connecting failed", sent=False)

@@ -82,11 +82,23 @@ def run_callers(client: Client, tally: Tally, stop: threading.Event, calm: threa
 
     def worker(t: int) -> None:
         start.wait(10)
-        for i in range(max_calls):
-            if stop.is_set():
+        ends = time.monotonic() + 180  # bounded in time as well as in count
+        calm_from = None  # the count at which the calm came: it opens a budget of its own
+        for i in range(2 * max_calls):
+            if stop.is_set() or time.monotonic() > ends:
+                return
+            if calm_from is None and calm.is_set():
+                calm_from = i
+            if calm_from is None and i >= max_calls:
+                # spent before the chaos ended (a fast machine): wait for the calm rather than
+                # end, so that every thread takes part in the recovery
+                if not calm.wait(max(0.0, ends - time.monotonic())):
+                    return
+                calm_from = i
+            if calm_from is not None and i - calm_from >= max_calls:
                 return
             key = f"t{t}-c{i}"
-            after_calm = calm.is_set()
+            after_calm = calm_from is not None
             with tally.lock:
                 tally.issued.append(key)
             began = time.monotonic()
@@ -97,7 +109,11 @@ def run_callers(client: Client, tally: Tally, stop: threading.Event, calm: threa
                     tally.failed[key] = exc
                     tally.durations.append(time.monotonic() - began)
                     tally.took[key] = tally.durations[-1]
-                time.sleep(0.005)  # an open breaker fails fast: do not spin the shared cores
+                # an open breaker fails fast and says when it will try again: wait as an agent
+                # would (not spinning the shared cores, nor spending the call budget before
+                # the calm comes on a loaded machine)
+                pause = getattr(exc, "retry_after", None) if isinstance(exc, CircuitOpen) else None
+                time.sleep(min(max(pause or 0.0, 0.005), 0.25))
                 continue
             except BaseException as exc:  # noqa: BLE001 - an untyped error is a failure of the test
                 with tally.lock:
@@ -180,7 +196,7 @@ def test_sixteen_threads_while_servers_are_killed() -> None:
         killed = kill_randomly(client, rng, kills=10, gap=(0.1, 0.35))
         calm.set()
         # after the kills: every thread gets through again (bounded)
-        recovered = wait_until(lambda: len(tally.ok_after) == THREADS and min(tally.ok_after.values()) >= 5, 15)
+        recovered = wait_until(lambda: len(tally.ok_after) == THREADS and min(tally.ok_after.values()) >= 5, 45)
         stop.set()
         join_all(threads, CALL_BOUND + 5)
         stats = client.pool_stats()
@@ -251,7 +267,7 @@ def test_no_duplicated_side_effects_under_kills(tmp_path: Path) -> None:
         threads = run_callers(client, tally, stop, calm, call, max_calls=1500)
         killed = kill_randomly(client, rng, kills=8, gap=(0.1, 0.3))
         calm.set()
-        wait_until(lambda: len(tally.ok_after) == THREADS and min(tally.ok_after.values()) >= 3, 15)
+        wait_until(lambda: len(tally.ok_after) == THREADS and min(tally.ok_after.values()) >= 3, 45)
         stop.set()
         join_all(threads, CALL_BOUND + 5)
     finally:
@@ -359,8 +375,9 @@ def test_unavailable_after_sixth_failed_reconnect_and_reconnect_clears_it(tmp_pa
         sched = [d for _, d in client._reconnect.history]
         assert sched == [*RECONNECT.schedule(), None], client._reconnect.history
         spawned = len(ChaosLog.read(log_path).starts) - starts_before
-        # 6 failed connects, each tried twice (the connect retry); one outage counted once
-        assert spawned == 2 * RECONNECT.max_failures, spawned
+        # 6 failed connects, one process each (a process that exits is not restarted within
+        # an attempt: only a connect that timed out is tried twice); one outage counted once
+        assert spawned == RECONNECT.max_failures, spawned
         # from now on: at once, and no process is started
         with pytest.raises(ServerUnavailable):
             client.call_tool("echo", {"key": "y"})
@@ -446,7 +463,7 @@ def test_frozen_servers_time_out_then_recover() -> None:
             for pid in frozen:
                 os.kill(pid, signal.SIGCONT)
         calm.set()
-        recovered = wait_until(lambda: len(tally.ok_after) == THREADS and min(tally.ok_after.values()) >= 3, 15)
+        recovered = wait_until(lambda: len(tally.ok_after) == THREADS and min(tally.ok_after.values()) >= 3, 45)
         stop.set()
         join_all(threads, CALL_BOUND + 5)
         survivors = pool_pids(client)
@@ -458,7 +475,8 @@ def test_frozen_servers_time_out_then_recover() -> None:
     timeouts_seen = [e for e in tally.failed.values() if isinstance(e, RequestTimeout)]
     assert len(timeouts_seen) >= THREADS, info
     # an unannotated call that timed out may have run on the server: never re-sent
-    assert not resent_after_reaching(tally.failed), info
+    resent = resent_after_reaching(tally.failed)
+    assert not resent, [(k, repr(tally.failed[k]), [repr(e) for e in tally.failed[k].retried_errors]) for k in resent[:3]]
     assert recovered, info
     assert set(frozen) & set(survivors), "a frozen (not dead) server was replaced"
     assert (B.CLOSED, B.OPEN) in changes and changes[-1] == (B.HALF_OPEN, B.CLOSED), changes
