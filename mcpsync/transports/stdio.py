@@ -187,7 +187,9 @@ class StdioTransport(Transport):
         self._closed = False
         self._stderr_tail: collections.deque[str] = collections.deque(maxlen=_STDERR_KEEP)
         self._stderr_thread: threading.Thread | None = None
-        self._stderr_stop = False  # set by close(): the stderr reader leaves at its next idle poll
+        # set by close() to a monotonic time: the stderr reader leaves at its next idle
+        # poll, or at that time if output keeps coming (a grandchild holding the pipe)
+        self._stderr_stop = 0.0
         self._spoke = False  # the child wrote something to stdout (set by the reader)
         self._eof = False  # the reader saw EOF on the child's stdout
         self._exit_code: int | None = None  # an exit the child made on its own (see close())
@@ -231,7 +233,7 @@ class StdioTransport(Transport):
         os.set_blocking(self._in_fd, False)
         os.set_blocking(self._out_fd, False)  # a read never blocks past its wait
         self._stderr_thread = threading.Thread(
-            target=self._drain_stderr, args=(proc.stderr,), name=f"mcpsync-stderr-{self.name}", daemon=True
+            target=self._drain_stderr, args=(proc.stderr,), name=f"mcpsync-stderr-{self.name}-{proc.pid}", daemon=True
         )
         self._stderr_thread.start()
         _LIVE.add(self)
@@ -327,7 +329,7 @@ class StdioTransport(Transport):
                     chunk = os.read(fd, _STDERR_CHUNK)
                 except InterruptedError:
                     continue
-                if not chunk:
+                if not chunk or (self._stderr_stop and _monotonic() > self._stderr_stop):
                     break
                 lines = chunk.split(b"\n")
                 rest = lines.pop()  # after the last newline: the start of the next line
@@ -413,7 +415,7 @@ class StdioTransport(Transport):
                     proc.wait(5.0)
                 except subprocess.TimeoutExpired:  # pragma: no cover - a process SIGKILL cannot end
                     log.warning("stdio server %s (pid %s) did not end on SIGKILL", self.name, proc.pid)
-        self._stderr_stop = True  # the stderr reader closes its pipe on its way out
+        self._stderr_stop = _monotonic() + 0.5  # the stderr reader closes its pipe on its way out
         # the output pipe: now, unless a reader is inside receive(); it then closes the
         # pipe itself on its way out (it saw _closed, set above, before releasing)
         if self._rlock.acquire(False):
