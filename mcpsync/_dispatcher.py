@@ -33,6 +33,7 @@ import msgspec
 from ._channel import NotificationHandler, ProgressCallback, RequestHandler
 from ._errors import (
     INTERNAL_ERROR,
+    INVALID_REQUEST,
     METHOD_NOT_FOUND,
     AuthError,
     Cancelled,
@@ -541,7 +542,7 @@ class Dispatcher:
                     if slot is not None:
                         slot.error = ProtocolError(
                             f"{self.name} answered {slot.method} with an invalid JSON-RPC message: {error}",
-                            code=error.code,
+                            code=INVALID_REQUEST,
                             method=slot.method,
                         )
                         slot.done = True
