@@ -29,11 +29,14 @@ from ._errors import (
     ConnectionClosed,
     MCPError,
     NetworkError,
+    PoolClosed,
     ProtocolError,
     RemoteError,
     RequestTimeout,
     ServerUnavailable,
+    StartFailed,
     UnsupportedProtocolVersion,
+    attach_fields,
 )
 from ._messages import (
     CallToolResult,
@@ -175,6 +178,26 @@ class _Connection:
             log.debug("closing %s failed", self.key, exc_info=True)
 
 
+class _Opening:
+    """One connection being made off the callers' threads.
+
+    Callers wait for it up to their own deadlines; when one's time runs out the
+    attempt goes on, and the connection it makes is kept for the next call. Its
+    ``phase`` says what it is waiting for, for the error a caller then gets.
+    """
+
+    __slots__ = ("done", "conn", "error", "phase", "started", "made", "thread")
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
+        self.conn: _Connection | None = None
+        self.error: BaseException | None = None
+        self.phase = "starting the connection"
+        self.started = time.monotonic()
+        self.made: Transport | Channel | None = None  # what close() must close to stop it
+        self.thread: threading.Thread | None = None
+
+
 class Client(ProtocolMixin):
     """A blocking, thread-safe MCP client for one server.
 
@@ -192,7 +215,9 @@ class Client(ProtocolMixin):
         timeouts: the timeout layers (connect 10 s, request 30 s, ...).
         retry: call retry policy.
         breaker: circuit breaker policy.
-        pool: connection pool limits.
+        pool: connections (MCP sessions) per server. Default: one session
+            (:attr:`PoolLimits.SESSION`), every thread's calls multiplexed on it; more
+            than one splits a stateful server's state (see :class:`PoolLimits`).
         sampling_handler: ``handler(params) -> result`` for ``sampling/createMessage``.
         elicitation_handler: ``handler(params) -> result`` for ``elicitation/create``.
         roots: a list of roots (``{"uri": ..., "name": ...}``) or a callable returning one.
@@ -229,7 +254,7 @@ class Client(ProtocolMixin):
         timeouts: Timeouts = Timeouts.DEFAULT,
         retry: RetryPolicy = RetryPolicy.DEFAULT,
         breaker: BreakerPolicy = BreakerPolicy.DEFAULT,
-        pool: PoolLimits = PoolLimits.DEFAULT,
+        pool: PoolLimits | None = None,
         sampling_handler: Callable[[Mapping[str, Any]], Any] | None = None,
         elicitation_handler: Callable[[Mapping[str, Any]], Any] | None = None,
         roots: Sequence[Mapping[str, Any]] | Callable[[], Sequence[Mapping[str, Any]]] | None = None,
@@ -248,6 +273,8 @@ class Client(ProtocolMixin):
     ) -> None:
         if mode not in ("auto", "modern", "legacy"):
             raise ValueError(f"mode must be 'auto', 'modern' or 'legacy', not {mode!r}")
+        if pool is None:
+            pool = PoolLimits.SESSION  # one session per server: its state is the user's data
         if isinstance(transport, Transport):
             single = transport
             used = [False]
@@ -280,6 +307,8 @@ class Client(ProtocolMixin):
         self._closed = False
         self._primary: _Connection | None = None
         self._ever_connected = False
+        self._opening: _Opening | None = None  # the connection being made in the background
+        self._stopping = threading.Event()  # set by close(): background waits end at once
         self._worker = Worker(f"mcpsync-{self.name}")
         self._notification_handlers: dict[str, list[Callable[[Mapping[str, Any] | None], None]]] = {}
         self._server_logger = logging.getLogger(f"mcpsync.server.{self.name}")
@@ -661,9 +690,16 @@ class Client(ProtocolMixin):
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def connect(self) -> ServerSession:
-        """Open the connection now (otherwise it opens on first use)."""
-        return self._primary_connection().session  # type: ignore[return-value]
+    def connect(self, *, timeout: float | None = None) -> ServerSession:
+        """Open the connection now (otherwise it opens on first use).
+
+        Args:
+            timeout: seconds to wait for it (default ``timeouts.start``, the start
+                budget: a first ``npx -y`` run downloads its package first). When it
+                passes, :class:`ConnectError` says what the connection was waiting
+                for; the start goes on in the background.
+        """
+        return self._primary_connection(self.timeouts.start if timeout is None else timeout).session  # type: ignore[return-value]
 
     def close(self) -> None:
         """Close every connection and stop the client's threads. Idempotent."""
@@ -671,8 +707,17 @@ class Client(ProtocolMixin):
             if self._closed:
                 return
             self._closed = True
+            self._stopping.set()
             self._primary = None
             resources, self._resources = self._resources, None
+            opening, self._opening = self._opening, None
+        if opening is not None and not opening.done.is_set():
+            made = opening.made  # a start still under way ends now, not at its timeout
+            if made is not None:
+                try:
+                    made.close()
+                except Exception:  # pragma: no cover - close is best effort
+                    log.debug("closing the connection being made to %s failed", self.name, exc_info=True)
         if resources is not None:
             resources.close()
         stop_listening = getattr(self, "_stop_listening", None)
@@ -682,6 +727,10 @@ class Client(ProtocolMixin):
             except Exception:  # pragma: no cover - close is best effort
                 log.debug("stopping the listen stream of %s failed", self.name, exc_info=True)
         self._pool.close()
+        if opening is not None and opening.thread is not None and opening.thread is not threading.current_thread():
+            opening.thread.join(self.timeouts.close + 1.0)
+            if opening.conn is not None:  # made just before close(): never handed out
+                opening.conn.close()
         self._worker.close()
 
     @property
@@ -752,8 +801,9 @@ class Client(ProtocolMixin):
             self._fork_gen = _fork_generation
             self._worker = Worker(f"mcpsync-{self.name}")
             self._primary = None
+            self._opening = None  # its thread did not survive the fork
 
-    def _primary_connection(self) -> _Connection:
+    def _primary_connection(self, timeout: float | None = None) -> _Connection:
         """The connection that carries session-scoped state (subscriptions, listens).
 
         It is one of the pool's connections (the first one opened); when it dies or is
@@ -763,7 +813,11 @@ class Client(ProtocolMixin):
         conn = self._primary
         if conn is not None and conn.alive():
             return conn
-        lease = self._guard.call(lambda: self._pool.borrow(), safe_to_retry=True, tool="initialize")
+        bound = self.timeouts.request if timeout is None else timeout
+        deadline = time.monotonic() + bound
+        lease = self._guard.call(
+            lambda: self._pool.borrow(self._left(deadline)), safe_to_retry=True, tool="initialize", budget=bound
+        )
         new = lease.connection
         lease.release()
         with self._lock:
@@ -793,19 +847,80 @@ class Client(ProtocolMixin):
             self._worker.submit(restore)
 
     def _open_pooled(self) -> _Connection:
-        """The pool's factory: a first connect tries once (retried once); after a
-        connection was lost, reconnection follows the backoff schedule."""
-        if not self._ever_connected:
-            conn = self._open()
-            self._ever_connected = True
-            return conn
-        deadline = self._pool.creation_deadline()  # a borrower never waits past its timeout
+        """The pool's factory, on a borrower's thread: wait for the connection being
+        made in the background, at most until the borrower's deadline.
+
+        A connection is made by one thread at a time (:meth:`_make`). When the caller's
+        time runs out first, it raises a :class:`ConnectError` (``pending``, not counted
+        by the breaker) that says what the connection was waiting for; the attempt goes
+        on, and its connection is kept for the next call.
+        """
+        deadline = self._pool.creation_deadline()
+        if deadline is None:
+            deadline = time.monotonic() + self.timeouts.request
+        with self._lock:
+            if self._closed:
+                raise PoolClosed(f"client for {self.name} is closed")
+            opening = self._opening
+            if opening is None or (opening.done.is_set() and opening.conn is None):
+                opening = self._opening = _Opening()
+                opening.thread = threading.Thread(
+                    target=self._make, args=(opening,), name=f"mcpsync-connect-{self.name}", daemon=True
+                )
+                opening.thread.start()
+        if not opening.done.wait(max(deadline - time.monotonic(), 0.0)):
+            waited = time.monotonic() - opening.started
+            raise ConnectError(
+                f"MCP server {self.name}: {opening.phase} ({waited:.1f} s so far); the call's time ran out, "
+                "the connection goes on in the background",
+                timeout=True, sent=False, pending=True, phase=opening.phase,
+            )
+        with self._lock:
+            conn = opening.conn
+            if conn is not None:
+                opening.conn = None  # taken: exactly one borrower gets it
+                if self._opening is opening:
+                    self._opening = None
+                return conn
+        error = opening.error
+        if error is None:  # pragma: no cover - done without a connection means an error
+            error = ConnectError(f"MCP server {self.name}: connecting failed", sent=False)
+        raise error
+
+    def _make(self, opening: _Opening) -> None:
+        """The background attempt: a first connect tries once (retried once after a
+        timeout); after a connection was lost, reconnection follows the backoff schedule.
+        ``close()`` ends it at once."""
+        conn: _Connection | None = None
+        error: BaseException | None = None
+        try:
+            if not self._ever_connected:
+                conn = self._open(opening)
+            else:
+                conn = self._reconnect.run(lambda: self._open(opening), sleep=self._stopping.wait)
+        except BaseException as exc:  # delivered to the waiting callers
+            error = exc
+        if conn is not None:
+            with self._lock:
+                closed = self._closed
+                if not closed:
+                    self._ever_connected = True
+                    opening.conn = conn
+            if closed:
+                conn.close()
+                error = PoolClosed(f"client for {self.name} is closed")
+            else:
+                self._connected(conn)
+        opening.error = error
+        opening.done.set()
+
+    def _connected(self, conn: _Connection) -> None:
+        """A connection was made: if the session's connection was lost, this one takes
+        its place, and what the session held (the tool list, subscriptions, cached
+        resources) is renewed."""
         primary = self._primary
-        if primary is not None and primary.alive():
-            return self._reconnect.run(self._open, deadline=deadline)  # the pool grows; the session lives on
-        # the session's connection was lost: this one takes its place, and what the
-        # session held (the tool list, subscriptions, cached resources) is renewed
-        conn = self._reconnect.run(self._open, deadline=deadline)
+        if primary is None or primary.alive():
+            return
         with self._lock:
             replaced = self._primary is primary
             if replaced:
@@ -813,7 +928,6 @@ class Client(ProtocolMixin):
         if replaced:
             self._watch_primary(conn)
             self._primary_replaced(conn)
-        return conn
 
     def _watch_primary(self, conn: _Connection) -> None:
         """When the session's connection dies, replace it at once (not on next use),
@@ -836,19 +950,42 @@ class Client(ProtocolMixin):
         if conn.meta is None and conn.session is not None:  # the legacy era has ping
             conn.channel.request("ping", None, self.timeouts.request)
 
-    def _open(self) -> _Connection:
-        """Start a connection and handshake, retried once with a fresh transport."""
+    def _open(self, opening: _Opening) -> _Connection:
+        """Start a connection and handshake (on the connecting thread).
+
+        A child process that is alive but has said nothing yet is *starting*: its
+        handshake may take the start budget (``timeouts.start``); a remote server gets
+        the connect timeout, retried once after a timeout. A process that exited, or a
+        command that cannot run, fails at once with :class:`StartFailed` (not retried).
+        """
         errors: list[BaseException] = []
         for _attempt in range(2):
-            deadline = time.monotonic() + self.timeouts.connect
+            if self._closed:
+                raise PoolClosed(f"client for {self.name} is closed")
             conn: _Connection | None = None
             made: Transport | Channel | None = None
             try:
-                made = self._factory()
-                conn = self._start(made, deadline)
-                self._handshake(conn, deadline)
+                opening.phase = "starting the server" if _attempt == 0 else "starting the server again"
+                made = opening.made = self._factory()
+                if self._closed:  # close() may have run before ``made`` was known
+                    raise PoolClosed(f"client for {self.name} is closed")
+                conn = self._start(made, time.monotonic() + self.timeouts.connect)
+                starting = conn.transport is not None and conn.transport.starting()
+                budget = self.timeouts.start if starting else self.timeouts.connect
+                opening.phase = (
+                    "waiting for the server process to answer its handshake (it is alive, still starting)"
+                    if starting
+                    else "waiting for the server to answer its handshake"
+                )
+                self._handshake(conn, time.monotonic() + budget, starting)
                 return conn
             except MCPError as exc:
+                failure = None
+                if isinstance(made, Transport) and not isinstance(exc, (RemoteError, AuthError, StartFailed)):
+                    try:
+                        failure = made.start_failure(1.0)
+                    except Exception:  # pragma: no cover - best effort
+                        failure = None
                 if conn is not None:
                     conn.close()
                 elif made is not None:
@@ -856,9 +993,13 @@ class Client(ProtocolMixin):
                         made.close()
                     except Exception:
                         pass
-                if isinstance(exc, (RemoteError, AuthError)):
-                    raise  # the server answered: a fresh process would answer the same
+                if failure is not None:
+                    raise failure from exc
+                if isinstance(exc, (RemoteError, AuthError, StartFailed, PoolClosed)) or self._closed:
+                    raise  # the server answered, or cannot run: a fresh start would fare the same
                 errors.append(exc)
+                if not getattr(exc, "timeout", isinstance(exc, RequestTimeout)):
+                    break  # SPEC: a connect is retried once after a *timeout*
         last = errors[-1]
         raise ConnectError(
             f"MCP server {self.name} did not respond: {last}", attempts=len(errors)
@@ -893,14 +1034,25 @@ class Client(ProtocolMixin):
             meta[_META_LOG] = self.log_level
         return meta
 
-    def _handshake(self, conn: _Connection, deadline: float) -> None:
+    def _handshake(self, conn: _Connection, deadline: float, starting: bool = False) -> None:
+        """Learn the server's era and session facts (``server/discover``, else
+        ``initialize``). The era is decided here, once per connection: an answer that
+        comes after the handshake moved on changes nothing.
+
+        Args:
+            conn: the new connection.
+            deadline: the ``time.monotonic()`` instant the handshake must end by.
+            starting: the server process has said nothing yet: in ``auto`` mode the
+                probe then waits for the whole handshake budget (a starting server
+                answers it first, whatever its era) instead of 5 s.
+        """
         mode = self.mode
         if mode == "auto":
             with _ERA_LOCK:
                 mode = _ERA_CACHE.get(conn.key, "auto")  # type: ignore[assignment]
         if mode in ("auto", "modern"):
             remaining = deadline - time.monotonic()
-            probe = remaining if mode == "modern" else max(min(remaining / 2, 5.0), 0.05)
+            probe = remaining if mode == "modern" or starting else max(min(remaining / 2, 5.0), 0.05)
             try:
                 self._discover(conn, probe)
                 self._remember(conn.key, "modern")
@@ -915,6 +1067,17 @@ class Client(ProtocolMixin):
                         data=getattr(exc, "data", None),
                     ) from exc
                 log.debug("%s: server/discover failed (%s); falling back to initialize", self.name, exc)
+                if isinstance(exc, RequestTimeout):
+                    try:
+                        self._initialize(conn, deadline)
+                    except UnsupportedProtocolVersion:
+                        # the probe was only late: the server took it and now serves the
+                        # modern era on this connection; ask again rather than fail
+                        self._discover(conn, max(deadline - time.monotonic(), 0.05))
+                        self._remember(conn.key, "modern")
+                        return
+                    self._remember(conn.key, "legacy")
+                    return
         self._initialize(conn, deadline)
         if self.mode == "auto":
             self._remember(conn.key, "legacy")
@@ -1032,23 +1195,65 @@ class Client(ProtocolMixin):
             try:
                 result = self._attempt(method, params, t, progress)
             except BaseException as exc:
+                deadline = time.monotonic() - (guard._clock() - start) + t
                 return guard.after_first_failure(
-                    exc, lambda: self._attempt(method, params, t, progress), start,
+                    exc, lambda: self._retry_attempt(method, params, deadline, t, progress), start,
                     safe_to_retry=safe, tool=tool, retry=retry, budget=t,
                 )
             guard.succeeded(tool, start)
             return result
-        return guard.call(
-            lambda: self._attempt(method, params, t, progress), safe_to_retry=safe, tool=tool, retry=retry, budget=t
-        )
+        deadline = time.monotonic() + t
+        first = [True]
+
+        def attempt() -> Any:
+            if first[0]:
+                first[0] = False
+                return self._attempt(method, params, t, progress)
+            return self._retry_attempt(method, params, deadline, t, progress)
+
+        return guard.call(attempt, safe_to_retry=safe, tool=tool, retry=retry, budget=t)
+
+    @staticmethod
+    def _left(deadline: float) -> float:
+        """Seconds left until ``deadline``; :class:`RequestTimeout` (never sent) if none."""
+        left = deadline - time.monotonic()
+        if left <= 0.0:
+            raise RequestTimeout("the call's time ran out before this attempt", sent=False, truncated=True)
+        return left
+
+    def _retry_attempt(
+        self, method: str, params: Mapping[str, Any] | None, deadline: float, t: float, progress: ProgressCallback | None
+    ) -> Any:
+        """A retry gets only what is left of its call's time; when that is less than a
+        whole timeout, its timeout is the call's, not a sign of an unwell server
+        (``truncated``: the breaker does not count it)."""
+        if self._closed:
+            raise PoolClosed(f"client for {self.name} is closed")
+        left = self._left(deadline)
+        try:
+            return self._attempt(method, params, left, progress)
+        except RequestTimeout as exc:
+            if left < t:
+                attach_fields(exc, truncated=True)
+            raise
 
     def _attempt(self, method: str, params: Mapping[str, Any] | None, t: float, progress: ProgressCallback | None) -> Any:
         if self._endpoint_breakers is not None:
             return self._routed_attempt(method, params, t, progress)
         pool = self._pool
         # no Lease object: this frame gives it back on every path; the wait for a
-        # connection is bounded by the call's own timeout unless the pool fixes one
-        entry = pool.borrow_entry(t if self._borrow_wait is None else self._borrow_wait)
+        # connection (and for it to be made) is part of the call's timeout unless the
+        # pool fixes one, and the request gets what is left
+        entry = pool.take_idle()
+        if entry is None:
+            began = time.monotonic()
+            entry = pool.borrow(t if self._borrow_wait is None else self._borrow_wait)._entry
+            t -= time.monotonic() - began
+            if t <= 0.0:
+                pool.give_back(entry)
+                raise RequestTimeout(
+                    f"{self.name}: the call's time ran out while it waited for a connection", sent=False, truncated=True
+                )
         conn = entry.conn
         try:
             result = self._request_on(conn, method, params, t, progress)
@@ -1275,13 +1480,16 @@ class Client(ProtocolMixin):
         """
         listed = self._tool_cache.peek(self.name, self._cache_credential)  # harness work: not counted
         definition = listed.by_name.get(name) if listed is not None else None
-        if listed is None and (validate or task is None):
-            # cold cache (first call, or just after a reconnect): the annotations that
-            # decide retry safety come with the discovery the schema check needs anyway
-            # (validate=False, task=False asks for a bare call: no discovery for it)
-            definition = self.get_tool(name, timeout=timeout)
+        cold = listed is None
+        if cold:  # what the call may spend on learning the tool after its answer
+            ends = time.monotonic() + (self.timeouts.request if timeout is None else timeout)
         if definition is None:
-            safe, task_only = retry_safe, False
+            safe: bool | Callable[[], bool] = retry_safe
+            task_only = False
+            if cold and not retry_safe:
+                # the annotations that decide retry safety matter only after a failure:
+                # the call goes out first, and the tool cache is filled only then
+                safe = lambda: self._learned_safe(name, ends)  # noqa: E731
         else:
             safe, task_only = _call_facts(definition)
             safe = safe or retry_safe
@@ -1300,10 +1508,19 @@ class Client(ProtocolMixin):
                 result = self.request("tools/call", params, timeout=timeout, progress=progress, tool=name, safe_to_retry=safe)
             except RemoteError as exc:
                 if exc.code != URL_ELICITATION_REQUIRED:
+                    if cold and task is None:
+                        learned = self._learn_tool(name, ends)
+                        if learned is not None and _task_only(learned):  # learned only now: run it as a task
+                            return self._protocol_call_tool(  # type: ignore[return-value]
+                                name, arguments, timeout=timeout, progress=progress, meta=meta, task=task,
+                                validate=validate, definition=learned, tool=name, safe_to_retry=safe,
+                            )
                     raise
                 result = None  # the protocol path shows the URLs to the handler, then retries
             if result is not None:
                 if isinstance(result, CallToolResult):
+                    if cold and validate:
+                        self._check_late(name, result, ends)
                     return result
                 return self.wait_task(result.task, timeout=timeout)  # type: ignore[attr-defined, no-any-return]  # the server made it a task
         if tel is None:
@@ -1318,7 +1535,33 @@ class Client(ProtocolMixin):
             )
             if getattr(result, "is_error", False):
                 span.set_tool_error()
+            if cold and validate and isinstance(result, CallToolResult):
+                self._check_late(name, result, ends)
             return result  # type: ignore[return-value]
+
+    def _learn_tool(self, name: str, ends: float) -> Tool | None:
+        """The definition of ``name`` learned after its call's answer or failure: a
+        discovery bounded by what is left of the call's time (at most 10 s, no retries)."""
+        left = ends - time.monotonic()
+        if left <= 0.05:
+            return self._tool_cache.lookup(self.name, name, self._cache_credential) if self._tool_cache.peek(
+                self.name, self._cache_credential) is not None else None
+        return self.get_tool(name, timeout=left)
+
+    def _learned_safe(self, name: str, ends: float) -> bool:
+        """After a failed first call of ``name`` on a cold tool cache: whether its
+        annotations make it safe to retry."""
+        definition = self._learn_tool(name, ends)
+        return definition is not None and _call_facts(definition)[0]
+
+    def _check_late(self, name: str, result: CallToolResult, ends: float) -> None:
+        """Check a first call's result against the tool's ``outputSchema``, learned now
+        that there is a result to check (only when it carries structured content)."""
+        if result.structured_content is None or result.is_error:
+            return
+        learned = self._learn_tool(name, ends)
+        if learned is not None and learned.output_schema is not None:
+            self.check_tool_result(learned, result)
 
     # ------------------------------------------------------------------ incoming
 

@@ -339,12 +339,13 @@ def is_server_error(exc: BaseException) -> bool:
 def is_transient(exc: BaseException) -> bool:
     """A failure that another attempt may not repeat: transport errors and server faults.
 
-    Never transient: :class:`StartFailed` (the command cannot run), :class:`AuthError`,
+    Never transient: :class:`StartFailed` (the command cannot run), :class:`PoolClosed`
+    (the client was closed: nothing may run after that), :class:`AuthError`,
     :class:`Cancelled`, every JSON-RPC error answer whose code is not in
     :data:`TRANSIENT_CODES`, :class:`ProtocolError`.
     """
     if isinstance(exc, NetworkError):
-        return not isinstance(exc, StartFailed)
+        return not isinstance(exc, (StartFailed, PoolClosed))
     return is_server_error(exc)
 
 
@@ -354,7 +355,9 @@ def counts_as_breaker_failure(exc: BaseException) -> bool:
     Counted: transport errors and timeouts (``NetworkError``, which includes HTTP 5xx
     and 429), except the client's own fail-fast errors (``CircuitOpen``,
     ``ServerUnavailable``, ``PoolTimeout``, ``PoolClosed``), start failures (the command
-    cannot run: the breaker cannot help) and lost sessions (:class:`SessionExpired`);
+    cannot run: the breaker cannot help), lost sessions (:class:`SessionExpired`), a
+    connection still being made when the caller's time ran out (``pending``) and a
+    retry that timed out on the remainder of its call's time (``truncated``);
     protocol garbage (``ProtocolError`` except ``MessageTooLarge`` and errors for an
     HTTP 4xx status, which are the client's own mistakes); error answers whose code is
     in :data:`TRANSIENT_CODES`. Not counted: every other JSON-RPC error answer (the
@@ -364,7 +367,10 @@ def counts_as_breaker_failure(exc: BaseException) -> bool:
     if isinstance(exc, (CircuitOpen, ServerUnavailable, PoolTimeout, PoolClosed, StartFailed, SessionExpired)):
         return False
     if isinstance(exc, NetworkError):
-        return True
+        # ``pending``: the caller's time ran out while the connection was still being
+        # made (a server still starting is not a failing one); ``truncated``: a retry
+        # that timed out on what was left of its call's time, not on a whole timeout
+        return getattr(exc, "pending", False) is not True and getattr(exc, "truncated", False) is not True
     if isinstance(exc, ProtocolError):
         status = getattr(exc, "status", None)
         if isinstance(status, int) and 400 <= status < 500:

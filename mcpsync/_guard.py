@@ -41,6 +41,8 @@ from ._errors import (
     ServerUnavailable,
     attach_fields,
     counts_as_breaker_failure,
+    is_transient,
+    may_have_reached_server,
 )
 from ._policies import BreakerPolicy, ReconnectPolicy, RetryPolicy
 
@@ -382,7 +384,7 @@ def retry_call(
     fn: Callable[[], T],
     policy: RetryPolicy = RetryPolicy.DEFAULT,
     *,
-    safe_to_retry: bool = False,
+    safe_to_retry: bool | Callable[[], bool] = False,
     sleep: Callable[[float], None] = time.sleep,
     rand: Callable[[], float] = _random.random,
     on_retry: Callable[[RetryPolicy, BaseException, float], None] | None = None,
@@ -399,6 +401,10 @@ def retry_call(
         safe_to_retry: the call has no side effects to duplicate (read-only or
             idempotent tool, or opt-in). When False only attempts that never left the
             client (ConnectError, CircuitOpen, PoolTimeout, ``sent=False``) are retried.
+            A callable is asked once, only when an attempt that may have reached the
+            server failed (``call_tool`` learns a tool's annotations only then).
+            An error's ``retry_after`` (seconds, from HTTP ``Retry-After``) lengthens
+            the wait before the next attempt.
         sleep: waits between attempts (inject for tests).
         rand: jitter source in [0, 1).
         on_retry: called ``(policy, error, wait)`` before each wait.
@@ -433,6 +439,7 @@ def retry_call(
     waited = 0.0
     pending = first_error
     retried: list[MCPError] = []
+    safe: bool | None = safe_to_retry if isinstance(safe_to_retry, bool) else None
     while True:
         try:
             if pending is not None:
@@ -441,7 +448,12 @@ def retry_call(
             return fn()
         except MCPError as exc:
             policy = policy.increment(exc, waited)
-            wait = policy.next_wait(rand) if policy.should_retry(exc, safe=safe_to_retry) else None
+            if safe is None and is_transient(exc) and may_have_reached_server(exc):
+                safe = bool(safe_to_retry())  # type: ignore[operator]  # asked once, when it matters
+            wait = policy.next_wait(rand) if policy.should_retry(exc, safe=bool(safe)) else None
+            retry_after = getattr(exc, "retry_after", None)
+            if wait is not None and isinstance(retry_after, (int, float)) and retry_after > wait:
+                wait = float(retry_after)  # the server said when (HTTP Retry-After)
             if wait is not None and give_up is not None and give_up(exc, wait):
                 wait = None
             if wait is None:
@@ -715,7 +727,7 @@ class Guard:
         self,
         fn: Callable[[], T],
         *,
-        safe_to_retry: bool = False,
+        safe_to_retry: bool | Callable[[], bool] = False,
         tool: str | None = None,
         retry: RetryPolicy | None = None,
         budget: float | None = None,
@@ -788,7 +800,7 @@ class Guard:
         fn: Callable[[], T],
         start: float,
         *,
-        safe_to_retry: bool = False,
+        safe_to_retry: bool | Callable[[], bool] = False,
         tool: str | None = None,
         retry: RetryPolicy | None = None,
         budget: float | None = None,
@@ -810,7 +822,7 @@ class Guard:
         fn: Callable[[], T],
         start: float,
         first: MCPError | None,
-        safe_to_retry: bool,
+        safe_to_retry: bool | Callable[[], bool],
         tool: str | None,
         retry: RetryPolicy | None,
         budget: float | None,

@@ -54,13 +54,21 @@ class Timeouts:
     """The three timeout layers of SPEC.md, in seconds.
 
     Attributes:
-        connect: process start or TCP connect plus the MCP handshake (retried once).
-        request: one request, server time included; on expiry the server is told to cancel.
+        connect: TCP connect plus the MCP handshake of a remote server (retried once
+            after a timeout); a child process gets ``start`` instead (below).
+        request: one call, server time included, and everything the call waits for
+            (pool, connect, handshake, retries, backoff); on expiry the server is told
+            to cancel.
         idle: a pooled connection idle longer than this is closed.
         keepalive: interval of the keepalive ping on long-lived connections.
         close: how long ``close()`` waits for a child to exit before each escalation.
         progress_cap: hard cap for calls whose timer is reset by progress notifications
             (``None``: ten times ``request``).
+        start: the start budget: how long a server process that is alive but has not
+            said anything yet may take to answer its handshake (a first ``npx -y`` or
+            ``uvx`` run downloads the package first). It is not killed before; a
+            process that exits fails at once. Calls never wait past their own timeout
+            for it: the start goes on in the background.
     """
 
     connect: float = 10.0
@@ -69,10 +77,11 @@ class Timeouts:
     keepalive: float = 60.0
     close: float = 2.0
     progress_cap: float | None = None
+    start: float = 60.0
     DEFAULT: ClassVar["Timeouts"]
 
     def __post_init__(self) -> None:
-        for name in ("connect", "request", "idle", "keepalive", "close"):
+        for name in ("connect", "request", "idle", "keepalive", "close", "start"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"Timeouts.{name} must be positive")
 
@@ -204,6 +213,14 @@ BreakerPolicy.DISABLED = BreakerPolicy(enabled=False)
 class PoolLimits:
     """Connections per server address.
 
+    By default (:attr:`SESSION`) a Client holds **one** connection per server: one child
+    process for stdio, one WebSocket or gRPC stream, one Streamable HTTP session (whose
+    requests urllib3 spreads over its own keep-alive sockets), with every thread's calls
+    multiplexed on it by JSON-RPC id. A server keeps its state per session (a stdio
+    server's memory is its state), so more than one connection splits that state: ask
+    for it (``PoolLimits(min=2, max=10)``) only for servers that keep none, e.g. a
+    stateless stdio server under heavy load.
+
     Attributes:
         min: connections kept open (and kept alive) once the pool is in use.
         max: connections at most.
@@ -220,6 +237,8 @@ class PoolLimits:
     idle: float = 300.0
     DEFAULT: ClassVar["PoolLimits"]
     SINGLE: ClassVar["PoolLimits"]
+    #: one session per server, up to 64 calls in flight on it (the Client's default)
+    SESSION: ClassVar["PoolLimits"]
 
     def __post_init__(self) -> None:
         if self.min < 0 or self.max < 1 or self.min > self.max:
@@ -228,6 +247,7 @@ class PoolLimits:
 
 PoolLimits.DEFAULT = PoolLimits()
 PoolLimits.SINGLE = PoolLimits(min=1, max=1)
+PoolLimits.SESSION = PoolLimits(min=1, max=1, max_in_flight=64)
 
 
 @dataclass(frozen=True, slots=True)

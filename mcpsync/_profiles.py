@@ -305,6 +305,18 @@ def resolve(
     opts = profile_options(profile, **dict(options))
     if transport is not None:
         check_transport(opts, transport)
+    if options.get("pool") is None:
+        # A profile's pool is where connections are interchangeable: the HTTP keep-alive
+        # sockets under a session. The Client itself keeps one session per server (its
+        # state is the user's data) unless the caller passes ``pool=`` explicitly.
+        limits = opts.pop("pool", None)
+        if (
+            limits is not None
+            and options.get("pool_size") is None
+            and constructor is not None
+            and "pool_size" in _named_parameters(constructor)
+        ):
+            opts["pool_size"] = max(limits.max, 1)
     return split_options(opts, client_class, constructor)
 
 

@@ -191,7 +191,8 @@ def test_a_hanging_server_is_reported_as_timed_out_without_blocking_the_rest():
         assert "sdk__add" in names and all(n.startswith("sdk__") for n in names)
         status = m.status()
         assert status["sdk"].ok
-        assert status["hangs"].state == "error" and status["hangs"].error_type == "RequestTimeout"
+        # it never answered its handshake: the connect gave up, or the listing's time ran out first
+        assert status["hangs"].state == "error" and status["hangs"].error_type in ("ConnectError", "RequestTimeout")
         assert "did not list its tools within 6 s" in status["hangs"].error
         # later calls do not wait for it again
         assert m.call_tool("sdk__add", {"a": 1, "b": 2}).structured_content == {"result": 3}

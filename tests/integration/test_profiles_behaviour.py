@@ -14,7 +14,7 @@ from dataclasses import replace
 
 import pytest
 
-from mcpsync import Client, Timeouts
+from mcpsync import Client, PoolLimits, Timeouts
 from mcpsync._errors import CircuitOpen, ConnectError, RequestTimeout
 from mcpsync._profiles import PROFILES, ProcessPerCallClient, ProfileError, check_transport, stdio_client
 from tests.conftest import server_command
@@ -59,7 +59,8 @@ def test_minimal_retries_three_times_at_a_fixed_interval():
 
 
 def test_minimal_has_no_breaker():
-    client = stdio_client(SILENT[0], SILENT[1:], profile="minimal", timeouts=FAST)
+    # a call's timeout covers starting its process too: give the start room on a busy machine
+    client = stdio_client(SILENT[0], SILENT[1:], profile="minimal", timeouts=replace(FAST, request=2.0))
     for _ in range(7):  # past the breaker threshold of 5: still real attempts, never CircuitOpen
         with pytest.raises(RequestTimeout):
             client.call_tool("bad")
@@ -83,9 +84,13 @@ def test_enterprise_breaker_opens():
             client.call_tool("echo", {"message": "hi"})
 
 
-def test_professional_pool_is_two_to_five():
+def test_professional_keeps_one_session_and_pools_http_sockets():
+    """SPEC: the profile's pool (2-5) is where connections are interchangeable; a stdio
+    server is one process (its state is the user's data) unless pool= asks for more."""
     with stdio_client(DEMO[0], DEMO[1:], profile="professional") as client:
         assert client.call_tool("add", {"a": 1, "b": 2}).structured_content == {"result": 3}
+        assert (client.pool.min, client.pool.max) == (1, 1)
+    with stdio_client(DEMO[0], DEMO[1:], profile="professional", pool=PoolLimits(min=2, max=5)) as client:
         assert (client.pool.min, client.pool.max) == (2, 5)
 
 

@@ -213,8 +213,16 @@ def test_resolve_is_the_constructor_hook():
 
     client_opts, flags = resolve("professional", "http", {"mode": "legacy", "retry": RetryPolicy.NONE})
     assert client_opts["retry"] == RetryPolicy.NONE and client_opts["mode"] == "legacy"
-    assert (client_opts["pool"].min, client_opts["pool"].max) == (2, 5)
+    # the Client keeps one session per server; the profile's pool sizes what is
+    # interchangeable under it (the HTTP keep-alive sockets)
+    assert "pool" not in client_opts
     assert flags["oauth"] == "authorization-code" and "oauth" not in client_opts
+    from mcpsync import Client, PoolLimits
+
+    client_opts, _ = resolve("professional", "http", {}, Client, constructor=Client.http)
+    assert "pool" not in client_opts and client_opts["pool_size"] == 5
+    client_opts, _ = resolve("professional", "stdio", {"pool": PoolLimits(min=2, max=3)}, Client, constructor=Client.stdio)
+    assert client_opts["pool"].max == 3  # asked for explicitly: several sessions
     with pytest.raises(ProfileError):
         resolve("professional", "grpc", {})
     resolve("minimal", None, {})  # a custom transport factory: no check

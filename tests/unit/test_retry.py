@@ -9,7 +9,7 @@ from dataclasses import replace
 
 import pytest
 
-from mcpsync._errors import RemoteError as RemoteErrorBase, StartFailed as StartFailedErr
+from mcpsync._errors import NetworkError, RemoteError as RemoteErrorBase, StartFailed as StartFailedErr
 
 from mcpsync._errors import (
     AuthError,
@@ -381,3 +381,39 @@ def test_start_failures_are_never_retried() -> None:
     with pytest.raises(StartFailedErr):
         retry_call(attempt, safe_to_retry=True, sleep=Sleeps())
     assert len(attempt.calls) == 1
+
+
+def test_retry_after_lengthens_the_wait() -> None:
+    """HTTP 429/503 ``Retry-After``: the next attempt waits at least that long."""
+    sleeps = Sleeps()
+    attempt = failing(NetworkError("HTTP 429", status=429, retry_after=3.0, sent=False))
+    assert retry_call(attempt, sleep=sleeps, rand=MID) == "ok"
+    assert sleeps.waits == [3.0]  # the schedule's first retry is immediate
+
+
+def test_retry_after_past_the_budget_ends_the_call() -> None:
+    sleeps = Sleeps()
+    attempt = failing(NetworkError("HTTP 503", status=503, retry_after=60.0))
+    with pytest.raises(NetworkError):
+        retry_call(attempt, safe_to_retry=True, sleep=sleeps, give_up=lambda exc, wait: wait > 5.0)
+    assert sleeps.waits == [] and len(attempt.calls) == 1
+
+
+def test_a_lazy_safe_flag_is_asked_only_when_it_matters() -> None:
+    asked: list[int] = []
+
+    def safe() -> bool:
+        asked.append(1)
+        return True
+
+    # never left the client: retried without asking
+    assert retry_call(failing(ConnectError("refused")), safe_to_retry=safe, sleep=Sleeps()) == "ok"
+    assert asked == []
+    # may have reached the server: asked once, and its answer decides
+    attempt = failing(RequestTimeout("t"), RequestTimeout("t"))
+    assert retry_call(attempt, safe_to_retry=safe, sleep=Sleeps(), rand=MID) == "ok"
+    assert asked == [1] and len(attempt.calls) == 3
+    unsafe = failing(RequestTimeout("t"))
+    with pytest.raises(RequestTimeout):
+        retry_call(unsafe, safe_to_retry=lambda: False, sleep=Sleeps())
+    assert len(unsafe.calls) == 1
