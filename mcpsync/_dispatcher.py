@@ -33,6 +33,7 @@ import msgspec
 from ._channel import NotificationHandler, ProgressCallback, RequestHandler
 from ._errors import (
     INTERNAL_ERROR,
+    INVALID_REQUEST,
     METHOD_NOT_FOUND,
     AuthError,
     Cancelled,
@@ -45,7 +46,7 @@ from ._errors import (
     RequestTimeout,
     error_from_code,
 )
-from ._messages import Envelope, Request, decode_envelope_unchecked, encode, envelope_error
+from ._messages import Envelope, Request, decode_envelope_unchecked, encode, envelope_error, response_id
 from ._worker import Worker
 from .transports._base import Transport
 
@@ -525,9 +526,31 @@ class Dispatcher:
             return None
 
     def _drop_invalid(self, data: bytes, exc: msgspec.ValidationError | msgspec.DecodeError) -> None:
-        """Count and log a message read that is not a valid JSON-RPC envelope."""
+        """Count and log a message read that is not a valid JSON-RPC envelope. When it is
+        JSON shaped like an answer to a pending request (e.g. ``"jsonrpc": "1.0"``, or no
+        ``jsonrpc`` member), that request fails with :class:`ProtocolError` at once: the
+        answer is never taken as a result, and its caller does not wait for a timeout."""
         self.stats["dropped"] += 1
-        log.warning("%s sent an invalid message (dropped): %s: %.200r", self.name, envelope_error(exc), data)
+        error = envelope_error(exc)
+        if isinstance(exc, msgspec.ValidationError):
+            rid = response_id(data)
+            if isinstance(rid, str) and rid.isdigit():
+                rid = int(rid)
+            if rid is not None:
+                with self._mu:
+                    slot = self._pending.pop(rid, None)
+                    if slot is not None:
+                        slot.error = ProtocolError(
+                            f"{self.name} answered {slot.method} with an invalid JSON-RPC message: {error}",
+                            code=INVALID_REQUEST,
+                            method=slot.method,
+                        )
+                        slot.done = True
+                        self._wake(slot)
+                if slot is not None:
+                    log.warning("%s sent an invalid answer to %s: %s: %.200r", self.name, slot.method, error, data)
+                    return
+        log.warning("%s sent an invalid message (dropped): %s: %.200r", self.name, error, data)
 
     def _deliver(self, env: Envelope, data: bytes) -> None:
         if env.method is None:

@@ -39,6 +39,7 @@ __all__ = [
     "InitializeResult",
     "DiscoverResult",
     "decode_envelope",
+    "response_id",
     "decode_result",
     "encode",
 ]
@@ -56,10 +57,12 @@ class Envelope(Struct, frozen=True):
     """Any JSON-RPC message: request, notification, response or error.
 
     ``params`` and ``result`` are undecoded JSON; an absent member is an empty ``Raw``
-    (``len(env.result) == 0``), a JSON ``null`` is ``Raw(b"null")``.
+    (``len(env.result) == 0``), a JSON ``null`` is ``Raw(b"null")``. ``jsonrpc`` must be
+    exactly ``"2.0"``: a message without it, or with another version, fails to decode
+    (checked inside the decoder, at no cost to a valid message).
     """
 
-    jsonrpc: str = "2.0"
+    jsonrpc: Literal["2.0"]
     id: Union[int, str, None] = None
     method: Union[str, None] = None
     params: Raw = Raw()
@@ -373,6 +376,25 @@ def envelope_error(exc: msgspec.ValidationError | msgspec.DecodeError) -> Protoc
     if isinstance(exc, msgspec.ValidationError):
         return ProtocolError(f"invalid JSON-RPC envelope: {exc}", code=-32600)
     return ProtocolError(f"malformed JSON: {exc}", code=-32700)
+
+
+class _IdPeek(Struct):
+    id: Union[int, str, None] = None
+    method: Union[str, None] = None
+
+
+_id_peek = msgspec.json.Decoder(_IdPeek)
+
+
+def response_id(data: bytes) -> Union[int, str, None]:
+    """The id of a message that failed to decode as an envelope, if it is shaped like a
+    response (an ``id``, no ``method``): the request it answers can then fail at once
+    instead of waiting for its timeout. None otherwise."""
+    try:
+        peek = _id_peek.decode(data)
+    except (msgspec.ValidationError, msgspec.DecodeError):
+        return None
+    return peek.id if peek.method is None else None
 
 
 def decode_envelope(data: bytes) -> Envelope:

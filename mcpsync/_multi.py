@@ -34,6 +34,18 @@ log = logging.getLogger("mcpsync.multi")
 
 Namespace = Literal["collisions", "always"]
 
+#: Longest wait (seconds) of :meth:`MultiClient.close` for its clients, which close in
+#: parallel; each client's own close is bounded (a stdio server: close stdin, wait,
+#: SIGTERM, wait, SIGKILL), so this is only a backstop.
+CLOSE_WAIT = 30.0
+
+
+def _close_client(name: str, client: Any) -> None:
+    try:
+        client.close()
+    except Exception:
+        log.warning("closing the client of %s failed", name, exc_info=True)
+
 
 @dataclass(frozen=True, slots=True)
 class ToolEntry:
@@ -249,20 +261,35 @@ class MultiClient:
         self.close()
 
     def close(self) -> None:
-        """Close every client (when owned). Idempotent; one client's failure to close does
-        not stop the others."""
+        """Close every client (when owned), all at once. Idempotent; one client's failure
+        to close does not stop the others.
+
+        The clients close in parallel, one thread each, so a stubborn server (one that
+        ignores EOF and SIGTERM and must be killed) costs the time of one shutdown, not
+        one per server. The wait is bounded by :data:`CLOSE_WAIT` seconds.
+        """
         with self._lock:
             if self._closed:
                 return
             self._closed = True
-            clients = [s.client for s in self._servers.values() if s.client is not None]
-        if not self.owns_clients:
+            clients = [(s.name, s.client) for s in self._servers.values() if s.client is not None]
+        if not self.owns_clients or not clients:
             return
-        for client in clients:
-            try:
-                client.close()
-            except Exception:
-                log.warning("closing a client failed", exc_info=True)
+        if len(clients) == 1:
+            _close_client(*clients[0])
+            return
+        threads = [
+            threading.Thread(target=_close_client, args=(name, client), name=f"mcpsync-close-{name}", daemon=True)
+            for name, client in clients
+        ]
+        for t in threads:
+            t.start()
+        deadline = time.monotonic() + CLOSE_WAIT
+        for t in threads:
+            t.join(max(deadline - time.monotonic(), 0.0))
+        late = [t.name[len("mcpsync-close-") :] for t in threads if t.is_alive()]
+        if late:
+            log.warning("still closing after %g s: %s", CLOSE_WAIT, ", ".join(late))
 
     @property
     def closed(self) -> bool:

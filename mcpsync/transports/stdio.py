@@ -1,9 +1,18 @@
 """stdio: the server is a child process; newline-delimited JSON-RPC on stdin/stdout.
 
-The child's stderr is drained continuously into :mod:`logging` (logger
-``mcpsync.stderr.<name>``), so a chatty server can never fill the pipe and stall; its
-last lines are kept for error messages. Shutdown follows the MCP specification: close
-stdin, wait, then SIGTERM, wait, then SIGKILL; the child is always reaped.
+The child's stderr is drained continuously, in 64 KiB reads (lines are split here, so a
+server is never slowed by its own logging), into :mod:`logging` (logger
+``mcpsync.stderr.<name>``, INFO), at most ``stderr_log_rate`` lines a second: a flood is
+summarised by one line saying how many lines were left out. The last lines (each cut to
+a few hundred characters) are kept for error messages. Shutdown follows the MCP
+specification: close stdin, wait, then SIGTERM, wait, then SIGKILL; the child is always
+reaped. A child that already closed its output is past helping: it gets only a short
+grace before SIGTERM, so a broken connection is discarded at once.
+
+A command that cannot be run (missing, not executable) raises
+:class:`~mcpsync.StartFailed` from :meth:`StdioTransport.connect`; a process that exits
+(or closes its output) before answering is reported by
+:meth:`StdioTransport.start_failure` with its exit code and last stderr lines.
 
 Example:
     >>> t = StdioTransport("python", ["-m", "mcpsync.server.demo"])   # doctest: +SKIP
@@ -24,7 +33,7 @@ import time
 import weakref
 from typing import Mapping, Sequence
 
-from .._errors import ConnectError, ConnectionClosed, MessageTooLarge, RequestTimeout
+from .._errors import ConnectError, ConnectionClosed, MessageTooLarge, RequestTimeout, StartFailed
 from .._speedups import DEFAULT_MAX_MESSAGE_SIZE, FrameTooLarge, LineFramer
 from ._base import Transport
 
@@ -33,7 +42,19 @@ __all__ = ["StdioTransport"]
 log = logging.getLogger("mcpsync.transports.stdio")
 
 _LIVE: "weakref.WeakSet[StdioTransport]" = weakref.WeakSet()
+#: stderr lines kept for error messages, and the longest part of a line kept (bytes)
 _STDERR_KEEP = 20
+_STDERR_LINE_MAX = 300
+#: one read of the stderr pipe
+_STDERR_CHUNK = 65536
+#: how often the stderr reader looks whether the transport was closed (no output meanwhile)
+_STDERR_POLL = 0.2
+#: after the output hit EOF, how long to wait for the exit status for an error message
+_EXIT_WAIT = 0.1
+#: a child that closed its output gets this long after EOF on stdin before SIGTERM
+_BROKEN_GRACE = 0.1
+#: errno values of a command that can never run (retrying would not help)
+_PERMANENT_SPAWN_ERRORS = frozenset({errno.ENOENT, errno.EACCES, errno.EPERM, errno.ENOEXEC, errno.ENOTDIR, errno.EISDIR})
 _monotonic = time.monotonic
 #: A wait for output that ends sooner than this found it there already.
 _INSTANT = 5e-6
@@ -73,6 +94,47 @@ def _drop_pipes_in_child() -> None:
 os.register_at_fork(after_in_child=_drop_pipes_in_child)
 
 
+def _line_text(raw: bytes, size: int) -> str:
+    """One stderr line as kept and logged: at most _STDERR_LINE_MAX bytes of it, decoded,
+    with its length when cut. ``size`` is its whole length (-1: ``len(raw)``)."""
+    if size < 0:
+        size = len(raw)
+    if size > _STDERR_LINE_MAX:
+        return raw[:_STDERR_LINE_MAX].decode("utf-8", "replace") + f"... ({size} bytes)"
+    return raw.decode("utf-8", "replace").rstrip("\r")
+
+
+class _LogBudget:
+    """At most ``rate`` stderr lines a second reach the log; the rest are counted and
+    reported in one line when the second is over (or the stream ends)."""
+
+    __slots__ = ("logger", "rate", "window", "left", "skipped")
+
+    def __init__(self, logger: logging.Logger, rate: int) -> None:
+        self.logger = logger
+        self.rate = max(int(rate), 0)
+        self.window = _monotonic()
+        self.left = self.rate
+        self.skipped = 0
+
+    def take(self, n: int) -> int:
+        """How many of the next ``n`` lines may be logged."""
+        self.tick()
+        k = n if n <= self.left else self.left
+        self.left -= k
+        self.skipped += n - k
+        return k
+
+    def tick(self, final: bool = False) -> None:
+        now = _monotonic()
+        if final or now - self.window >= 1.0:
+            if self.skipped:
+                self.logger.info("... %d more stderr lines not logged (over %d a second)", self.skipped, self.rate)
+                self.skipped = 0
+            self.window = now
+            self.left = self.rate
+
+
 class StdioTransport(Transport):
     """Runs an MCP server as a child process and talks to it over its stdio.
 
@@ -85,6 +147,8 @@ class StdioTransport(Transport):
         max_message_size: longest accepted message in bytes.
         close_timeout: seconds to wait at each shutdown step.
         name: used for the stderr logger (default: the command's base name).
+        stderr_log_rate: most stderr lines logged per second; the lines over it are
+            counted and reported in one summary line (they still reach the tail).
     """
 
     kind = "stdio"
@@ -100,6 +164,7 @@ class StdioTransport(Transport):
         max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
         close_timeout: float = 2.0,
         name: str | None = None,
+        stderr_log_rate: int = 50,
     ) -> None:
         self.command = command
         self.args = list(args)
@@ -109,6 +174,7 @@ class StdioTransport(Transport):
         self.max_message_size = max_message_size
         self.close_timeout = close_timeout
         self.name = name or os.path.basename(command)
+        self.stderr_log_rate = stderr_log_rate
         self._proc: subprocess.Popen[bytes] | None = None
         self._framer = LineFramer(max_message_size)
         self._ready: collections.deque[bytes] = collections.deque()
@@ -121,6 +187,13 @@ class StdioTransport(Transport):
         self._closed = False
         self._stderr_tail: collections.deque[str] = collections.deque(maxlen=_STDERR_KEEP)
         self._stderr_thread: threading.Thread | None = None
+        # set by close() to a monotonic time: the stderr reader leaves at its next idle
+        # poll, or at that time if output keeps coming (a grandchild holding the pipe)
+        self._stderr_stop = 0.0
+        self._spoke = False  # the child wrote something to stdout (set by the reader)
+        self._eof = False  # the reader saw EOF on the child's stdout
+        self._exit_code: int | None = None  # an exit the child made on its own (see close())
+        self._broken_before_close = False  # EOF or exit seen before close() began
         self._out_fd = -1
         self._in_fd = -1
         self._poller = select.poll()  # watches _out_fd once connected
@@ -145,7 +218,13 @@ class StdioTransport(Transport):
                 close_fds=True,
             )
         except OSError as exc:
-            raise ConnectError(f"could not start MCP server {self.describe()!r}: {exc.strerror or exc}") from exc
+            reason = exc.strerror or str(exc)
+            if exc.filename is not None and exc.filename != self.command:
+                reason = f"{reason}: {exc.filename!r}"
+            message = f"could not start MCP server {self.describe()!r}: {reason}"
+            if exc.errno in _PERMANENT_SPAWN_ERRORS:
+                raise StartFailed(message, command=self.describe(), exit_code=None, stderr_tail="") from exc
+            raise ConnectError(message) from exc  # e.g. out of descriptors or memory: may pass
         self._proc = proc
         assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
         self._in_fd = proc.stdin.fileno()
@@ -154,7 +233,7 @@ class StdioTransport(Transport):
         os.set_blocking(self._in_fd, False)
         os.set_blocking(self._out_fd, False)  # a read never blocks past its wait
         self._stderr_thread = threading.Thread(
-            target=self._drain_stderr, args=(proc.stderr,), name=f"mcpsync-stderr-{self.name}", daemon=True
+            target=self._drain_stderr, args=(proc.stderr,), name=f"mcpsync-stderr-{self.name}-{proc.pid}", daemon=True
         )
         self._stderr_thread.start()
         _LIVE.add(self)
@@ -175,29 +254,126 @@ class StdioTransport(Transport):
         """The last lines the server wrote to stderr."""
         return list(self._stderr_tail)
 
+    def starting(self) -> bool:
+        """True while the child runs and has written nothing at all to its stdout yet."""
+        proc = self._proc
+        return proc is not None and not (self._closed or self._spoke or self._eof) and proc.poll() is None
+
+    def start_failure(self, wait: float = 0.0) -> StartFailed | None:
+        """A :class:`StartFailed` when the child can never answer, else None.
+
+        The child can never answer once it exited, or closed its stdout (the reader saw
+        EOF). After EOF the exit status is waited for up to ``wait`` seconds, so the
+        error can name it. After :meth:`close`, only what happened before the close
+        counts: a child that close() itself stopped did not fail to start.
+
+        Args:
+            wait: the longest wait (seconds) for the exit status once stdout hit EOF.
+        """
+        proc = self._proc
+        if proc is None:
+            return None  # never spawned: connect() raised already
+        if self._closed:
+            if not self._broken_before_close:
+                return None
+            code = self._exit_code
+        else:
+            code = proc.poll()
+            if code is None:
+                if not self._eof:
+                    return None  # alive and its output open: it may yet answer
+                try:
+                    code = proc.wait(max(wait, 0.0))
+                except subprocess.TimeoutExpired:
+                    code = None
+        if code is not None:
+            self._join_stderr(0.5)  # the child is gone: its last stderr lines are on their way
+            how = f"was killed by signal {-code}" if code < 0 else f"exited with code {code}"
+        else:
+            how = "closed its output and stopped answering (still running)"
+        tail = self.stderr_tail()
+        message = f"MCP server {self.describe()!r} {how} before answering"
+        if tail:
+            message += "; stderr: " + " | ".join(tail[-3:])
+        return StartFailed(message, command=self.describe(), exit_code=code, stderr_tail="\n".join(tail))
+
+    def _join_stderr(self, timeout: float) -> None:
+        drain = self._stderr_thread
+        if drain is not None and drain is not threading.current_thread():
+            drain.join(timeout)
+
     def _drain_stderr(self, stream: "subprocess.IO[bytes]") -> None:  # type: ignore[name-defined]
+        # Bulk reads (a pipe read per 64 KiB, not per byte), lines split here. Only the
+        # lines that are logged or kept are decoded; a line's first _STDERR_LINE_MAX
+        # bytes are kept, so one endless line costs no memory. This thread owns the
+        # pipe: it closes it on the way out (EOF, or an idle poll after close()), so the
+        # descriptor is never closed under its read.
         logger = logging.getLogger(f"mcpsync.stderr.{self.name}")
+        budget = _LogBudget(logger, self.stderr_log_rate)
+        tail = self._stderr_tail
+        keep = _STDERR_KEEP
+        limit = _STDERR_LINE_MAX
+        head = b""  # the start of the line not yet ended (at most `limit` bytes)
+        head_size = 0  # that line's whole length so far
         try:
-            for line in iter(stream.readline, b""):
-                text = line.decode("utf-8", "replace").rstrip("\r\n")
-                self._stderr_tail.append(text)
-                logger.info("%s", text)
+            fd = stream.fileno()
+            poller = select.poll()
+            poller.register(fd, select.POLLIN)
+            while True:
+                if not poller.poll(_STDERR_POLL * 1000.0):
+                    budget.tick()
+                    if self._stderr_stop:
+                        break
+                    continue
+                try:
+                    chunk = os.read(fd, _STDERR_CHUNK)
+                except InterruptedError:
+                    continue
+                if not chunk or (self._stderr_stop and _monotonic() > self._stderr_stop):
+                    break
+                lines = chunk.split(b"\n")
+                rest = lines.pop()  # after the last newline: the start of the next line
+                n = len(lines)
+                if n:
+                    first = lines[0]
+                    first_size = head_size + len(first)
+                    if head_size:
+                        lines[0] = head + first[: max(limit - len(head), 0)]
+                        head, head_size = b"", 0
+                    logged = budget.take(n) if logger.isEnabledFor(logging.INFO) else 0
+                    for i in range(logged):
+                        logger.info("%s", _line_text(lines[i], first_size if i == 0 else -1))
+                    for i in range(max(n - keep, 0), n):
+                        tail.append(_line_text(lines[i], first_size if i == 0 else -1))
+                if rest:
+                    if len(head) < limit:
+                        head += rest[: limit - len(head)]
+                    head_size += len(rest)
+            if head_size:  # a last line without its newline
+                text = _line_text(head, head_size)
+                tail.append(text)
+                if logger.isEnabledFor(logging.INFO) and budget.take(1):
+                    logger.info("%s", text)
+            budget.tick(final=True)
         except (OSError, ValueError):
             pass
+        finally:
+            try:
+                stream.close()
+            except OSError:
+                pass
 
     def _exit_detail(self) -> str:
         proc = self._proc
         parts = []
         if proc is not None:
             try:
-                code = proc.wait(0.2)
+                code = proc.wait(_EXIT_WAIT)
             except subprocess.TimeoutExpired:
                 code = None
             if code is not None:
                 parts.append(f"exit code {code}")
-                drain = self._stderr_thread
-                if drain is not None and drain is not threading.current_thread():
-                    drain.join(0.5)  # the child is gone: its last stderr lines are on their way
+                self._join_stderr(0.5)  # the child is gone: its last stderr lines are on their way
         if self._stderr_tail:
             parts.append("stderr: " + " | ".join(list(self._stderr_tail)[-3:]))
         return f" ({'; '.join(parts)})" if parts else ""
@@ -214,25 +390,32 @@ class StdioTransport(Transport):
         if os.getpid() != self._pid_owner:
             return  # a forked child must not shut down its parent's server
         wait = self.close_timeout if timeout is None else timeout
+        # what the child did on its own, before this close (start_failure reports it)
+        code = proc.poll()
+        broken = self._eof or code is not None
+        self._broken_before_close = broken
+        self._exit_code = code
         try:
             if proc.stdin is not None:
                 proc.stdin.close()
         except OSError:
             pass
         try:
-            proc.wait(wait)
+            # a child that closed its output cannot answer anything more: no long wait
+            code = proc.wait(min(wait, _BROKEN_GRACE) if broken else wait)
+            if broken:
+                self._exit_code = code  # it was on its way out
         except subprocess.TimeoutExpired:
             proc.terminate()
             try:
                 proc.wait(wait)
             except subprocess.TimeoutExpired:
                 proc.kill()
-                proc.wait()
-        try:
-            if proc.stderr is not None:
-                proc.stderr.close()
-        except OSError:
-            pass
+                try:
+                    proc.wait(5.0)
+                except subprocess.TimeoutExpired:  # pragma: no cover - a process SIGKILL cannot end
+                    log.warning("stdio server %s (pid %s) did not end on SIGKILL", self.name, proc.pid)
+        self._stderr_stop = _monotonic() + 0.5  # the stderr reader closes its pipe on its way out
         # the output pipe: now, unless a reader is inside receive(); it then closes the
         # pipe itself on its way out (it saw _closed, set above, before releasing)
         if self._rlock.acquire(False):
@@ -240,8 +423,7 @@ class StdioTransport(Transport):
                 self._close_output()
             finally:
                 self._rlock.release()
-        if self._stderr_thread is not None:
-            self._stderr_thread.join(1.0)
+        self._join_stderr(1.0)
 
     # ------------------------------------------------------------------ I/O
 
@@ -362,9 +544,11 @@ class StdioTransport(Transport):
                     continue
                 raise ConnectionClosed(f"stdio server {self.name} is gone{self._exit_detail()}") from exc
             if not chunk:
+                self._eof = True
                 if self._closed:
                     raise ConnectionClosed(f"stdio server {self.name} was closed")
                 raise ConnectionClosed(f"stdio server {self.name} closed its output{self._exit_detail()}")
+            self._spoke = True
             try:
                 frames = self._framer.feed(chunk)
             except FrameTooLarge as exc:

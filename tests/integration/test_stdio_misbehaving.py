@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import sys
 import threading
 import time
 
@@ -16,8 +18,10 @@ from mcpsync import (
     MessageTooLarge,
     PoolLimits,
     PoolTimeout,
+    ProtocolError,
     RemoteError,
     RequestTimeout,
+    StartFailed,
     Timeouts,
 )
 from tests.conftest import server_command
@@ -175,13 +179,16 @@ def test_spawn_failure_is_a_connect_error():
     c.close()
 
 
-def test_server_that_never_handshakes_is_a_connect_error_after_one_retry():
-    # `cat >/dev/null` reads stdin and never answers anything
-    c = Client.stdio("sh", ["-c", "cat >/dev/null"], timeouts=Timeouts(connect=0.5))
+def test_server_that_never_handshakes_is_a_connect_error_at_its_start_budget():
+    # `cat >/dev/null` reads stdin and never answers anything: alive and silent, it is
+    # *starting* (the transport's starting()), so the start budget bounds it, not the
+    # connect timeout; it is not a start failure
+    c = Client.stdio("sh", ["-c", "cat >/dev/null"], timeouts=Timeouts(connect=0.5, start=1.0))
     t0 = time.monotonic()
     with pytest.raises(ConnectError) as info:
         c.connect()
-    assert info.value.attempts == 2
+    assert not isinstance(info.value, StartFailed)
+    assert "starting" in str(info.value)
     assert time.monotonic() - t0 < 30  # bounded, not a timing assertion on speed
     c.close()
 
@@ -250,3 +257,81 @@ def test_modern_discover_facts_are_refreshed_after_their_ttl(tmp_path):
         assert c.session is not first  # re-discovered
         stats = c.call_tool("stats").structured_content
         assert stats.get("server/discover") == 2
+
+
+# --------------------------------------------------------------------------- issue 16
+
+
+def faults_client(*args: str, **options) -> Client:
+    cmd = server_command("stdio_faults.py", *args)
+    options.setdefault("mode", "legacy")
+    return Client.stdio(cmd[0], cmd[1:], **options)
+
+
+@pytest.mark.parametrize("shape", ["one-long-line", "100-byte-lines"])
+def test_a_tool_that_writes_50_mb_to_stderr_answers_within_its_timeout(shape):
+    # drained in bulk: the server never sits blocked on a full stderr pipe
+    with faults_client() as c:
+        line = 0 if shape == "one-long-line" else 100
+        assert c.call_tool("chatty", {"bytes": 50_000_000, "line": line}, timeout=30).text == "done"
+        assert c.call_tool("pid", timeout=30).structured_content["pid"] > 0
+
+
+def test_a_stderr_flood_logs_a_bounded_number_of_lines(caplog):
+    with caplog.at_level(logging.INFO, logger="mcpsync.stderr"):
+        with faults_client(name="chatty") as c:
+            started = time.monotonic()
+            assert c.call_tool("chatty", {"bytes": 10_000_000, "line": 100}, timeout=30).text == "done"
+            elapsed = time.monotonic() - started
+    records = [r for r in caplog.records if r.name.startswith("mcpsync.stderr")]
+    # 100,000 lines written; at most 50 a second are logged, plus a summary a second
+    assert 0 < len(records) <= 51 * (elapsed + 3), (len(records), elapsed)
+    assert any("not logged" in r.getMessage() for r in records)
+
+
+def test_a_server_that_closes_its_stdout_fails_the_pending_call_at_once():
+    # the child keeps running with its output closed; the call fails as soon as the EOF
+    # is read, without waiting out the polite shutdown (close=5 s) of the broken child
+    with faults_client(timeouts=Timeouts(close=5.0)) as c:
+        pid = c.call_tool("pid").structured_content["pid"]
+        started = time.monotonic()
+        with pytest.raises(ConnectionClosed):
+            c.call_tool("vanish", timeout=30)
+        assert time.monotonic() - started < 3.0  # was over 5 s (2 s at the default close)
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
+
+
+@pytest.mark.parametrize("mode", ["jsonrpc-1.0", "no-jsonrpc"])
+def test_an_answer_that_is_not_jsonrpc_2_is_a_protocol_error(mode, caplog):
+    with caplog.at_level(logging.WARNING, logger="mcpsync.dispatcher"):
+        with raw_client("--misbehave", mode) as c:
+            with pytest.raises(ProtocolError) as info:
+                c.call_tool("bad", timeout=10)
+            assert not isinstance(info.value, RequestTimeout)
+            assert "jsonrpc" in str(info.value)
+            assert c.call_tool("echo", {"message": "still fine"}).text == "still fine"
+    assert any("invalid answer to tools/call" in r.getMessage() for r in caplog.records)
+
+
+def test_a_missing_command_fails_at_once_with_start_failed(tmp_path):
+    command = str(tmp_path / "no-such-server")
+    c = Client.stdio(command, ["--stdio"])
+    started = time.monotonic()
+    with pytest.raises(StartFailed) as info:
+        c.list_tools()
+    assert time.monotonic() - started < 2.0
+    assert command in str(info.value)
+    c.close()
+
+
+def test_a_server_that_exits_at_once_fails_with_its_exit_code_and_stderr():
+    script = "import sys\nsys.stderr.write('fatal: API_KEY is not set\\n')\nsys.exit(1)"
+    c = Client.stdio(sys.executable, ["-c", script])
+    started = time.monotonic()
+    with pytest.raises(StartFailed) as info:
+        c.list_tools()
+    assert time.monotonic() - started < 2.0
+    assert info.value.exit_code == 1
+    assert "API_KEY is not set" in str(info.value) and sys.executable in str(info.value)
+    c.close()

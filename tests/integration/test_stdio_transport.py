@@ -10,13 +10,15 @@ server's answer to ``initialize``; the new connection's caller then blocked in o
 from __future__ import annotations
 
 import json
+import logging
+import os
 import sys
 import threading
 import time
 
 import pytest
 
-from mcpsync import ConnectionClosed
+from mcpsync import ConnectionClosed, StartFailed
 from mcpsync.transports.stdio import StdioTransport
 from tests.conftest import server_command
 
@@ -212,3 +214,127 @@ def test_an_answer_already_in_is_read_without_waiting() -> None:
         assert len(waits) == 1
     finally:
         t.close()
+
+
+# --------------------------------------------------------------------------- start failures
+# A command that cannot run fails connect() at once; a process that exits (or closes its
+# output) before answering is reported by start_failure() with the facts: the command,
+# the exit code and the last lines of its stderr.
+
+
+def _receive_until_closed(t: StdioTransport) -> ConnectionClosed:
+    for _ in range(10):  # a few lines of garbage may come first
+        try:
+            data = t.receive(10.0)
+        except ConnectionClosed as exc:
+            return exc
+        assert data is not None, "no EOF within 10 s"
+    raise AssertionError("the child's output never ended")
+
+
+@pytest.mark.parametrize("kind", ["missing", "not-executable"])
+def test_a_command_that_cannot_run_raises_start_failed_from_connect(kind: str, tmp_path) -> None:
+    if kind == "missing":
+        command = str(tmp_path / "no-such-server")
+    else:
+        command = str(tmp_path / "server.sh")
+        with open(command, "w") as f:
+            f.write("#!/bin/sh\nexit 0\n")
+        os.chmod(command, 0o644)
+    t = StdioTransport(command, ["--flag"])
+    with pytest.raises(StartFailed) as info:
+        t.connect(10.0)
+    assert command in str(info.value) and info.value.command == f"{command} --flag"
+    assert info.value.exit_code is None
+    assert t.start_failure(0.0) is None  # nothing ran, nothing more to tell
+    t.close()
+
+
+_EXIT_WITH_MESSAGE = "import sys\nsys.stderr.write('line one\\nfatal: no config file\\n')\nsys.exit(1)"
+_GARBAGE_THEN_EXIT = "import sys, time\nprint('Server starting on stdio...', flush=True)\nsys.stdin.readline()\nprint('<html>oops</html>', flush=True)\nsys.stderr.write('crashed\\n')\nsys.exit(3)"
+
+
+@pytest.mark.parametrize(
+    "script, code, said",
+    [(_EXIT_WITH_MESSAGE, 1, "fatal: no config file"), (_GARBAGE_THEN_EXIT, 3, "crashed")],
+    ids=["exit-1-with-stderr", "garbage-then-exit"],
+)
+def test_a_child_that_exits_before_answering_is_a_start_failure(script: str, code: int, said: str) -> None:
+    t = StdioTransport(sys.executable, ["-c", script], close_timeout=1.0)
+    t.connect(10.0)
+    try:
+        ping(t, 1)
+    except ConnectionClosed:
+        pass  # gone already
+    closed = _receive_until_closed(t)
+    # the pending requests learn why: the exit code and the last stderr lines
+    assert f"exit code {code}" in str(closed) and said in str(closed)
+    failure = t.start_failure(5.0)
+    assert isinstance(failure, StartFailed)
+    assert failure.exit_code == code and said in failure.stderr_tail
+    assert sys.executable in str(failure) and f"code {code}" in str(failure) and said in str(failure)
+    t.close()
+    again = t.start_failure(0.0)  # still told after close: the exit came before it
+    assert isinstance(again, StartFailed) and again.exit_code == code
+
+
+def test_a_child_alive_and_silent_is_starting_not_failed() -> None:
+    script = "import sys, time\nsys.stdin.readline()\nprint('{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}', flush=True)\ntime.sleep(60)"
+    t = StdioTransport(sys.executable, ["-c", script], close_timeout=0.5)
+    t.connect(10.0)
+    try:
+        assert t.starting()
+        assert t.start_failure(0.2) is None  # alive, output open: it may still answer
+        ping(t, 1)
+        assert answer_id(t) == 1
+        assert not t.starting()  # it spoke
+    finally:
+        t.close()
+    assert not t.starting()
+    assert t.start_failure(0.0) is None  # stopped by close(), not a failure to start
+
+
+def test_a_child_that_closes_its_output_fails_the_read_and_closes_quickly() -> None:
+    # close_timeout 5 s: the polite wait after EOF on stdin would be 5 s; a child that has
+    # closed its output cannot answer anything more, so it is not waited on
+    script = "import os, sys, time\nsys.stdin.readline()\nos.close(1)\ntime.sleep(60)"
+    t = StdioTransport(sys.executable, ["-c", script], close_timeout=5.0)
+    t.connect(10.0)
+    ping(t, 1)
+    _receive_until_closed(t)
+    assert t.alive() or t.returncode is None
+    failure = t.start_failure(0.2)
+    assert isinstance(failure, StartFailed) and failure.exit_code is None and "still running" in str(failure)
+    started_at = time.monotonic()
+    t.close()
+    assert time.monotonic() - started_at < 3.0  # under the 5 s polite wait it used to get
+    assert t.returncode is not None
+
+
+# --------------------------------------------------------------------------- stderr
+
+
+def test_a_stderr_flood_is_drained_with_a_bounded_tail_and_bounded_log_lines(caplog) -> None:
+    # 20 MB in 200,000 lines of 100 bytes, then one 5 MB line without a newline
+    script = (
+        "import sys\nerr = sys.stderr.buffer\nblock = (b'x' * 99 + b'\\n') * 10000\n"
+        "for _ in range(20): err.write(block)\nerr.write(b'z' * 5000000)\nerr.flush()\n"
+    )
+    t = StdioTransport(sys.executable, ["-c", script], name="flood", close_timeout=1.0)
+    with caplog.at_level(logging.INFO, logger="mcpsync.stderr.flood"):
+        started_at = time.monotonic()
+        t.connect(10.0)
+        try:
+            _receive_until_closed(t)  # exits after writing
+            t._join_stderr(30.0)
+            elapsed = time.monotonic() - started_at
+            tail = t.stderr_tail()
+        finally:
+            t.close()
+    records = [r for r in caplog.records if r.name == "mcpsync.stderr.flood"]
+    # at most the rate per second, plus one summary line per second and one at the end
+    assert len(records) <= (t.stderr_log_rate + 1) * (elapsed + 2), (len(records), elapsed)
+    assert any("not logged" in r.getMessage() for r in records)
+    assert 0 < len(tail) <= 20
+    assert tail[-2] == "x" * 99
+    assert tail[-1].startswith("z" * 100) and "5000000 bytes" in tail[-1] and len(tail[-1]) < 400

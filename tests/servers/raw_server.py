@@ -10,6 +10,8 @@ MODE (applied to ``tools/call`` of the tool named ``bad``; other tools behave):
   exit         exit without answering
   silent       never answer (but keep reading)
   stderr       write 1 MiB to stderr, then answer
+  jsonrpc-1.0  answer with "jsonrpc": "1.0" (not JSON-RPC 2.0)
+  no-jsonrpc   answer without the "jsonrpc" member
 Tool ``sleep`` sleeps ``seconds`` then answers; ``progress`` sends progress notifications.
 Counts of each method are kept and returned by tool ``stats``.
 """
@@ -115,6 +117,10 @@ def main() -> None:
             os._exit(4)
         elif mode == "silent":
             pass
+        elif mode == "jsonrpc-1.0":
+            write({"jsonrpc": "1.0", "id": rid, "result": text("taken as a result", **extra)})
+        elif mode == "no-jsonrpc":
+            write({"id": rid, "result": text("taken as a result", **extra)})
         elif mode == "stderr":
             chunk = "e" * 1023 + "\n"
             for _ in range(1024):

@@ -23,7 +23,7 @@ from mcpsync import (
     UnknownContent,
 )
 from mcpsync._errors import ERROR_CODE_TABLE, ConnectError, error_from_code
-from mcpsync._messages import decode_envelope, decode_result, encode
+from mcpsync._messages import decode_envelope, decode_result, encode, response_id
 
 
 def test_envelope_kinds():
@@ -59,6 +59,39 @@ def test_malformed_messages_are_typed_protocol_errors(data, code):
     with pytest.raises(ProtocolError) as info:
         decode_envelope(data)
     assert info.value.code == code
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b'{"jsonrpc":"1.0","id":1,"result":{}}',
+        b'{"id":1,"result":{}}',
+        b'{"jsonrpc":2.0,"id":1,"result":{}}',
+        b'{"jsonrpc":"2.0 ","id":1,"result":{}}',
+        b'{"jsonrpc":null,"method":"notifications/progress"}',
+    ],
+    ids=["1.0", "missing", "number", "padded", "null"],
+)
+def test_only_jsonrpc_2_0_is_an_envelope(data):
+    with pytest.raises(ProtocolError) as info:
+        decode_envelope(data)
+    assert info.value.code == -32600 and "jsonrpc" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "data, rid",
+    [
+        (b'{"jsonrpc":"1.0","id":7,"result":{}}', 7),
+        (b'{"id":"abc","error":{"code":1}}', "abc"),
+        (b'{"jsonrpc":"1.0","id":7,"method":"ping"}', None),  # a request, not an answer
+        (b'{"jsonrpc":"1.0","method":"x"}', None),
+        (b"[1,2,3]", None),
+        (b'{"id":1.5}', None),
+        (b"not json", None),
+    ],
+)
+def test_the_id_of_an_invalid_answer_is_found_when_it_has_one(data, rid):
+    assert response_id(data) == rid
 
 
 def test_call_tool_result_with_every_content_block():
