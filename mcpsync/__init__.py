@@ -6,6 +6,8 @@ Example:
     ...     print(client.call_tool("echo", {"message": "hi"}).text)
 """
 
+import logging as _logging
+
 from ._agent_messages import agent_message
 from ._client import Client, ServerSession
 from ._errors import (
@@ -64,6 +66,10 @@ from ._speedups import IMPLEMENTATION as SPEEDUPS
 from .transports._base import Transport
 
 __version__ = "0.1.0"
+
+# A library's logger gets a NullHandler and nothing else: the application decides where
+# records go, and none reach stderr through logging's last-resort handler uninvited.
+_logging.getLogger(__name__).addHandler(_logging.NullHandler())
 
 # Imported on first use, so that `import mcpsync` stays light.
 _LAZY = {
