@@ -41,9 +41,11 @@ __all__ = [
     "anthropic_tools",
     "openai_tools",
     "openai_responses_tools",
+    "gemini_tools",
     "run_anthropic_tool_use",
     "run_openai_tool_call",
     "run_responses_function_call",
+    "run_gemini_function_call",
     "result_text",
 ]
 
@@ -232,8 +234,24 @@ class ToolAdapter:
 
     def openai_responses(self, *, refresh: bool = False) -> list[dict[str, Any]]:
         """Tool definitions for the OpenAI Responses API (flat):
-        ``{"type": "function", "name", "description", "parameters"}``."""
+        ``{"type": "function", "name", "description", "parameters", "strict": False}``.
+
+        ``strict`` is required by the API's ``FunctionToolParam`` and defaults to true
+        server-side, where it demands schemas MCP servers do not write (every property
+        required, ``additionalProperties: false``); the adapter sends ``False`` so the
+        tools' own schemas are used as they are.
+        """
         return self._render("responses", refresh)
+
+    def gemini(self, *, refresh: bool = False) -> list[dict[str, Any]]:
+        """Function declarations for Google's Gemini API (``google-genai``):
+        ``{"name", "description", "parameters_json_schema"}``.
+
+        Wrap them in one tool: ``types.Tool(function_declarations=adapter.gemini())``.
+        The input schema goes in ``parameters_json_schema`` (plain JSON Schema), not in
+        ``parameters`` (Gemini's OpenAPI subset), so no schema is rewritten.
+        """
+        return self._render("gemini", refresh)
 
     def resolve(self, llm_name: str) -> tuple[str, str]:
         """The (server, name to call) of a tool name the model used.
@@ -329,6 +347,33 @@ class ToolAdapter:
         text = agent_message(error, tool=name, lang=self.lang) if error is not None else result_text(result)
         return {"type": "function_call_output", "call_id": str(_get(item, "call_id", "")), "output": text}
 
+    def run_gemini(self, function_call: Any) -> dict[str, Any]:
+        """Run a Gemini ``function_call`` part; return its ``function_response``.
+
+        Args:
+            function_call: ``{"id", "name", "args"}`` (a dict or ``types.FunctionCall``).
+
+        Returns:
+            ``{"id", "name", "response": {"output": text}}``, or ``{"error": text}`` in
+            ``response`` when the call failed or the tool reported an error (the keys
+            Gemini's documentation gives for a function's output and error). Put it in
+            ``types.Part(function_response=...)``.
+        """
+        llm = str(_get(function_call, "name", "") or "")
+        name, result, error = self._call(llm, _get(function_call, "args", None))
+        out: dict[str, Any] = {}
+        call_id = _get(function_call, "id", None)
+        if call_id:
+            out["id"] = str(call_id)
+        out["name"] = llm
+        if error is not None:
+            out["response"] = {"error": agent_message(error, tool=name, lang=self.lang)}
+        elif getattr(result, "is_error", False):
+            out["response"] = {"error": result_text(result)}
+        else:
+            out["response"] = {"output": result_text(result)}
+        return out
+
 
 def _anthropic(name: str, d: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {"name": name}
@@ -351,10 +396,19 @@ def _responses(name: str, d: dict[str, Any]) -> dict[str, Any]:
     if d["description"]:
         out["description"] = d["description"]
     out["parameters"] = copy.deepcopy(d["schema"])
+    out["strict"] = False
     return out
 
 
-_RENDER = {"anthropic": _anthropic, "openai": _openai, "responses": _responses}
+def _gemini(name: str, d: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {"name": name}
+    if d["description"]:
+        out["description"] = d["description"]
+    out["parameters_json_schema"] = copy.deepcopy(d["schema"])
+    return out
+
+
+_RENDER = {"anthropic": _anthropic, "openai": _openai, "responses": _responses, "gemini": _gemini}
 
 
 def _block_text(block: Any) -> str:
@@ -421,6 +475,11 @@ def openai_responses_tools(source: Any, fixed: Sequence[Mapping[str, Any]] = ())
     return ToolAdapter(source, fixed=fixed).openai_responses()
 
 
+def gemini_tools(source: Any, fixed: Sequence[Mapping[str, Any]] = ()) -> list[dict[str, Any]]:
+    """``ToolAdapter(source, fixed=fixed).gemini()``."""
+    return ToolAdapter(source, fixed=fixed).gemini()
+
+
 def run_anthropic_tool_use(source: Any, block: Any, *, lang: str = "en", timeout: float | None = None) -> dict[str, Any]:
     """Run one Anthropic ``tool_use`` block through ``source``; return the ``tool_result``."""
     return ToolAdapter(source, lang=lang, timeout=timeout).run_anthropic(block)
@@ -434,3 +493,8 @@ def run_openai_tool_call(source: Any, tool_call: Any, *, lang: str = "en", timeo
 def run_responses_function_call(source: Any, item: Any, *, lang: str = "en", timeout: float | None = None) -> dict[str, Any]:
     """Run one OpenAI Responses ``function_call`` item; return the ``function_call_output``."""
     return ToolAdapter(source, lang=lang, timeout=timeout).run_responses(item)
+
+
+def run_gemini_function_call(source: Any, function_call: Any, *, lang: str = "en", timeout: float | None = None) -> dict[str, Any]:
+    """Run one Gemini ``function_call``; return the ``function_response``."""
+    return ToolAdapter(source, lang=lang, timeout=timeout).run_gemini(function_call)
