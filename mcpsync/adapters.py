@@ -1,4 +1,5 @@
-"""LLM tool adapters: MCP tools as Anthropic / OpenAI tool definitions, and tool-use execution.
+"""LLM tool adapters: MCP tools as Anthropic, OpenAI (Chat Completions and Responses) and
+Gemini tool definitions, and the model's tool calls run through mcpsync.
 
 Definitions come out in a stable, deterministic order, so that a provider's prompt cache
 keeps hitting: the caller's fixed tools first (as given), then the MCP tools sorted by
@@ -6,7 +7,7 @@ server, then name. The rendered list is unchanged across calls — byte for byte
 as the tools' definitions are unchanged; a ``notifications/tools/list_changed`` that
 leaves the set as it was changes nothing.
 
-Names are made to fit the providers' pattern ``^[a-zA-Z0-9_-]{1,64}$``: a valid name is
+Names are made to fit the providers' common pattern ``^[a-zA-Z0-9_-]{1,64}$``: a valid name is
 kept; others have each disallowed character replaced by ``_`` and, when that collides or
 is too long, a short hash of the original appended. The mapping is reversible
 (:meth:`ToolAdapter.resolve`), so a model's tool call reaches the right tool.
