@@ -88,7 +88,7 @@ def ask_gemini(llm: genai.Client, adapter: ToolAdapter, question: str) -> str:
     from google.genai import types
 
     config: types.GenerateContentConfigDict = {"tools": [{"function_declarations": adapter.gemini()}]}
-    contents: list[types.ContentOrDict] = [{"role": "user", "parts": [{"text": question}]}]
+    contents: list[types.ContentUnionDict] = [{"role": "user", "parts": [{"text": question}]}]
     while True:
         reply = llm.models.generate_content(model="gemini-2.5-flash", contents=contents, config=config)
         calls = reply.function_calls or []
