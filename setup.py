@@ -4,12 +4,25 @@ The single source ``mcpsync/_speedups/_pyspeedups.py`` is copied to
 ``build/cython/mcpsync/_speedups/_cspeedups.py`` and compiled (Cython's pure-Python
 mode) into the extension ``mcpsync._speedups._cspeedups``. A failed compile fails the
 build, unless ``MCPSYNC_NO_EXTENSIONS=1`` asks for the pure-Python package.
+
+Failing, rather than falling back to the pure-Python package, is deliberate: pip shows a
+successful build's output only with ``-v``, so a fallback warning would go unseen and the
+user would get a slower client without knowing. The failure says what is missing and how
+to ask for the pure-Python package on purpose.
 """
 
 import os
 import shutil
 
 from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
+
+try:  # setuptools' vendored distutils (Python 3.12+ has no stdlib distutils)
+    from setuptools.errors import CCompilerError, ExecError, PlatformError
+except ImportError:  # pragma: no cover - setuptools < 59
+    from distutils.errors import CCompilerError
+    from distutils.errors import DistutilsExecError as ExecError
+    from distutils.errors import DistutilsPlatformError as PlatformError
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 NO_EXTENSIONS = os.environ.get("MCPSYNC_NO_EXTENSIONS", "") not in ("", "0")
@@ -38,4 +51,36 @@ def extensions():
     )
 
 
-setup(ext_modules=extensions())
+NO_COMPILER_HELP = """
+mcpsync: could not compile its C extension ({error}).
+
+Building mcpsync compiles mcpsync/_speedups with a C compiler and the Python headers.
+Either install them (Debian/Ubuntu: apt-get install gcc python3-dev; Fedora: dnf install
+gcc python3-devel; macOS: xcode-select --install), or build the pure-Python package,
+which works the same, only slower:
+
+    MCPSYNC_NO_EXTENSIONS=1 pip install mcpsync
+"""
+
+
+class BuildExt(build_ext):
+    """build_ext whose failure to compile names the fix (a compiler, or MCPSYNC_NO_EXTENSIONS=1)."""
+
+    def _explain(self, exc):
+        # SystemExit with a text: setuptools prints it on stderr, pip shows it in its error
+        return SystemExit(NO_COMPILER_HELP.format(error=str(exc).strip() or type(exc).__name__))
+
+    def run(self):
+        try:
+            super().run()
+        except (CCompilerError, ExecError, PlatformError, OSError) as exc:
+            raise self._explain(exc) from exc
+
+    def build_extension(self, ext):
+        try:
+            super().build_extension(ext)
+        except (CCompilerError, ExecError, PlatformError, OSError) as exc:
+            raise self._explain(exc) from exc
+
+
+setup(ext_modules=extensions(), cmdclass={"build_ext": BuildExt})

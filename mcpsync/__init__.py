@@ -6,6 +6,9 @@ Example:
     ...     print(client.call_tool("echo", {"message": "hi"}).text)
 """
 
+import logging as _logging
+from typing import TYPE_CHECKING
+
 from ._agent_messages import agent_message
 from ._client import Client, ServerSession
 from ._errors import (
@@ -64,6 +67,14 @@ from ._speedups import IMPLEMENTATION as SPEEDUPS
 from .transports._base import Transport
 
 __version__ = "0.1.0"
+
+# A library's logger gets a NullHandler and nothing else: the application decides where
+# records go, and none reach stderr through logging's last-resort handler uninvited.
+_logging.getLogger(__name__).addHandler(_logging.NullHandler())
+
+if TYPE_CHECKING:  # what the lazy names below are, for mypy and pyright
+    from ._config import ConfigError, ServerConfig, load_config
+    from ._multi import MultiClient
 
 # Imported on first use, so that `import mcpsync` stays light.
 _LAZY = {

@@ -73,7 +73,19 @@ URL_ELICITATION_REQUIRED = -32042
 
 
 class MCPError(Exception):
-    """Base of every error mcpsync raises."""
+    """Base of every error mcpsync raises.
+
+    Attributes:
+        retry_history: set on the error that ends a call made through the retry loop:
+            one ``(error class name, seconds waited before it)`` pair per attempt.
+        retried_errors: set with ``retry_history``: the earlier attempts' errors,
+            oldest first.
+    """
+
+    # Declared for type checkers only (no class-level value): they are set on the
+    # instance when a retried call ends (see ``mcpsync._guard.retry_call``).
+    retry_history: tuple[tuple[str, float], ...]
+    retried_errors: tuple[MCPError, ...]
 
     def __init__(self, message: str = "", **fields: Any) -> None:
         super().__init__(message)

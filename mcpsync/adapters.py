@@ -1,4 +1,5 @@
-"""LLM tool adapters: MCP tools as Anthropic / OpenAI tool definitions, and tool-use execution.
+"""LLM tool adapters: MCP tools as Anthropic, OpenAI (Chat Completions and Responses) and
+Gemini tool definitions, and the model's tool calls run through mcpsync.
 
 Definitions come out in a stable, deterministic order, so that a provider's prompt cache
 keeps hitting: the caller's fixed tools first (as given), then the MCP tools sorted by
@@ -6,7 +7,7 @@ server, then name. The rendered list is unchanged across calls — byte for byte
 as the tools' definitions are unchanged; a ``notifications/tools/list_changed`` that
 leaves the set as it was changes nothing.
 
-Names are made to fit the providers' pattern ``^[a-zA-Z0-9_-]{1,64}$``: a valid name is
+Names are made to fit the providers' common pattern ``^[a-zA-Z0-9_-]{1,64}$``: a valid name is
 kept; others have each disallowed character replaced by ``_`` and, when that collides or
 is too long, a short hash of the original appended. The mapping is reversible
 (:meth:`ToolAdapter.resolve`), so a model's tool call reaches the right tool.
@@ -28,22 +29,137 @@ import hashlib
 import json
 import re
 import threading
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Dict, List, Literal, Mapping, Sequence, cast
 
 import msgspec
 
 from ._agent_messages import agent_message
 
+# ------------------------------------------------------------------ the shapes
+#
+# What the adapters return, as the SDKs' own request-parameter types. A type checker sees
+# the SDK's TypedDict itself (imported for type checking only: nothing is imported at run
+# time, and an SDK that is not installed makes its shape ``Any`` rather than an error).
+# A copy of those TypedDicts could not stand in for them: a TypedDict is accepted where
+# another is expected only if it has every one of its keys, with the same (invariant)
+# types, so a copy breaks as soon as an SDK adds a key or a literal, and a tool result's
+# ``content`` would have to repeat every content block type the SDK knows. At run time the
+# names below are mcpsync's own TypedDicts describing exactly what the adapters produce.
+if TYPE_CHECKING:
+    from anthropic.types import ToolParam as AnthropicTool  # type: ignore[import-not-found,unused-ignore]
+    from anthropic.types import ToolResultBlockParam as AnthropicToolResult  # type: ignore[import-not-found,unused-ignore]
+    from google.genai.types import FunctionDeclarationDict as GeminiFunctionDeclaration  # type: ignore[import-not-found,unused-ignore]
+    from google.genai.types import FunctionResponseDict as GeminiFunctionResponse  # type: ignore[import-not-found,unused-ignore]
+    from openai.types.chat import ChatCompletionFunctionToolParam as OpenAITool  # type: ignore[import-not-found,unused-ignore]
+    from openai.types.chat import ChatCompletionToolMessageParam as OpenAIToolMessage  # type: ignore[import-not-found,unused-ignore]
+    from openai.types.responses import FunctionToolParam as ResponsesTool  # type: ignore[import-not-found,unused-ignore]
+    from openai.types.responses.response_input_item_param import (  # type: ignore[import-not-found,unused-ignore]
+        FunctionCallOutput as ResponsesToolOutput,
+    )
+else:
+    from typing import TypedDict
+
+    # (required keys in a base class, optional ones in a total=False subclass: no
+    # NotRequired, which Python 3.10 lacks)
+    class _CacheControl(TypedDict):
+        type: Literal["ephemeral"]
+
+    class _AnthropicToolKeys(TypedDict):
+        name: str
+        input_schema: Dict[str, Any]
+
+    class AnthropicTool(_AnthropicToolKeys, total=False):
+        """An Anthropic Messages API tool (``anthropic.types.ToolParam``)."""
+
+        description: str
+        cache_control: _CacheControl
+
+    class AnthropicToolResult(TypedDict):
+        """An Anthropic ``tool_result`` block (``anthropic.types.ToolResultBlockParam``):
+        ``content`` holds text blocks and base64 image blocks."""
+
+        type: Literal["tool_result"]
+        tool_use_id: str
+        content: List[Dict[str, Any]]
+        is_error: bool
+
+    class _OpenAIFunctionKeys(TypedDict):
+        name: str
+        parameters: Dict[str, Any]
+
+    class _OpenAIFunction(_OpenAIFunctionKeys, total=False):
+        description: str
+
+    class OpenAITool(TypedDict):
+        """An OpenAI Chat Completions tool (``openai.types.chat.ChatCompletionFunctionToolParam``)."""
+
+        type: Literal["function"]
+        function: _OpenAIFunction
+
+    class OpenAIToolMessage(TypedDict):
+        """An OpenAI Chat Completions tool message (``ChatCompletionToolMessageParam``)."""
+
+        role: Literal["tool"]
+        tool_call_id: str
+        content: str
+
+    class _ResponsesToolKeys(TypedDict):
+        type: Literal["function"]
+        name: str
+        parameters: Dict[str, Any]
+        strict: bool
+
+    class ResponsesTool(_ResponsesToolKeys, total=False):
+        """An OpenAI Responses API function tool (``openai.types.responses.FunctionToolParam``)."""
+
+        description: str
+
+    class ResponsesToolOutput(TypedDict):
+        """An OpenAI Responses ``function_call_output`` input item."""
+
+        type: Literal["function_call_output"]
+        call_id: str
+        output: str
+
+    class _GeminiDeclarationKeys(TypedDict):
+        name: str
+        parameters_json_schema: Dict[str, Any]
+
+    class GeminiFunctionDeclaration(_GeminiDeclarationKeys, total=False):
+        """A Gemini function declaration (``google.genai.types.FunctionDeclarationDict``)."""
+
+        description: str
+
+    class _GeminiResponseKeys(TypedDict):
+        name: str
+        response: Dict[str, Any]
+
+    class GeminiFunctionResponse(_GeminiResponseKeys, total=False):
+        """A Gemini function response (``google.genai.types.FunctionResponseDict``):
+        ``response`` is ``{"output": ...}`` or ``{"error": ...}``."""
+
+        id: str
+
 __all__ = [
+    "AnthropicTool",
+    "AnthropicToolResult",
+    "OpenAITool",
+    "OpenAIToolMessage",
+    "ResponsesTool",
+    "ResponsesToolOutput",
+    "GeminiFunctionDeclaration",
+    "GeminiFunctionResponse",
     "NAME_PATTERN",
     "ToolAdapter",
     "sanitize_name",
     "anthropic_tools",
     "openai_tools",
     "openai_responses_tools",
+    "gemini_tools",
     "run_anthropic_tool_use",
     "run_openai_tool_call",
     "run_responses_function_call",
+    "run_gemini_function_call",
     "result_text",
 ]
 
@@ -82,9 +198,8 @@ def _entries(source: Any) -> list[tuple[str, str, Any]]:
     """(server, exposed name, Tool) for a Client, a MultiClient or a list of tools."""
     if source is None:
         return []
-    entries = getattr(source, "tool_entries", None)
-    if callable(entries):
-        return [(e.server, e.name, e.tool) for e in entries()]
+    if callable(getattr(source, "tool_entries", None)):
+        return [(e.server, e.name, e.tool) for e in source.tool_entries()]
     if hasattr(source, "list_tools"):
         server = str(getattr(source, "name", "") or "")
         return [(server, t.name, t) for t in source.list_tools()]
@@ -209,7 +324,7 @@ class ToolAdapter:
             self._rendered[kind] = out
             return out
 
-    def anthropic(self, *, refresh: bool = False, cache_control: bool = False) -> list[dict[str, Any]]:
+    def anthropic(self, *, refresh: bool = False, cache_control: bool = False) -> list[AnthropicTool]:
         """Tool definitions for the Anthropic Messages API (``tools=``):
         ``{"name", "description", "input_schema"}``.
 
@@ -222,18 +337,34 @@ class ToolAdapter:
         The same list object is returned while nothing changed; do not mutate it.
         """
         if not cache_control:
-            return self._render("anthropic", refresh)
-        return self._render("anthropic+cache", refresh)
+            return cast("list[AnthropicTool]", self._render("anthropic", refresh))
+        return cast("list[AnthropicTool]", self._render("anthropic+cache", refresh))
 
-    def openai(self, *, refresh: bool = False) -> list[dict[str, Any]]:
+    def openai(self, *, refresh: bool = False) -> list[OpenAITool]:
         """Tool definitions for OpenAI Chat Completions (``tools=``):
         ``{"type": "function", "function": {"name", "description", "parameters"}}``."""
-        return self._render("openai", refresh)
+        return cast("list[OpenAITool]", self._render("openai", refresh))
 
-    def openai_responses(self, *, refresh: bool = False) -> list[dict[str, Any]]:
+    def openai_responses(self, *, refresh: bool = False) -> list[ResponsesTool]:
         """Tool definitions for the OpenAI Responses API (flat):
-        ``{"type": "function", "name", "description", "parameters"}``."""
-        return self._render("responses", refresh)
+        ``{"type": "function", "name", "description", "parameters", "strict": False}``.
+
+        ``strict`` is required by the API's ``FunctionToolParam`` and defaults to true
+        server-side, where it demands schemas MCP servers do not write (every property
+        required, ``additionalProperties: false``); the adapter sends ``False`` so the
+        tools' own schemas are used as they are.
+        """
+        return cast("list[ResponsesTool]", self._render("responses", refresh))
+
+    def gemini(self, *, refresh: bool = False) -> list[GeminiFunctionDeclaration]:
+        """Function declarations for Google's Gemini API (``google-genai``):
+        ``{"name", "description", "parameters_json_schema"}``.
+
+        Wrap them in one tool: ``types.Tool(function_declarations=adapter.gemini())``.
+        The input schema goes in ``parameters_json_schema`` (plain JSON Schema), not in
+        ``parameters`` (Gemini's OpenAPI subset), so no schema is rewritten.
+        """
+        return cast("list[GeminiFunctionDeclaration]", self._render("gemini", refresh))
 
     def resolve(self, llm_name: str) -> tuple[str, str]:
         """The (server, name to call) of a tool name the model used.
@@ -288,7 +419,7 @@ class ToolAdapter:
         except Exception as exc:
             return exposed, None, exc
 
-    def run_anthropic(self, block: Any) -> dict[str, Any]:
+    def run_anthropic(self, block: Any) -> AnthropicToolResult:
         """Run an Anthropic ``tool_use`` block; return its ``tool_result`` block.
 
         Args:
@@ -303,12 +434,12 @@ class ToolAdapter:
         if error is not None:
             out["content"] = [{"type": "text", "text": agent_message(error, tool=name, lang=self.lang)}]
             out["is_error"] = True
-            return out
+            return cast("AnthropicToolResult", out)
         out["content"] = _anthropic_content(result)
         out["is_error"] = bool(getattr(result, "is_error", False))
-        return out
+        return cast("AnthropicToolResult", out)
 
-    def run_openai(self, tool_call: Any) -> dict[str, Any]:
+    def run_openai(self, tool_call: Any) -> OpenAIToolMessage:
         """Run an OpenAI Chat Completions ``tool_calls`` item; return the ``tool`` message.
 
         Args:
@@ -321,13 +452,40 @@ class ToolAdapter:
         fn = _get(tool_call, "function", {}) or {}
         name, result, error = self._call(str(_get(fn, "name", "")), _get(fn, "arguments", None))
         text = agent_message(error, tool=name, lang=self.lang) if error is not None else result_text(result)
-        return {"role": "tool", "tool_call_id": str(_get(tool_call, "id", "")), "content": text}
+        return cast("OpenAIToolMessage", {"role": "tool", "tool_call_id": str(_get(tool_call, "id", "")), "content": text})
 
-    def run_responses(self, item: Any) -> dict[str, Any]:
+    def run_responses(self, item: Any) -> ResponsesToolOutput:
         """Run an OpenAI Responses ``function_call`` item; return its ``function_call_output``."""
         name, result, error = self._call(str(_get(item, "name", "")), _get(item, "arguments", None))
         text = agent_message(error, tool=name, lang=self.lang) if error is not None else result_text(result)
-        return {"type": "function_call_output", "call_id": str(_get(item, "call_id", "")), "output": text}
+        return cast("ResponsesToolOutput", {"type": "function_call_output", "call_id": str(_get(item, "call_id", "")), "output": text})
+
+    def run_gemini(self, function_call: Any) -> GeminiFunctionResponse:
+        """Run a Gemini ``function_call`` part; return its ``function_response``.
+
+        Args:
+            function_call: ``{"id", "name", "args"}`` (a dict or ``types.FunctionCall``).
+
+        Returns:
+            ``{"id", "name", "response": {"output": text}}``, or ``{"error": text}`` in
+            ``response`` when the call failed or the tool reported an error (the keys
+            Gemini's documentation gives for a function's output and error). Put it in
+            ``types.Part(function_response=...)``.
+        """
+        llm = str(_get(function_call, "name", "") or "")
+        name, result, error = self._call(llm, _get(function_call, "args", None))
+        out: dict[str, Any] = {}
+        call_id = _get(function_call, "id", None)
+        if call_id:
+            out["id"] = str(call_id)
+        out["name"] = llm
+        if error is not None:
+            out["response"] = {"error": agent_message(error, tool=name, lang=self.lang)}
+        elif getattr(result, "is_error", False):
+            out["response"] = {"error": result_text(result)}
+        else:
+            out["response"] = {"output": result_text(result)}
+        return cast("GeminiFunctionResponse", out)
 
 
 def _anthropic(name: str, d: dict[str, Any]) -> dict[str, Any]:
@@ -351,10 +509,19 @@ def _responses(name: str, d: dict[str, Any]) -> dict[str, Any]:
     if d["description"]:
         out["description"] = d["description"]
     out["parameters"] = copy.deepcopy(d["schema"])
+    out["strict"] = False
     return out
 
 
-_RENDER = {"anthropic": _anthropic, "openai": _openai, "responses": _responses}
+def _gemini(name: str, d: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {"name": name}
+    if d["description"]:
+        out["description"] = d["description"]
+    out["parameters_json_schema"] = copy.deepcopy(d["schema"])
+    return out
+
+
+_RENDER = {"anthropic": _anthropic, "openai": _openai, "responses": _responses, "gemini": _gemini}
 
 
 def _block_text(block: Any) -> str:
@@ -406,31 +573,41 @@ def _anthropic_content(result: Any) -> list[dict[str, Any]]:
 # ------------------------------------------------------------------ one-shot helpers
 
 
-def anthropic_tools(source: Any, fixed: Sequence[Mapping[str, Any]] = ()) -> list[dict[str, Any]]:
+def anthropic_tools(source: Any, fixed: Sequence[Mapping[str, Any]] = ()) -> list[AnthropicTool]:
     """``ToolAdapter(source, fixed=fixed).anthropic()``."""
     return ToolAdapter(source, fixed=fixed).anthropic()
 
 
-def openai_tools(source: Any, fixed: Sequence[Mapping[str, Any]] = ()) -> list[dict[str, Any]]:
+def openai_tools(source: Any, fixed: Sequence[Mapping[str, Any]] = ()) -> list[OpenAITool]:
     """``ToolAdapter(source, fixed=fixed).openai()``."""
     return ToolAdapter(source, fixed=fixed).openai()
 
 
-def openai_responses_tools(source: Any, fixed: Sequence[Mapping[str, Any]] = ()) -> list[dict[str, Any]]:
+def openai_responses_tools(source: Any, fixed: Sequence[Mapping[str, Any]] = ()) -> list[ResponsesTool]:
     """``ToolAdapter(source, fixed=fixed).openai_responses()``."""
     return ToolAdapter(source, fixed=fixed).openai_responses()
 
 
-def run_anthropic_tool_use(source: Any, block: Any, *, lang: str = "en", timeout: float | None = None) -> dict[str, Any]:
+def gemini_tools(source: Any, fixed: Sequence[Mapping[str, Any]] = ()) -> list[GeminiFunctionDeclaration]:
+    """``ToolAdapter(source, fixed=fixed).gemini()``."""
+    return ToolAdapter(source, fixed=fixed).gemini()
+
+
+def run_anthropic_tool_use(source: Any, block: Any, *, lang: str = "en", timeout: float | None = None) -> AnthropicToolResult:
     """Run one Anthropic ``tool_use`` block through ``source``; return the ``tool_result``."""
     return ToolAdapter(source, lang=lang, timeout=timeout).run_anthropic(block)
 
 
-def run_openai_tool_call(source: Any, tool_call: Any, *, lang: str = "en", timeout: float | None = None) -> dict[str, Any]:
+def run_openai_tool_call(source: Any, tool_call: Any, *, lang: str = "en", timeout: float | None = None) -> OpenAIToolMessage:
     """Run one OpenAI ``tool_calls`` item through ``source``; return the ``tool`` message."""
     return ToolAdapter(source, lang=lang, timeout=timeout).run_openai(tool_call)
 
 
-def run_responses_function_call(source: Any, item: Any, *, lang: str = "en", timeout: float | None = None) -> dict[str, Any]:
+def run_responses_function_call(source: Any, item: Any, *, lang: str = "en", timeout: float | None = None) -> ResponsesToolOutput:
     """Run one OpenAI Responses ``function_call`` item; return the ``function_call_output``."""
     return ToolAdapter(source, lang=lang, timeout=timeout).run_responses(item)
+
+
+def run_gemini_function_call(source: Any, function_call: Any, *, lang: str = "en", timeout: float | None = None) -> GeminiFunctionResponse:
+    """Run one Gemini ``function_call``; return the ``function_response``."""
+    return ToolAdapter(source, lang=lang, timeout=timeout).run_gemini(function_call)

@@ -4,16 +4,27 @@ Examples::
 
     mcpsync demo                                   # the bundled demo server: list, then call
     mcpsync tools -- npx -y @modelcontextprotocol/server-everything
+    mcpsync tools https://example.com/mcp          # a URL: Streamable HTTP (then HTTP+SSE)
+    mcpsync tools ./server.py                      # a .py file: run with this Python, over stdio
     mcpsync call echo message=hi -- npx -y @modelcontextprotocol/server-everything
     mcpsync call add a=1 b=2 --json -- python -m mcpsync.server.demo
+    mcpsync resources list -- python -m mcpsync.server.demo
+    mcpsync resources read demo://about -- python -m mcpsync.server.demo
+    mcpsync prompts get summarize text=hello -- python -m mcpsync.server.demo
+    mcpsync tools --config mcp.json --server everything
     mcpsync bench --threads 4 -- python -m mcpsync.server.demo
     mcpsync servers mcp.json
     mcpsync bridge --websocket 127.0.0.1:8765 -- python -m mcpsync.server.demo
 
 Arguments ``key=value`` are converted by the tool's input schema (a string property
 keeps the text as is; numbers, booleans, arrays and objects are parsed as JSON);
-``key:=json`` always parses JSON. Exit status: 0 success, 1 the tool reported an error
-(``isError``), 2 bad usage, 3 the server failed (connect, timeout, protocol error).
+``key:=json`` always parses JSON. The server is the command after ``--``, ``--url``,
+``--config FILE --server NAME``, or a target given first or last among the arguments: an
+``http(s)://`` URL (Streamable HTTP), a ``ws(s)://`` URL (WebSocket), or a file
+(``.py`` runs with this Python, ``.js``/``.mjs``/``.cjs`` with node, an executable as is).
+Exit status: 0 success, 1 the tool reported an error (``isError``), 2 bad usage (an
+unknown tool, prompt or option included), 3 the server failed (connect, timeout,
+protocol error).
 """
 
 from __future__ import annotations
@@ -21,6 +32,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 from typing import Any, Sequence
 
@@ -43,6 +55,9 @@ def _split_command(argv: Sequence[str]) -> tuple[list[str], list[str]]:
 
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--url", help="a remote server (Streamable HTTP, falling back to HTTP+SSE) instead of a command")
+    p.add_argument("--config", metavar="FILE", help="an mcpServers configuration file (with --server NAME)")
+    p.add_argument("--server", metavar="NAME", help="the server of --config to use (optional when the file has one)")
+    p.add_argument("--header", action="append", default=[], metavar="NAME: VALUE", help="an HTTP header for a remote server (repeatable)")
     p.add_argument("--mode", choices=["auto", "modern", "legacy"], default="auto", help="protocol era (default: auto)")
     p.add_argument("--timeout", type=float, default=30.0, help="request timeout in seconds (default 30)")
     p.add_argument("--env", action="append", default=[], metavar="KEY=VALUE", help="environment for a stdio server")
@@ -51,18 +66,27 @@ def _common(p: argparse.ArgumentParser) -> None:
 
 
 def _parser() -> argparse.ArgumentParser:
+    from . import __version__
+
     p = argparse.ArgumentParser(
         prog="mcpsync",
-        description="A synchronous MCP client. Put the server command after `--`.",
+        description="A synchronous MCP client. Name the server by a URL, a file, or its command after `--`.",
         epilog="Example: mcpsync call echo message=hi -- npx -y @modelcontextprotocol/server-everything",
     )
+    p.add_argument("--version", action="version", version=f"mcpsync {__version__}")
     sub = p.add_subparsers(dest="cmd", metavar="COMMAND")
-    t = sub.add_parser("tools", help="list the tools of a server")
+    t = sub.add_parser("tools", help="list the tools of a server: mcpsync tools [TARGET | -- CMD ARGS]")
+    t.add_argument("words", nargs="*", metavar="TARGET", help="a URL or a server file (or put the command after --)")
     _common(t)
-    c = sub.add_parser("call", help="call a tool: mcpsync call TOOL key=value ... -- CMD ARGS")
-    c.add_argument("tool")
-    c.add_argument("arguments", nargs="*", metavar="key=value")
+    c = sub.add_parser("call", help="call a tool: mcpsync call TOOL key=value ... [TARGET | -- CMD ARGS]")
+    c.add_argument("words", nargs="+", metavar="TOOL [key=value ...]")
     _common(c)
+    r = sub.add_parser("resources", help="list resources, or read one: mcpsync resources [list | read URI] [TARGET | -- CMD]")
+    r.add_argument("words", nargs="*", metavar="[list | read URI] [TARGET]")
+    _common(r)
+    pr = sub.add_parser("prompts", help="list prompts, or render one: mcpsync prompts [list | get NAME key=value ...] [TARGET | -- CMD]")
+    pr.add_argument("words", nargs="*", metavar="[list | get NAME key=value ...] [TARGET]")
+    _common(pr)
     d = sub.add_parser("demo", help="run the bundled demo server: list its tools and call a few")
     _common(d)
     sub.add_parser("info", help="which hot-path implementation is active, and versions")
@@ -73,19 +97,79 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def _client(opts: argparse.Namespace, command: list[str]) -> Any:
+_FILE_RUNNERS = {".py": None, ".js": "node", ".mjs": "node", ".cjs": "node"}
+
+
+def _looks_like_target(word: str) -> bool:
+    """A URL this client can reach, or a server file (by suffix, or an existing executable)."""
+    lower = word.lower()
+    if lower.startswith(("http://", "https://", "ws://", "wss://")):
+        return True
+    if "=" in word:
+        return False
+    if os.path.splitext(lower)[1] in _FILE_RUNNERS:
+        return True
+    return os.sep in word and os.path.isfile(word) and os.access(word, os.X_OK)
+
+
+def _take_target(words: list[str], needed: int) -> tuple[str | None, list[str]]:
+    """Split a target (the first or the last word) from the others, when more words were
+    given than the command needs and one of those ends looks like a target."""
+    if len(words) > needed:
+        if _looks_like_target(words[0]):
+            return words[0], words[1:]
+        if _looks_like_target(words[-1]):
+            return words[-1], words[:-1]
+    return None, words
+
+
+def _target_command(target: str) -> list[str]:
+    """The stdio command that runs a server file."""
+    ext = os.path.splitext(target.lower())[1]
+    if ext == ".py":
+        return [sys.executable, target]
+    runner = _FILE_RUNNERS.get(ext)
+    if runner is not None:
+        return [runner, target]
+    return [target]
+
+
+def _headers(items: Sequence[str]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for item in items:
+        name, sep, value = item.partition(":")
+        if not sep or not name.strip():
+            raise UsageError(f"--header expects 'Name: value', got {item!r}")
+        out[name.strip()] = value.strip()
+    return out
+
+
+def _client(opts: argparse.Namespace, command: list[str], target: str | None = None) -> Any:
     from . import Client, Timeouts
 
     timeouts = Timeouts(request=opts.timeout)
-    if opts.url:
-        if command:
-            raise UsageError("give either --url or a command after --, not both")
-        http = getattr(Client, "http", None)
-        if http is None:
-            raise UsageError("this build has no HTTP transport")
-        return http(opts.url, mode=opts.mode, timeouts=timeouts)
+    given = [what for what, present in (("--url", opts.url), ("--config", opts.config), ("a command after --", command), (f"the target {target!r}", target)) if present]
+    if len(given) > 1:
+        raise UsageError(f"give one server, not {' and '.join(given)}")
+    if opts.server and not opts.config:
+        raise UsageError("--server names a server of a --config file")
+    headers = _headers(opts.header)
+    url = opts.url
+    if target is not None:
+        if target.lower().startswith(("ws://", "wss://")):
+            return Client.websocket(target, headers=headers or None, mode=opts.mode, timeouts=timeouts)
+        if target.lower().startswith(("http://", "https://")):
+            url = target
+        else:
+            command = _target_command(target)
+    if opts.config:
+        return _config_client(opts, headers, timeouts)
+    if url:
+        return Client.http(url, headers=headers or None, mode=opts.mode, timeouts=timeouts)
     if not command:
-        raise UsageError("no server given: put its command after `--`, e.g. `-- npx -y @modelcontextprotocol/server-everything`")
+        raise UsageError("no server given: a URL, a server file, --config FILE, or its command after `--` (e.g. `-- npx -y @modelcontextprotocol/server-everything`)")
+    if headers:
+        raise UsageError("--header is for a remote server (a URL)")
     env = {}
     for item in opts.env:
         if "=" not in item:
@@ -93,6 +177,31 @@ def _client(opts: argparse.Namespace, command: list[str]) -> Any:
         k, v = item.split("=", 1)
         env[k] = v
     return Client.stdio(command[0], command[1:], env=env or None, mode=opts.mode, timeouts=timeouts)
+
+
+def _config_client(opts: argparse.Namespace, headers: dict[str, str], timeouts: Any) -> Any:
+    from dataclasses import replace
+
+    from ._config import ConfigError, load_config
+
+    try:
+        config = load_config(opts.config)
+        name = opts.server
+        if name is None:
+            usable = list(config.usable)
+            if len(usable) != 1:
+                raise UsageError(f"{opts.config} defines {len(config.names)} servers: choose one with --server NAME ({', '.join(config.names) or 'none'})")
+            name = usable[0]
+        server = config[name]
+    except ConfigError as exc:
+        raise UsageError(str(exc)) from None
+    if headers:
+        if not server.remote:
+            raise UsageError(f"--header is for a remote server; {name!r} is a {server.transport} server")
+        server = replace(server, headers={**server.headers, **headers})
+    if opts.env:
+        raise UsageError("--env does not apply to --config (set env in the file)")
+    return server.client(mode=opts.mode, timeouts=timeouts)
 
 
 def _coerce(raw: str, schema: Any) -> Any:
@@ -150,14 +259,106 @@ def _print_result(result: Any, as_json: bool) -> None:
         return
 
     for block in result.content:
-        if isinstance(block, TextContent):
-            print(block.text)
-        else:
-            kind = type(block).__name__
-            detail = getattr(block, "uri", None) or getattr(block, "mime_type", "")
-            print(f"[{kind} {detail}]")
+        _print_block(block)
     if result.structured_content is not None and not any(isinstance(b, TextContent) for b in result.content):
         print(json.dumps(result.structured_content, indent=2, ensure_ascii=False))
+
+
+def _print_block(block: Any) -> None:
+    from ._messages import EmbeddedResource, TextContent
+
+    if isinstance(block, TextContent):
+        print(block.text)
+    elif isinstance(block, EmbeddedResource):
+        res = block.resource
+        mime = f" {res.mime_type}" if getattr(res, "mime_type", None) else ""
+        print(f"[resource {res.uri}{mime}]")
+        text, blob = res.text, res.blob
+        if text is not None:
+            print(text)
+        elif blob:
+            print(f"({len(blob) * 3 // 4} bytes, base64)")
+    else:
+        kind = type(block).__name__
+        detail = getattr(block, "uri", None) or getattr(block, "mime_type", "")
+        print(f"[{kind} {detail}]")
+
+
+def _print_listing(items: Sequence[tuple[str, str]]) -> None:
+    width = max((len(a) for a, _ in items), default=0)
+    for a, b in items:
+        print(f"{a:<{width}}  {b}".rstrip())
+
+
+def _first_line(*texts: Any) -> str:
+    for text in texts:
+        if text:
+            lines = str(text).strip().splitlines()
+            if lines:
+                return lines[0]
+    return ""
+
+
+def _resources(opts: argparse.Namespace, client: Any, words: list[str]) -> int:
+    from ._messages import to_builtins
+
+    action = words[0] if words else "list"
+    if action == "list" and len(words) <= 1:
+        resources, templates = client.list_resources(), client.list_resource_templates()
+        if opts.json:
+            print(json.dumps({"resources": [to_builtins(r) for r in resources], "resourceTemplates": [to_builtins(t) for t in templates]}, indent=2, ensure_ascii=False))
+            return EXIT_OK
+        _print_listing([(r.uri, _first_line(r.name, r.title, r.description)) for r in resources])
+        _print_listing([(t.uri_template, _first_line(t.name, t.title, t.description) + " (template)") for t in templates])
+        return EXIT_OK
+    if action == "read" and len(words) == 2:
+        result = client.read_resource(words[1])
+        if opts.json:
+            print(json.dumps(to_builtins(result), indent=2, ensure_ascii=False))
+            return EXIT_OK
+        for c in result.contents:
+            if c.text is not None:
+                print(c.text)
+            else:
+                print(f"[resource {c.uri} {c.mime_type or ''}: {len(c.blob or '') * 3 // 4} bytes, base64]")
+        return EXIT_OK
+    raise UsageError("resources takes `list` or `read URI`")
+
+
+def _prompts(opts: argparse.Namespace, client: Any, words: list[str]) -> int:
+    from ._messages import to_builtins
+
+    action = words[0] if words else "list"
+    if action == "list" and len(words) <= 1:
+        prompts = client.list_prompts()
+        if opts.json:
+            print(json.dumps([to_builtins(p) for p in prompts], indent=2, ensure_ascii=False))
+            return EXIT_OK
+        rows = []
+        for p in prompts:
+            args = " ".join(a.name + ("" if a.required else "?") for a in (p.arguments or ()))
+            rows.append((p.name, _first_line(p.description, p.title) + (f"  [{args}]" if args else "")))
+        _print_listing(rows)
+        return EXIT_OK
+    if action == "get" and len(words) >= 2:
+        name = words[1]
+        known = {p.name for p in client.list_prompts()}
+        if name not in known:
+            print(f"mcpsync: prompt {name!r} does not exist on this server (prompts: {', '.join(sorted(known)) or 'none'})", file=sys.stderr)
+            return EXIT_USAGE
+        arguments = {k: v if isinstance(v, str) else json.dumps(v) for k, v in parse_arguments(words[2:], {"properties": {}}).items()}
+        result = client.get_prompt(name, arguments)
+        if opts.json:
+            print(json.dumps(to_builtins(result), indent=2, ensure_ascii=False))
+            return EXIT_OK
+        for message in result.messages:
+            print(f"[{message.role}]")
+            _print_block(message.content)
+        return EXIT_OK
+    raise UsageError("prompts takes `list` or `get NAME key=value ...`")
+
+
+_NEEDED = {"tools": 0, "call": 1, "demo": 0}
 
 
 def _run(opts: argparse.Namespace, command: list[str]) -> int:
@@ -172,18 +373,36 @@ def _run(opts: argparse.Namespace, command: list[str]) -> int:
         if command:
             raise UsageError("demo runs the bundled server; it takes no command")
         command = [sys.executable, "-m", "mcpsync.server.demo"]
-    with _client(opts, command) as client:
+    words: list[str] = list(getattr(opts, "words", []) or [])
+    target = None
+    # a target among the words (a URL or a server file); two ways of naming the server
+    # at once are refused by _client
+    if opts.cmd in ("resources", "prompts"):
+        action = words[:1] if words[:1] in (["list"], ["read"], ["get"]) else []
+        needed = {"read": 1, "get": 1}.get(action[0], 0) if action else 0
+        target, rest = _take_target(words[len(action) :], needed)
+        words = [*action, *rest]
+    else:
+        target, words = _take_target(words, _NEEDED.get(opts.cmd, 0))
+    if opts.cmd == "tools" and words:
+        raise UsageError(f"tools takes no arguments besides the server; cannot tell how to run {words[0]!r} (a URL, a .py/.js file, or a command after --)")
+    with _client(opts, command, target) as client:
         if opts.cmd == "tools":
             _print_tools(client.list_tools(), opts.json)
             return EXIT_OK
+        if opts.cmd == "resources":
+            return _resources(opts, client, words)
+        if opts.cmd == "prompts":
+            return _prompts(opts, client, words)
         if opts.cmd == "call":
+            name, pairs = words[0], words[1:]
             tools = {t.name: t for t in client.list_tools()}
-            tool = tools.get(opts.tool)
+            tool = tools.get(name)
             if tool is None:
                 known = ", ".join(sorted(tools)) or "none"
-                print(f"mcpsync: tool {opts.tool!r} does not exist on this server (tools: {known})", file=sys.stderr)
-                return EXIT_FAILURE
-            result: CallToolResult = client.call_tool(opts.tool, parse_arguments(opts.arguments, tool.input_schema))
+                print(f"mcpsync: tool {name!r} does not exist on this server (tools: {known})", file=sys.stderr)
+                return EXIT_USAGE
+            result: CallToolResult = client.call_tool(name, parse_arguments(pairs, tool.input_schema))
             _print_result(result, opts.json)
             return EXIT_TOOL_ERROR if result.is_error else EXIT_OK
         # demo
@@ -221,13 +440,26 @@ def main(argv: Sequence[str] | None = None) -> int:
             print("mcpsync: this build has no bridge", file=sys.stderr)
             return EXIT_USAGE
         return int(bridge_main([*own[1:], "--", *command] if command else own[1:]) or 0)
-    opts = parser.parse_args(own)
+    # positionals may come after options (`call TOOL --header 'A: b' https://host/mcp`)
+    opts, extra = parser.parse_known_args(own)
+    if extra and (not hasattr(opts, "words") or any(e.startswith("-") for e in extra)):
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    if extra:
+        opts.words = [*opts.words, *extra]
     if not opts.cmd:
         parser.print_help()
         return EXIT_USAGE
     logging.basicConfig(level=logging.INFO if getattr(opts, "verbose", False) else logging.WARNING, format="%(name)s: %(message)s")
     try:
-        return _run(opts, command)
+        status = _run(opts, command)
+        sys.stdout.flush()  # a closed pipe shows here, inside the handler below
+        return status
+    except BrokenPipeError:
+        # the reader went away (`mcpsync tools ... | head`): not an error. Point stdout at
+        # devnull so the interpreter's own flush at exit does not raise again.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_OK
     except UsageError as exc:
         print(f"mcpsync: {exc}", file=sys.stderr)
         return EXIT_USAGE

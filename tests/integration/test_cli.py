@@ -47,7 +47,7 @@ def test_call_keeps_strings_for_string_properties():
 
 def test_call_unknown_tool_fails_clearly():
     p = run("call", "nope", "--", *RAW)
-    assert p.returncode == 3
+    assert p.returncode == 2  # bad usage (issue 19, item 4)
     assert "tool 'nope' does not exist" in p.stderr and "echo" in p.stderr
 
 
