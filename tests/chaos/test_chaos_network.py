@@ -43,6 +43,7 @@ from mcpsync import (
     MCPError,
     NetworkError,
     PoolLimits,
+    PoolTimeout,
     ReconnectPolicy,
     RequestTimeout,
     RetryPolicy,
@@ -52,6 +53,9 @@ from tests.chaos.proxy import ChaosProxy
 from tests.chaos.test_chaos_stdio import THREADS, join_all, run_callers
 from tests.conftest import ROOT, free_port, server_command
 from tests.servers.chaos_support import ChaosLog, Tally, resent_after_reaching, wait_until
+
+#: what a call that met a frozen server ends with: a timeout, in flight or waiting for a slot
+TIMED_OUT = (RequestTimeout, PoolTimeout)
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -286,7 +290,7 @@ def test_sixteen_threads_while_the_network_is_cut(case: Case) -> None:
                     client.reconnect()
                 return len(tally.ok_after) == THREADS and min(tally.ok_after.values()) >= 3
 
-            recovered = wait_until(back, 20, interval=0.05)
+            recovered = wait_until(back, 45, interval=0.05)
             stop.set()
             join_all(threads, CALL_BOUND + 5)
             stats = client.pool_stats()
@@ -354,7 +358,7 @@ def test_frozen_upstream_calls_end_with_timeouts_then_recover(case: Case) -> Non
             time.sleep(0.3)
             os.killpg(case.upstream.proc.pid, signal.SIGSTOP)
             try:
-                wait_until(lambda: sum(isinstance(e, RequestTimeout) for e in tally.failed.values()) >= THREADS, 8)
+                wait_until(lambda: sum(isinstance(e, TIMED_OUT) for e in tally.failed.values()) >= THREADS, 8)
             finally:
                 os.killpg(case.upstream.proc.pid, signal.SIGCONT)
             calm.set()
@@ -364,7 +368,7 @@ def test_frozen_upstream_calls_end_with_timeouts_then_recover(case: Case) -> Non
                     client.reconnect()
                 return len(tally.ok_after) == THREADS and min(tally.ok_after.values()) >= 3
 
-            recovered = wait_until(back, 15, interval=0.05)
+            recovered = wait_until(back, 45, interval=0.05)
             stop.set()
             join_all(threads, 20)
         finally:
@@ -375,7 +379,10 @@ def test_frozen_upstream_calls_end_with_timeouts_then_recover(case: Case) -> Non
     assert len(tally.issued) == len(tally.ok) + len(tally.failed), info
     assert not [k for k, v in tally.ok.items() if v != k], info
     assert all(isinstance(e, NetworkError) for e in tally.failed.values()), info
-    assert sum(isinstance(e, RequestTimeout) for e in tally.failed.values()) >= THREADS, info
+    # a call in flight times out; one waiting for a slot on the frozen connection (HTTP keeps
+    # as many in flight as it has sockets) times out waiting: both end within their deadline
+    assert sum(isinstance(e, TIMED_OUT) for e in tally.failed.values()) >= THREADS, info
+    assert sum(isinstance(e, RequestTimeout) for e in tally.failed.values()) >= 1, info
     assert not [d for d in tally.durations if d > bound], f"a call outlived {bound:.1f} s: {info}"
     assert recovered, info
 
