@@ -986,6 +986,8 @@ class Client(ProtocolMixin):
                 if self._closed:  # close() may have run before ``made`` was known
                     raise PoolClosed(f"client for {self.name} is closed")
                 conn = self._start(made, time.monotonic() + self.timeouts.connect)
+                if self._closed:  # close() ran while the transport started: it must not live on
+                    raise PoolClosed(f"client for {self.name} is closed")
                 starting = conn.transport is not None and conn.transport.starting()
                 budget = self.timeouts.start if starting else self.timeouts.connect
                 opening.phase = (

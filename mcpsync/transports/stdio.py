@@ -205,6 +205,8 @@ class StdioTransport(Transport):
         return " ".join([self.command, *self.args])
 
     def connect(self, timeout: float = 10.0) -> None:
+        if self._closed:  # closed before it started (a client closed while connecting)
+            raise ConnectionClosed(f"stdio transport to {self.describe()!r} is closed")
         env = {**os.environ, **self.env} if self.inherit_env else dict(self.env)
         try:
             proc = subprocess.Popen(
@@ -226,6 +228,13 @@ class StdioTransport(Transport):
                 raise StartFailed(message, command=self.describe(), exit_code=None, stderr_tail="") from exc
             raise ConnectError(message) from exc  # e.g. out of descriptors or memory: may pass
         self._proc = proc
+        if self._closed:  # close() ran while the process was being made: it must not live on
+            proc.kill()
+            proc.wait()
+            for pipe in (proc.stdin, proc.stdout, proc.stderr):
+                if pipe is not None:
+                    pipe.close()
+            raise ConnectionClosed(f"stdio transport to {self.describe()!r} is closed")
         assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
         self._in_fd = proc.stdin.fileno()
         self._out_fd = proc.stdout.fileno()
