@@ -93,6 +93,7 @@ class PoolStats:
         reaped: idle connections closed by :meth:`ConnectionPool.reap`.
         timeouts: borrows that gave up after the borrow timeout.
         keepalives: keepalive calls made.
+        waiting: borrowers queued for capacity now.
     """
 
     created: int
@@ -106,6 +107,7 @@ class PoolStats:
     reaped: int
     timeouts: int
     keepalives: int
+    waiting: int = 0
 
 
 class _Entry(Generic[C]):
@@ -812,6 +814,7 @@ class ConnectionPool(Generic[C]):
                 reaped=self._reaped,
                 timeouts=self._timeouts,
                 keepalives=self._keepalives,
+                waiting=len(self._waiters),
             )
 
     def loads(self) -> list[int]:
