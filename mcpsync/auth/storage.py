@@ -176,7 +176,9 @@ class TokenStore(Protocol):
     """Persists token sets per MCP server and client registrations per issuer.
 
     Implementations must be thread-safe and must never write secrets anywhere but a credential
-    store (no plain files, no logs).
+    store (no plain files, no logs). An optional class attribute ``across_processes`` (default
+    True) says whether other processes see the same entries; OAuth then makes token renewals
+    single-flight across processes too.
     """
 
     def load_tokens(self, server: str) -> TokenSet | None: ...
@@ -200,6 +202,9 @@ class MemoryTokenStore:
         >>> store.load_client("https://auth.example.com") is None
         True
     """
+
+    #: Seen by this process only: its renewals need no lock across processes.
+    across_processes = False
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -288,7 +293,9 @@ def _locks_dir() -> str | None:
 
 
 @contextlib.contextmanager
-def key_lock(key: str, *, timeout: float = LOCK_TIMEOUT, shared: bool = False) -> Iterator[bool]:
+def key_lock(
+    key: str, *, timeout: float = LOCK_TIMEOUT, shared: bool = False, processes: bool = True
+) -> Iterator[bool]:
     """Hold ``key`` against the other threads of this process and, where ``fcntl.flock``
     exists, against other processes of this user.
 
@@ -302,6 +309,8 @@ def key_lock(key: str, *, timeout: float = LOCK_TIMEOUT, shared: bool = False) -
         timeout: the longest wait, in seconds.
         shared: a reader's lock across processes (writers exclude readers; readers share).
             Threads of one process always take turns.
+        processes: also lock against other processes (False: a store only this process
+            sees, such as :class:`MemoryTokenStore`).
 
     Yields:
         True if the lock is held, False if the wait timed out.
@@ -314,7 +323,7 @@ def key_lock(key: str, *, timeout: float = LOCK_TIMEOUT, shared: bool = False) -
         return
     fd = -1
     try:
-        folder = _locks_dir()
+        folder = _locks_dir() if processes else None
         if folder is not None:
             name = hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:40] + ".lock"
             try:
@@ -383,6 +392,9 @@ class KeyringTokenStore:
         >>> store = KeyringTokenStore()          # doctest: +SKIP
         >>> store.save_tokens("https://mcp.example.com/mcp", tokens)   # doctest: +SKIP
     """
+
+    #: Shared by every process of the user: renewals are single-flight across processes.
+    across_processes = True
 
     def __init__(self, backend: Any = None, *, namespace: str = "mcpsync-oauth") -> None:
         self._backend = backend
