@@ -436,20 +436,22 @@ class KeyringTokenStore:
         once (after ``RETRY_PAUSE``) before it surfaces as :class:`AuthError`, except a
         locked keyring (retrying would prompt the user again)."""
         backend = self._kr()
+        name = ""
         with key_lock("keyring:" + service, shared=shared):
             for attempt in (1, 2):
                 try:
                     return op(backend)
                 except Exception as exc:
                     name = type(exc).__name__
-                    if name == "PasswordDeleteError" and what == "deleting from":
-                        return None  # nothing to delete: done
-                    if attempt == 2 or name == "KeyringLocked":
-                        # ``from None``: the keyring exception may quote the value being written.
-                        raise AuthError(f"{what} the OS credential store failed: {name}") from None
-                    log.info("%s the OS credential store failed (%s); retrying once", what, name)
+                if name == "PasswordDeleteError" and what == "deleting from":
+                    return None  # nothing to delete: done
+                if attempt == 2 or name == "KeyringLocked":
+                    break
+                log.info("%s the OS credential store failed (%s); retrying once", what, name)
                 time.sleep(RETRY_PAUSE)
-        raise AssertionError("unreachable")  # pragma: no cover
+        # Raised outside the handler, chained to nothing: the keyring's exception may quote
+        # the value being written.
+        raise AuthError(f"{what} the OS credential store failed: {name}")
 
     def _get(self, service: str, username: str) -> str | None:
         value = self._call("reading", service, lambda b: b.get_password(service, username), shared=True)
