@@ -18,9 +18,8 @@ Why not ``queue.LifoQueue`` as urllib3 does: a queue models *exclusive* checkout
 borrower per connection); here a connection is shared by up to ``max_in_flight``
 borrowers and the choice depends on load, which a queue cannot express. The pool keeps
 urllib3's other lessons (``urllib3/connectionpool.py``): one lock and an explicit borrow
-timeout; LIFO
-preference among equally loaded connections, so that under light load the same
-connection serves and the surplus ones go idle and are reaped; ``close()`` swaps the
+timeout; LIFO preference among equally loaded connections, so that under light load the
+same connection serves and the surplus ones go idle and are reaped; ``close()`` swaps the
 state out under the lock and closes the connections after releasing it; a
 ``weakref.finalize`` that holds the state, never the pool. With ``max_in_flight=1``
 this is an ordinary exclusive pool.
@@ -42,12 +41,12 @@ Example:
 from __future__ import annotations
 
 import itertools
-from collections import deque
 import logging
 import os
 import threading
 import time
 import weakref
+from collections import deque
 from contextlib import contextmanager
 from dataclasses import dataclass
 from types import TracebackType
