@@ -35,6 +35,7 @@ import hashlib
 import json
 import logging
 import os
+import stat
 import tempfile
 import threading
 import time
@@ -251,6 +252,20 @@ _lock_dir: str | None = None
 _lock_dir_checked = False
 
 
+_OPEN_FLAGS = os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOFOLLOW", 0)
+
+
+def _forget_locks_after_fork() -> None:
+    # A forked child has only the forking thread: locks other threads held stay held for
+    # ever in the child's copy, so it starts afresh.
+    global _key_locks, _key_locks_guard
+    _key_locks, _key_locks_guard = {}, threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_locks_after_fork)
+
+
 def _thread_lock(key: str) -> threading.Lock:
     with _key_locks_guard:
         lock = _key_locks.get(key)
@@ -266,8 +281,6 @@ def _private_dir(path: str) -> bool:
         st = os.lstat(path)
     except OSError:
         return False
-    import stat
-
     return stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid() and not st.st_mode & 0o077
 
 
@@ -305,7 +318,7 @@ def key_lock(
     the lock (yielding False) rather than hang behind a stuck process.
 
     Args:
-        key: what to serialise on, e.g. ``"write:<service>"`` or ``"renew:<server>"``.
+        key: what to serialise on, e.g. ``"keyring:<service>"`` or ``"renew:<server>"``.
         timeout: the longest wait, in seconds.
         shared: a reader's lock across processes (writers exclude readers; readers share).
             Threads of one process always take turns.
@@ -327,7 +340,7 @@ def key_lock(
         if folder is not None:
             name = hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:40] + ".lock"
             try:
-                fd = os.open(os.path.join(folder, name), os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o600)
+                fd = os.open(os.path.join(folder, name), _OPEN_FLAGS, 0o600)
             except OSError:
                 log.debug("no lock file for the token store; serialising threads only", exc_info=True)
         if fd >= 0 and not _flock(fd, shared, deadline):
