@@ -5,13 +5,21 @@ does not take a connection away from everyone else: it picks the least-loaded li
 connection still under ``max_in_flight``, else opens a new one while under ``max``,
 else waits at most the borrow timeout and raises :class:`PoolTimeout`.
 
+Waiting is fair: callers that must wait queue in arrival order, each blocked on a lock of
+its own, and capacity that appears (a call returns, a connection opens, one is dropped so
+another may be opened) is *handed* to the oldest waiter under the pool's lock, before any
+thread can take it. While anyone waits, neither the fast path nor a newly arriving borrow
+can take a slot ahead of the queue. (``threading.Condition.notify`` wakes the oldest
+waiter too, but only to let it compete for the lock with every thread that arrives in
+the meantime: under load a returning thread takes its slot back again and again, and the
+woken waiter goes back to sleep until its timeout.)
+
 Why not ``queue.LifoQueue`` as urllib3 does: a queue models *exclusive* checkout (one
 borrower per connection); here a connection is shared by up to ``max_in_flight``
 borrowers and the choice depends on load, which a queue cannot express. The pool keeps
-urllib3's other lessons (``urllib3/connectionpool.py``): one :class:`threading.Condition`
-(the primitive ``queue.Queue`` is built on) with an explicit borrow timeout; LIFO
-preference among equally loaded connections, so that under light load the same
-connection serves and the surplus ones go idle and are reaped; ``close()`` swaps the
+urllib3's other lessons (``urllib3/connectionpool.py``): one lock and an explicit borrow
+timeout; LIFO preference among equally loaded connections, so that under light load the
+same connection serves and the surplus ones go idle and are reaped; ``close()`` swaps the
 state out under the lock and closes the connections after releasing it; a
 ``weakref.finalize`` that holds the state, never the pool. With ``max_in_flight=1``
 this is an ordinary exclusive pool.
@@ -38,6 +46,7 @@ import os
 import threading
 import time
 import weakref
+from collections import deque
 from contextlib import contextmanager
 from dataclasses import dataclass
 from types import TracebackType
@@ -83,6 +92,7 @@ class PoolStats:
         reaped: idle connections closed by :meth:`ConnectionPool.reap`.
         timeouts: borrows that gave up after the borrow timeout.
         keepalives: keepalive calls made.
+        waiting: borrowers queued for capacity now.
     """
 
     created: int
@@ -96,6 +106,7 @@ class PoolStats:
     reaped: int
     timeouts: int
     keepalives: int
+    waiting: int = 0
 
 
 class _Entry(Generic[C]):
@@ -120,6 +131,25 @@ class _State(Generic[C]):
         self.entries: list[_Entry[C]] = []
         self.closed = False
         self.stop = threading.Event()
+
+
+class _Waiter:
+    """A borrower in the queue: blocked on ``lock`` (held from birth) until it is released
+    with ``entry`` (a slot reserved on it), ``create`` (the right to open a connection) or
+    ``closed`` set. The fields are written under the pool's lock."""
+
+    __slots__ = ("lock", "entry", "create", "closed")
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.lock.acquire()
+        self.entry: _Entry[PoolableConnection] | None = None
+        self.create = False
+        self.closed = False
+
+
+#: ``_grant``'s answer when the borrower is to open a new connection.
+_CREATE = object()
 
 
 def _close_quietly(conn: PoolableConnection) -> None:
@@ -274,8 +304,10 @@ class ConnectionPool(Generic[C]):
         self._is_broken = is_broken
         self._connect_retries = connect_retries
         self._lock = threading.Lock()
-        self._cond = threading.Condition(self._lock)
-        self._waiting = 0  # borrowers blocked in _cond.wait (notify only when someone waits)
+        # Borrowers waiting for capacity, oldest first. Invariant (under the lock): while
+        # it is non-empty, no entry has a free slot and no connection may be opened, since
+        # every change that makes room calls _dispatch. take_idle relies on it.
+        self._waiters: deque[_Waiter] = deque()
         self._hot: _Entry[C] | None = None  # the entry returned last (the fast path's pick)
         self._local = threading.local()  # .deadline: the borrow a factory call serves
         self._state: _State[C] = _State()
@@ -290,7 +322,7 @@ class ConnectionPool(Generic[C]):
         _LIVE_POOLS.add(self)
 
     def _start_maintenance(self) -> None:
-        with self._cond:
+        with self._lock:
             if self._thread is not None or self._state.closed or self._maintenance_interval is None:
                 return
             self._thread = threading.Thread(
@@ -306,8 +338,7 @@ class ConnectionPool(Generic[C]):
         self._finalizer.detach()  # the child's exit must not close the parent's connections
         closed = self._state.closed
         self._lock = threading.Lock()  # a parent thread may have held it
-        self._cond = threading.Condition(self._lock)
-        self._waiting = 0
+        self._waiters = deque()  # the parent's waiting threads do not exist here
         self._hot = None
         self._state = _State()
         self._state.closed = closed
@@ -359,8 +390,9 @@ class ConnectionPool(Generic[C]):
         if self._thread is None and self._maintenance_interval is not None:
             self._start_maintenance()
         deadline = time.monotonic() + timeout
+        front = False
         while True:
-            entry, create = self._reserve(deadline)
+            entry, create = self._reserve(deadline, front)
             if create:
                 self._local.deadline = deadline
                 try:
@@ -374,36 +406,120 @@ class ConnectionPool(Generic[C]):
             if alive:
                 return Lease(self, entry)
             self._drop(entry, undo_borrow=True)
+            front = True  # it was this caller's turn: it keeps its place in the queue
 
-    def _reserve(self, deadline: float) -> tuple[_Entry[C], bool]:
-        """Under the lock: take a slot on an entry, or the right to create one."""
+    def _grant(self) -> "_Entry[C] | object | None":
+        """Under the lock: reserve a slot (the entry), the right to open a connection
+        (``_CREATE``), or None when neither is possible now."""
+        state = self._state
+        if state.closed:
+            return None
+        entry = self._pick()
+        total = len(state.entries) + self._creating
         limits = self.limits
-        with self._lock:
-            while True:
-                state = self._state
-                if state.closed:
-                    raise PoolClosed(f"the connection pool for {self.address or 'the server'} is closed")
-                entry = self._pick()
-                total = len(state.entries) + self._creating
-                if entry is not None and (entry.in_flight == 0 or total >= limits.min):
-                    entry.in_flight += 1
-                    self._borrowed += 1
-                    return entry, False
-                if total < limits.min or (self._creating == 0 and total < limits.max):
-                    self._creating += 1
+        if entry is not None and (entry.in_flight == 0 or total >= limits.min):
+            entry.in_flight += 1
+            self._borrowed += 1
+            return entry
+        if total < limits.min or (self._creating == 0 and total < limits.max):
+            self._creating += 1
+            return _CREATE
+        return None
+
+    def _dispatch(self) -> None:
+        """Under the lock: hand whatever room there is to the waiters, oldest first.
+
+        Called after every change that can make room (a slot freed, a connection opened,
+        dropped or not opened after all), so that a slot goes to the queue before any
+        other thread can see it free.
+        """
+        waiters = self._waiters
+        while waiters:
+            grant = self._grant()
+            if grant is None:
+                return
+            waiter = waiters.popleft()
+            if grant is _CREATE:
+                waiter.create = True
+            else:
+                waiter.entry = grant  # type: ignore[assignment]
+            waiter.lock.release()
+
+    def _reserve(self, deadline: float, front: bool = False) -> tuple[_Entry[C], bool]:
+        """Take a slot on an entry, or the right to create one, waiting in line for it.
+
+        Args:
+            deadline: ``time.monotonic()`` at which to give up with :class:`PoolTimeout`.
+            front: join the queue at its head (a borrower whose granted connection
+                turned out dead keeps its turn).
+        """
+        lock = self._lock
+        with lock:
+            if self._state.closed:
+                raise PoolClosed(f"the connection pool for {self.address or 'the server'} is closed")
+            if not self._waiters:  # no one is ahead of this caller
+                grant = self._grant()
+                if grant is _CREATE:
                     return None, True  # type: ignore[return-value]
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    self._timeouts += 1
-                    raise PoolTimeout(
-                        f"no connection to {self.address or 'the server'} became free within the pool timeout",
-                        address=self.address,
-                    )
-                self._waiting += 1
-                try:
-                    self._cond.wait(remaining)
-                finally:
-                    self._waiting -= 1
+                if grant is not None:
+                    return grant, False  # type: ignore[return-value]
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                self._timeouts += 1
+                raise self._timeout_error()
+            waiter = _Waiter()
+            if front:
+                self._waiters.appendleft(waiter)
+            else:
+                self._waiters.append(waiter)
+        try:
+            served = waiter.lock.acquire(True, min(remaining, threading.TIMEOUT_MAX))
+        except BaseException:  # interrupted (KeyboardInterrupt): leave the queue
+            self._leave(waiter)
+            raise
+        if not served:
+            raise self._leave(waiter)
+        if waiter.closed:
+            raise PoolClosed(f"the connection pool for {self.address or 'the server'} is closed")
+        if waiter.create:
+            return None, True  # type: ignore[return-value]
+        return waiter.entry, False  # type: ignore[return-value]
+
+    def _leave(self, waiter: _Waiter) -> PoolTimeout | PoolClosed:
+        """A waiter gives up: out of the queue, and whatever was handed to it in the
+        meantime passes on to the next waiter.
+
+        Returns:
+            The error the borrow ends with.
+        """
+        to_close = None
+        with self._lock:
+            entry = waiter.entry
+            if entry is not None:
+                entry.in_flight -= 1  # undo the reservation, as if it had never been made
+                self._borrowed -= 1
+                if entry.retiring and entry.in_flight == 0:
+                    entry.retiring = False
+                    to_close = entry.conn
+            elif waiter.create:
+                self._creating -= 1
+            elif not waiter.closed:
+                self._waiters.remove(waiter)
+            waiter.entry, waiter.create = None, False
+            if not waiter.closed:
+                self._timeouts += 1
+            self._dispatch()
+        if to_close is not None:
+            _close_quietly(to_close)
+        if waiter.closed:
+            return PoolClosed(f"the connection pool for {self.address or 'the server'} is closed")
+        return self._timeout_error()
+
+    def _timeout_error(self) -> PoolTimeout:
+        return PoolTimeout(
+            f"no connection to {self.address or 'the server'} became free within the pool timeout",
+            address=self.address,
+        )
 
     def creation_deadline(self) -> float | None:
         """In the factory: the ``time.monotonic()`` deadline of the borrow it serves."""
@@ -424,11 +540,11 @@ class ConnectionPool(Generic[C]):
         try:
             conn = self._connect()
         except BaseException:
-            with self._cond:
+            with self._lock:
                 self._creating -= 1
-                self._cond.notify_all()
+                self._dispatch()  # the next waiter may try to open one
             raise
-        with self._cond:
+        with self._lock:
             self._creating -= 1
             closed = self._state.closed
             if not closed:
@@ -437,7 +553,7 @@ class ConnectionPool(Generic[C]):
                 self._state.entries.append(entry)
                 self._created += 1
                 self._borrowed += 1
-                self._cond.notify_all()  # a new connection has room for others too
+                self._dispatch()  # a new connection has room for others too
             else:
                 self._created += 1
                 self._closed += 1
@@ -482,6 +598,9 @@ class ConnectionPool(Generic[C]):
             return None
         lock = self._lock
         lock.acquire()  # not ``with``: on CPython 3.11 that costs over twice as much
+        # No check of the waiters' queue is needed (this path is counted in instructions
+        # per call): while anyone waits no live entry has a free slot (see _dispatch),
+        # so an idle hot entry means nobody is in line ahead of this caller.
         taken = hot.in_flight == 0 and not hot.dead and not self._state.closed
         if taken:
             hot.in_flight = 1
@@ -518,16 +637,16 @@ class ConnectionPool(Generic[C]):
             self._hot = entry
             if broken and not entry.dead:
                 to_close = self._remove(entry)
-                self._cond.notify_all()
+                self._dispatch()  # a waiter may open its replacement
             elif retire and not entry.dead:
                 entry.retiring = self._remove(entry)
                 to_close = entry.retiring and entry.in_flight == 0
-                self._cond.notify_all()
+                self._dispatch()
             elif entry.retiring and entry.in_flight == 0:
                 entry.retiring = False
                 to_close = True
-            elif self._waiting:
-                self._cond.notify()
+            elif self._waiters:
+                self._dispatch()  # the freed slot goes to the oldest waiter, not to a newcomer
         finally:
             lock.release()
         if to_close:
@@ -551,12 +670,12 @@ class ConnectionPool(Generic[C]):
         return True
 
     def _drop(self, entry: _Entry[C], *, undo_borrow: bool = False) -> None:
-        with self._cond:
+        with self._lock:
             if undo_borrow:
                 entry.in_flight -= 1
                 self._borrowed -= 1
             to_close = not entry.dead and self._remove(entry)
-            self._cond.notify_all()
+            self._dispatch()
         if to_close:
             _close_quietly(entry.conn)
 
@@ -572,7 +691,7 @@ class ConnectionPool(Generic[C]):
             How many connections were closed.
         """
         now = self._clock() if now is None else now
-        with self._cond:
+        with self._lock:
             entries = self._state.entries
             idle = sorted((e for e in entries if e.in_flight == 0), key=lambda e: (e.last_used, e.seq))
             excess = len(entries) - self.limits.min
@@ -581,7 +700,7 @@ class ConnectionPool(Generic[C]):
                 self._remove(entry, reaped=True)
             survivors = [e for e in idle if not e.dead]
             if victims:
-                self._cond.notify_all()
+                self._dispatch()
         for entry in victims:
             _close_quietly(entry.conn)
         dead = []
@@ -607,7 +726,7 @@ class ConnectionPool(Generic[C]):
         if self._keepalive is None:
             return 0
         now = self._clock() if now is None else now
-        with self._cond:
+        with self._lock:
             kept = sorted(self._state.entries, key=lambda e: (e.last_used, e.seq), reverse=True)[: self.limits.min]
             due = [
                 e
@@ -627,14 +746,11 @@ class ConnectionPool(Generic[C]):
             except Exception as exc:
                 log.info("keepalive to %s failed: %r; discarding the connection", self.address, exc)
                 ok = False
-            with self._cond:
+            with self._lock:
                 entry.in_flight -= 1
                 self._keepalives += 1
                 to_close = not ok and not entry.dead and self._remove(entry)
-                if ok:
-                    self._cond.notify()
-                else:
-                    self._cond.notify_all()
+                self._dispatch()
             if to_close:
                 _close_quietly(entry.conn)
         return made
@@ -653,7 +769,7 @@ class ConnectionPool(Generic[C]):
         Idempotent. The state is swapped out under the lock; the connections are closed
         after releasing it. Later borrows raise :class:`PoolClosed`.
         """
-        with self._cond:
+        with self._lock:
             state = self._state
             if state.closed:
                 return
@@ -662,7 +778,10 @@ class ConnectionPool(Generic[C]):
                 entry.dead = True
             self._closed += len(entries)
             state.stop.set()
-            self._cond.notify_all()
+            waiters, self._waiters = self._waiters, deque()
+            for waiter in waiters:
+                waiter.closed = True
+                waiter.lock.release()
         for entry in entries:
             _close_quietly(entry.conn)
         self._finalizer.detach()
@@ -675,12 +794,12 @@ class ConnectionPool(Generic[C]):
         return self._state.closed
 
     def __len__(self) -> int:
-        with self._cond:
+        with self._lock:
             return len(self._state.entries)
 
     def stats(self) -> PoolStats:
         """A consistent snapshot of the counters."""
-        with self._cond:
+        with self._lock:
             entries = self._state.entries
             return PoolStats(
                 created=self._created,
@@ -694,11 +813,12 @@ class ConnectionPool(Generic[C]):
                 reaped=self._reaped,
                 timeouts=self._timeouts,
                 keepalives=self._keepalives,
+                waiting=len(self._waiters),
             )
 
     def loads(self) -> list[int]:
         """In-flight calls per connection, in creation order (for tests and metrics)."""
-        with self._cond:
+        with self._lock:
             return [e.in_flight for e in sorted(self._state.entries, key=lambda e: e.seq)]
 
     def __enter__(self) -> "ConnectionPool[C]":

@@ -51,7 +51,7 @@ from ._metadata import (
     discover_auth_metadata,
     parse_www_authenticate,
 )
-from .storage import ClientInfo, MemoryTokenStore, TokenSet, TokenStore, default_store
+from .storage import ClientInfo, MemoryTokenStore, TokenSet, TokenStore, default_store, key_lock
 
 __all__ = [
     "OAuth",
@@ -654,18 +654,21 @@ class OAuth:
             tokens, generation = self._current()
             if used_generation != generation and tokens is not None:
                 return True  # another thread already replaced the token this request used
-            # A fresh look first (401s are rare: tokens are renewed ahead of expiry): the server
-            # may have moved to another authorization server, whose registration (keyed by
-            # issuer) is then a new one, and which must never see the old server's refresh token.
-            self.discover_auth_metadata(www_authenticate=www_authenticate, use_cache=False)
-            if tokens is not None and tokens.refresh_token:
-                try:
-                    self._refresh_locked(tokens)
-                    return True
-                except AuthError as exc:
-                    log.info("refresh for %s failed (%s); authorizing again", self.server_url, exc)
-            self._authorize_locked(None, None)
-            return True
+            with self._renewal(tokens) as adopted:
+                if adopted:
+                    return True  # another OAuth object or process renewed them meanwhile
+                # A fresh look first (401s are rare: tokens are renewed ahead of expiry): the server
+                # may have moved to another authorization server, whose registration (keyed by
+                # issuer) is then a new one, and which must never see the old server's refresh token.
+                self.discover_auth_metadata(www_authenticate=www_authenticate, use_cache=False)
+                if tokens is not None and tokens.refresh_token:
+                    try:
+                        self._refresh_locked(tokens)
+                        return True
+                    except AuthError as exc:
+                        log.info("refresh for %s failed (%s); authorizing again", self.server_url, exc)
+                self._authorize_locked(None, None)
+                return True
 
     def _step_up(self, used_generation: int, scope: str | None, www_authenticate: str | None) -> bool:
         with self._flow():
@@ -702,22 +705,54 @@ class OAuth:
             tokens, current = self._current()
             if current != generation and tokens is not None and not tokens.expired(leeway=1.0):
                 return  # someone else renewed meanwhile
-            if tokens is not None and tokens.refresh_token:
-                try:
-                    self._refresh_locked(tokens)
-                    if background:
-                        self.stats["background_refreshes"] += 1
+            with self._renewal(tokens) as adopted:
+                if adopted:
+                    return  # another OAuth object or process renewed them meanwhile
+                if tokens is not None and tokens.refresh_token:
+                    try:
+                        self._refresh_locked(tokens)
+                        if background:
+                            self.stats["background_refreshes"] += 1
+                        return
+                    except AuthError:
+                        if background and self.grant in ("authorization_code", "device_code"):
+                            raise  # a user flow never starts from the background thread
+                if self.grant in ("client_credentials", "jwt_bearer", "enterprise"):
+                    self._authorize_locked(None, None)
                     return
-                except AuthError:
-                    if background and self.grant in ("authorization_code", "device_code"):
-                        raise  # a user flow never starts from the background thread
-            if self.grant in ("client_credentials", "jwt_bearer", "enterprise"):
-                self._authorize_locked(None, None)
-                return
-            if allow_interactive:
-                self._authorize_locked(None, None)
-                return
-            raise AuthError(f"the token for {self.server_url} expired and cannot be renewed silently")
+                if allow_interactive:
+                    self._authorize_locked(None, None)
+                    return
+                raise AuthError(f"the token for {self.server_url} expired and cannot be renewed silently")
+
+    @contextlib.contextmanager
+    def _renewal(self, held: TokenSet | None) -> Iterator[bool]:
+        """One renewal of this server's tokens at a time across OAuth objects and processes
+        sharing a store (single flight beyond ``_flow``, which covers this object's threads):
+        the renewer holds the server's ``renew`` lock (:func:`~mcpsync.auth.storage.key_lock`)
+        until the new tokens are stored. Yields True when, once the lock is held, the store
+        already has tokens newer than ``held`` (another renewer's): they are adopted instead."""
+        limit = self._interactive_timeout + 6 * self._timeout
+        processes = getattr(self._store, "across_processes", True)
+        with key_lock("renew:" + self.resource_key, timeout=limit, processes=processes):
+            yield self._adopt_stored(held)
+
+    def _adopt_stored(self, held: TokenSet | None) -> bool:
+        stored = self._store.load_tokens(self.resource_key)
+        if stored is None or stored.expired(leeway=1.0):
+            return False
+        if held is not None and (stored.access_token == held.access_token or stored.obtained_at <= held.obtained_at):
+            return False
+        due = self._due(stored)
+        if due is not None and due <= time.time():
+            return False
+        with self._cond:
+            self._tokens = stored
+            self._loaded = True
+            self._generation += 1
+            self._cond.notify_all()
+        self._ensure_refresher()
+        return True
 
     def _refresh_locked(self, tokens: TokenSet) -> TokenSet:
         md = self._metadata_or_discover()

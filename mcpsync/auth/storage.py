@@ -13,6 +13,13 @@ Client credentials are keyed by the authorization server's issuer (a client id i
 meaningful at the server that issued it). No token or secret is ever written to a plain file,
 a log line, an exception message or a ``repr``.
 
+Concurrency: the keyring store reads and writes one entry at a time per key, within a process
+(a lock per key) and across processes (an advisory ``flock`` on an empty lock file per key, see
+:func:`key_lock`), and retries a failed operation once before it raises. :func:`key_lock` also
+makes a token renewal single-flight across OAuth objects and processes: the renewer holds the
+server's ``renew`` lock while it asks the token endpoint and stores the answer; the others
+wait, then find the new tokens in the store.
+
 Example:
     >>> from mcpsync.auth import MemoryTokenStore, TokenSet
     >>> store = MemoryTokenStore()
@@ -23,13 +30,24 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import json
+import logging
+import os
+import stat
+import tempfile
 import threading
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Iterator, Protocol, runtime_checkable
 
 from .._errors import AuthError
+
+try:
+    import fcntl
+except ImportError:  # Windows: in-process locks only
+    fcntl = None  # type: ignore[assignment]
 
 __all__ = [
     "TokenSet",
@@ -38,7 +56,15 @@ __all__ = [
     "MemoryTokenStore",
     "KeyringTokenStore",
     "default_store",
+    "key_lock",
 ]
+
+log = logging.getLogger("mcpsync.auth")
+
+#: How long a store operation waits for another thread or process working on the same key.
+LOCK_TIMEOUT = 10.0
+#: The pause before the one retry of a failed keyring operation.
+RETRY_PAUSE = 0.05
 
 _TOKEN_SERVICE = "mcpsync-oauth:"
 _CLIENT_SERVICE = "mcpsync-oauth-client:"
@@ -151,7 +177,9 @@ class TokenStore(Protocol):
     """Persists token sets per MCP server and client registrations per issuer.
 
     Implementations must be thread-safe and must never write secrets anywhere but a credential
-    store (no plain files, no logs).
+    store (no plain files, no logs). An optional class attribute ``across_processes`` (default
+    True) says whether other processes see the same entries; OAuth then makes token renewals
+    single-flight across processes too.
     """
 
     def load_tokens(self, server: str) -> TokenSet | None: ...
@@ -175,6 +203,9 @@ class MemoryTokenStore:
         >>> store.load_client("https://auth.example.com") is None
         True
     """
+
+    #: Seen by this process only: its renewals need no lock across processes.
+    across_processes = False
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -215,6 +246,134 @@ class MemoryTokenStore:
             return list(self._tokens)
 
 
+_key_locks: dict[str, threading.Lock] = {}
+_key_locks_guard = threading.Lock()
+_lock_dir: str | None = None
+_lock_dir_checked = False
+
+
+_OPEN_FLAGS = os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOFOLLOW", 0)
+
+
+def _forget_locks_after_fork() -> None:
+    # A forked child has only the forking thread: locks other threads held stay held for
+    # ever in the child's copy, so it starts afresh.
+    global _key_locks, _key_locks_guard
+    _key_locks, _key_locks_guard = {}, threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_locks_after_fork)
+
+
+def _thread_lock(key: str) -> threading.Lock:
+    with _key_locks_guard:
+        lock = _key_locks.get(key)
+        if lock is None:
+            lock = _key_locks[key] = threading.Lock()
+        return lock
+
+
+def _private_dir(path: str) -> bool:
+    """``path`` is (made) a real directory owned by this user and closed to others."""
+    try:
+        os.makedirs(path, mode=0o700, exist_ok=True)
+        st = os.lstat(path)
+    except OSError:
+        return False
+    return stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid() and not st.st_mode & 0o077
+
+
+def _locks_dir() -> str | None:
+    """Where the cross-process lock files live: ``$XDG_RUNTIME_DIR/mcpsync/locks`` (per user,
+    on tmpfs, removed at logout), else ``<tmp>/mcpsync-<uid>/locks``; None if neither is a
+    private directory of this user (then only threads are serialised)."""
+    global _lock_dir, _lock_dir_checked
+    with _key_locks_guard:
+        if _lock_dir_checked:
+            return _lock_dir
+        found = None
+        if fcntl is not None and hasattr(os, "getuid"):
+            runtime = os.environ.get("XDG_RUNTIME_DIR")
+            bases = [os.path.join(runtime, "mcpsync")] if runtime and os.path.isabs(runtime) else []
+            bases.append(os.path.join(tempfile.gettempdir(), f"mcpsync-{os.getuid()}"))
+            for base in bases:
+                if _private_dir(base) and _private_dir(os.path.join(base, "locks")):
+                    found = os.path.join(base, "locks")
+                    break
+        _lock_dir, _lock_dir_checked = found, True
+        return found
+
+
+@contextlib.contextmanager
+def key_lock(
+    key: str, *, timeout: float = LOCK_TIMEOUT, shared: bool = False, processes: bool = True
+) -> Iterator[bool]:
+    """Hold ``key`` against the other threads of this process and, where ``fcntl.flock``
+    exists, against other processes of this user.
+
+    The cross-process part is an advisory lock on an empty file named by a hash of the key (no
+    URL, token or secret is written anywhere), in a private per-user directory (see
+    ``_locks_dir``). Waits are bounded: after ``timeout`` seconds the caller goes on without
+    the lock (yielding False) rather than hang behind a stuck process.
+
+    Args:
+        key: what to serialise on, e.g. ``"keyring:<service>"`` or ``"renew:<server>"``.
+        timeout: the longest wait, in seconds.
+        shared: a reader's lock across processes (writers exclude readers; readers share).
+            Threads of one process always take turns.
+        processes: also lock against other processes (False: a store only this process
+            sees, such as :class:`MemoryTokenStore`).
+
+    Yields:
+        True if the lock is held, False if the wait timed out.
+    """
+    deadline = time.monotonic() + timeout
+    lock = _thread_lock(key)
+    if not lock.acquire(timeout=max(timeout, 0.0)):
+        log.warning("waited %.0f s for another thread using the token store; going on", timeout)
+        yield False
+        return
+    fd = -1
+    try:
+        folder = _locks_dir() if processes else None
+        if folder is not None:
+            name = hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:40] + ".lock"
+            try:
+                fd = os.open(os.path.join(folder, name), _OPEN_FLAGS, 0o600)
+            except OSError:
+                log.debug("no lock file for the token store; serialising threads only", exc_info=True)
+        if fd >= 0 and not _flock(fd, shared, deadline):
+            log.warning("waited %.0f s for another process using the token store; going on", timeout)
+            yield False
+        else:
+            yield True
+    finally:
+        if fd >= 0:
+            os.close(fd)  # releases the flock
+        lock.release()
+
+
+def _flock(fd: int, shared: bool, deadline: float) -> bool:
+    """``flock`` with a deadline (polling with ``LOCK_NB``: flock itself has no timeout)."""
+    mode = (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB
+    pause = 0.002
+    while True:
+        try:
+            fcntl.flock(fd, mode)
+            return True
+        except BlockingIOError:
+            pass
+        except OSError:
+            log.debug("flock on the token store's lock file failed; threads only", exc_info=True)
+            return True  # e.g. a filesystem without locks: serialise threads only
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return False
+        time.sleep(min(pause, remaining))
+        pause = min(pause * 2, 0.05)
+
+
 def _insecure_backend(backend: Any) -> bool:
     """A keyring backend that is not an OS credential store (plaintext files, the null backend)."""
     cls = type(backend)
@@ -246,6 +405,9 @@ class KeyringTokenStore:
         >>> store = KeyringTokenStore()          # doctest: +SKIP
         >>> store.save_tokens("https://mcp.example.com/mcp", tokens)   # doctest: +SKIP
     """
+
+    #: Shared by every process of the user: renewals are single-flight across processes.
+    across_processes = True
 
     def __init__(self, backend: Any = None, *, namespace: str = "mcpsync-oauth") -> None:
         self._backend = backend
@@ -282,30 +444,37 @@ class KeyringTokenStore:
             self._checked = True
             return backend
 
-    def _get(self, service: str, username: str) -> str | None:
+    def _call(self, what: str, service: str, op: Any, *, shared: bool = False) -> Any:
+        """Run ``op(backend)`` holding the key (see :func:`key_lock`); a failure is retried
+        once (after ``RETRY_PAUSE``) before it surfaces as :class:`AuthError`, except a
+        locked keyring (retrying would prompt the user again)."""
         backend = self._kr()
-        try:
-            value = backend.get_password(service, username)
-        except Exception as exc:
-            raise AuthError(f"reading the OS credential store failed: {type(exc).__name__}") from None
+        name = ""
+        with key_lock("keyring:" + service, shared=shared):
+            for attempt in (1, 2):
+                try:
+                    return op(backend)
+                except Exception as exc:
+                    name = type(exc).__name__
+                if name == "PasswordDeleteError" and what == "deleting from":
+                    return None  # nothing to delete: done
+                if attempt == 2 or name == "KeyringLocked":
+                    break
+                log.info("%s the OS credential store failed (%s); retrying once", what, name)
+                time.sleep(RETRY_PAUSE)
+        # Raised outside the handler, chained to nothing: the keyring's exception may quote
+        # the value being written.
+        raise AuthError(f"{what} the OS credential store failed: {name}")
+
+    def _get(self, service: str, username: str) -> str | None:
+        value = self._call("reading", service, lambda b: b.get_password(service, username), shared=True)
         return value if isinstance(value, str) else None
 
     def _set(self, service: str, username: str, value: str) -> None:
-        backend = self._kr()
-        try:
-            backend.set_password(service, username, value)
-        except Exception as exc:
-            # ``from None``: the keyring exception may quote the value being written.
-            raise AuthError(f"writing the OS credential store failed: {type(exc).__name__}") from None
+        self._call("writing", service, lambda b: b.set_password(service, username, value))
 
     def _delete(self, service: str, username: str) -> None:
-        backend = self._kr()
-        try:
-            backend.delete_password(service, username)
-        except Exception as exc:
-            if type(exc).__name__ == "PasswordDeleteError":
-                return
-            raise AuthError(f"deleting from the OS credential store failed: {type(exc).__name__}") from None
+        self._call("deleting from", service, lambda b: b.delete_password(service, username))
 
     def load_tokens(self, server: str) -> TokenSet | None:
         text = self._get(self._token_service + server, "tokens")

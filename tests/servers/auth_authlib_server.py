@@ -12,6 +12,7 @@ Clients (fixed): ``device-client`` (public, device grant + refresh), ``machine-b
 from ``--jwk``).
 
 The test approves a device request by GET /device/approve?user_code=… (the user's browser).
+GET /token/requests counts the token endpoint's requests.
 Prints READY when listening.
 """
 
@@ -283,9 +284,18 @@ def protected_resource():
                    dpop_bound_access_tokens_required=args.dpop)
 
 
+TOKEN_REQUESTS: list[str] = []  # the grant_type of every token request (GET /token/requests)
+
+
 @app.post("/token")
 def token():
+    TOKEN_REQUESTS.append(request.form.get("grant_type", ""))
     return server.create_token_response()
+
+
+@app.get("/token/requests")
+def token_requests():
+    return jsonify(count=len(TOKEN_REQUESTS), grant_types=TOKEN_REQUESTS)
 
 
 @app.post("/device_authorization")

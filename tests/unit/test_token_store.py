@@ -203,3 +203,203 @@ def test_keyring_store_concurrent_threads() -> None:
     finally:
         for s in servers:
             store.delete_tokens(s)
+
+
+# -- concurrency: per-key locks, the retry, the stress of many threads and processes -------------
+
+
+class FlakyBackend:
+    """A keyring backend (pure logic, a dict) whose next ``failures`` calls raise ``error``."""
+
+    def __init__(self, failures: int = 0, error: type[Exception] | None = None) -> None:
+        self.data: dict[tuple[str, str], str] = {}
+        self.failures = failures
+        self.error = error or type("ItemNotFoundException", (Exception,), {})
+        self.calls = 0
+
+    def _maybe_fail(self) -> None:
+        self.calls += 1
+        if self.failures > 0:
+            self.failures -= 1
+            raise self.error("failed, and the message quotes " + SECRET)
+
+    def get_password(self, service: str, username: str) -> str | None:
+        self._maybe_fail()
+        return self.data.get((service, username))
+
+    def set_password(self, service: str, username: str, password: str) -> None:
+        self._maybe_fail()
+        self.data[(service, username)] = password
+
+    def delete_password(self, service: str, username: str) -> None:
+        self._maybe_fail()
+        self.data.pop((service, username), None)
+
+
+def test_a_store_error_is_retried_once_then_surfaces_without_the_secret() -> None:
+    backend = FlakyBackend(failures=1)
+    store = KeyringTokenStore(backend)
+    store.save_tokens("http://a/mcp", tokens())  # the first attempt fails, the retry succeeds
+    assert backend.calls == 2 and store.load_tokens("http://a/mcp").access_token == SECRET
+    backend.failures, backend.calls = 2, 0
+    with pytest.raises(AuthError, match="writing the OS credential store failed: ItemNotFoundException") as info:
+        store.save_tokens("http://a/mcp", tokens(access_token="next"))
+    assert backend.calls == 2
+    assert SECRET not in str(info.value) and info.value.__cause__ is None and info.value.__context__ is None
+    backend.failures = 1
+    assert store.load_tokens("http://a/mcp").access_token == SECRET  # reads are retried too
+
+
+def test_a_locked_keyring_is_not_retried() -> None:
+    backend = FlakyBackend(failures=5, error=type("KeyringLocked", (Exception,), {}))
+    with pytest.raises(AuthError, match="KeyringLocked"):
+        KeyringTokenStore(backend).save_tokens("http://a/mcp", tokens())
+    assert backend.calls == 1  # a retry would prompt the user a second time
+
+
+def test_writes_of_one_key_never_overlap_across_threads() -> None:
+    inside = [0]
+    overlaps = [0]
+    guard = threading.Lock()
+
+    class Watching(FlakyBackend):
+        def set_password(self, service: str, username: str, password: str) -> None:
+            with guard:
+                inside[0] += 1
+                overlaps[0] += inside[0] > 1
+            time.sleep(0.001)  # a write that takes a little while, as a D-Bus round trip does
+            super().set_password(service, username, password)
+            with guard:
+                inside[0] -= 1
+
+    store = KeyringTokenStore(Watching())
+
+    def work(i: int) -> None:
+        for j in range(20):
+            store.save_tokens("http://a/mcp", tokens(access_token=f"{i}-{j}"))
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert overlaps[0] == 0
+
+
+LOCK_HOLDER = r"""
+import sys
+from mcpsync.auth.storage import key_lock
+with key_lock(sys.argv[1]) as held:
+    print("HELD" if held else "NOT", flush=True)
+    sys.stdin.readline()
+"""
+
+
+def test_key_lock_excludes_another_process() -> None:
+    from mcpsync.auth.storage import _locks_dir, key_lock
+
+    if _locks_dir() is None:
+        pytest.skip("no private lock directory (or no fcntl) here")
+    key = f"test:{uuid.uuid4().hex}"
+    child = subprocess.Popen([sys.executable, "-c", LOCK_HOLDER, key], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": os.getcwd()})
+    try:
+        assert child.stdout.readline().strip() == "HELD"
+        with key_lock(key, timeout=0.2) as held:
+            assert held is False  # the other process holds it: a bounded wait, then on without it
+        with key_lock(key, timeout=0.2, shared=True) as held:
+            assert held is False  # a reader waits for a writer too
+        with key_lock("other:" + key, timeout=0.2) as held:
+            assert held is True  # other keys are not held up
+        child.stdin.write("\n")
+        child.stdin.flush()
+        assert child.wait(10) == 0
+        with key_lock(key, timeout=5) as held:
+            assert held is True
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait(5)
+
+
+@pytest.fixture()
+def busy_cpu():
+    """The other CPU busy for the test's duration (the failure was seen on a loaded machine)."""
+    proc = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        yield
+    finally:
+        proc.kill()
+        proc.wait(5)
+
+
+STRESS_CHILD = r"""
+import sys, threading
+from mcpsync.auth import KeyringTokenStore, TokenSet
+store = KeyringTokenStore()
+servers = sys.argv[1:]
+errors = []
+def work(i):
+    try:
+        for j in range(5):
+            server = servers[(i + j) % len(servers)]
+            store.save_tokens(server, TokenSet(access_token=f"p-{i}-{j}"))
+            if store.load_tokens(server) is None:
+                errors.append("lost")
+    except Exception as exc:
+        errors.append(repr(exc))
+threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+for t in threads: t.start()
+for t in threads: t.join(60)
+print("ERRORS", errors, flush=True)
+sys.exit(1 if errors else 0)
+"""
+
+
+@needs_keyring
+def test_keyring_store_many_threads_and_processes_under_load(busy_cpu: None) -> None:
+    """16 threads here (four on each of four keys, plus a key of their own) and two other
+    processes writing the same keys, against the real gnome-keyring with the CPU busy."""
+    store = KeyringTokenStore()
+    shared = [f"http://127.0.0.1:1/mcp-{uuid.uuid4().hex}" for _ in range(4)]
+    own = [f"http://127.0.0.1:1/mcp-{uuid.uuid4().hex}" for _ in range(16)]
+    errors: list[BaseException] = []
+    written: dict[str, set[str]] = {s: set() for s in shared}
+    lock = threading.Lock()
+
+    def work(i: int) -> None:
+        try:
+            for j in range(6):
+                server = shared[i % 4]
+                value = f"{i}-{j}"
+                with lock:
+                    written[server].add(value)
+                store.save_tokens(server, tokens(access_token=value))
+                assert store.load_tokens(server) is not None
+                store.save_tokens(own[i], tokens(access_token=value))
+                assert store.load_tokens(own[i]).access_token == value  # nobody else writes it
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    env = {**os.environ, "PYTHONPATH": os.getcwd()}
+    children = [subprocess.Popen([sys.executable, "-c", STRESS_CHILD, *shared], stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, text=True, env=env) for _ in range(2)]
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(16)]
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=120)
+        outs = [c.communicate(timeout=120) for c in children]
+        assert not errors, errors[:3]
+        assert all(c.returncode == 0 for c in children), [o[-1000:] + e[-1000:] for o, e in outs]
+        for server in shared:
+            last = store.load_tokens(server).access_token
+            assert last in written[server] or last.startswith("p-")
+    finally:
+        for c in children:
+            if c.poll() is None:
+                c.kill()
+                c.wait(5)
+        for s in shared + own:
+            store.delete_tokens(s)
