@@ -149,6 +149,7 @@ class _Connection:
         self.transport = transport
         self.key = key
         self.session: ServerSession | None = None
+        self.closer: Callable[[Callable[[], None], str], None] | None = None
         self.meta: dict[str, Any] | None = None  # modern per-request _meta
         self._wire_meta: tuple[Any, Any] = (None, None)  # (meta, what is sent for it)
 
@@ -172,6 +173,16 @@ class _Connection:
         return bool(self.channel.alive())
 
     def close(self) -> None:
+        """Close it off the calling thread when the client gave a closer (a stubborn
+        server takes seconds to stop: neither a failed call nor the other connections wait
+        for it); the client's own ``close()`` waits for every closer."""
+        closer = self.closer
+        if closer is not None:
+            closer(self._close_now, self.key)
+        else:
+            self._close_now()
+
+    def _close_now(self) -> None:
         try:
             self.channel.close()
         except Exception:  # pragma: no cover - close is best effort
@@ -310,6 +321,7 @@ class Client(ProtocolMixin):
         self._ever_connected = False
         self._openings: list[_Opening] = []  # connections being made in the background
         self._stopping = threading.Event()  # set by close(): background waits end at once
+        self._closers: list[threading.Thread] = []  # connections being closed off the caller's thread
         self._worker = Worker(f"mcpsync-{self.name}")
         self._notification_handlers: dict[str, list[Callable[[Mapping[str, Any] | None], None]]] = {}
         self._server_logger = logging.getLogger(f"mcpsync.server.{self.name}")
@@ -737,6 +749,13 @@ class Client(ProtocolMixin):
                 left, opening.conn = opening.conn, None
             if left is not None:  # made just before close(): never handed out
                 left.close()
+        # every connection closes at once, each on its own thread: wait for all, bounded by
+        # one stdio escalation (stdin closed, SIGTERM, SIGKILL), not one per connection
+        ends = time.monotonic() + 2 * self.timeouts.close + 2.0
+        with self._lock:
+            closers, self._closers = self._closers, []
+        for thread in closers:
+            thread.join(max(ends - time.monotonic(), 0.0))
         self._worker.close()
 
     @property
@@ -1035,10 +1054,21 @@ class Client(ProtocolMixin):
             )
             disp.set_handlers(self._on_notification, self._on_request)
             disp.start()
-            return _Connection(disp, made, made.describe())
+            conn = _Connection(disp, made, made.describe())
+            conn.closer = self._close_in_background
+            return conn
         chan = made
         chan.set_handlers(self._on_notification, self._on_request)
         return _Connection(chan, None, getattr(chan, "describe", lambda: repr(chan))())
+
+    def _close_in_background(self, close: Callable[[], None], what: str) -> None:
+        """Run one connection's close on a thread of its own, tracked so that
+        :meth:`close` can wait for all of them (in parallel, bounded)."""
+        thread = threading.Thread(target=close, name=f"mcpsync-close-{self.name}", daemon=True)
+        with self._lock:
+            self._closers = [t for t in self._closers if t.is_alive()]
+            self._closers.append(thread)
+        thread.start()
 
     # ------------------------------------------------------------------ handshake
 

@@ -394,3 +394,27 @@ def test_sixteen_threads_over_the_websocket_bridge_share_one_upstream_session() 
 
 
 # Fair waiting with 64 threads on one client (symptom 10): tests/integration/test_pool_fairness.py.
+
+
+def test_close_of_several_stubborn_connections_takes_one_escalation(mcpsync_threads_end: None) -> None:
+    """Connections close in parallel, each on its own thread: three servers that ignore EOF
+    and SIGTERM cost one escalation (about 2 × Timeouts.close), not three in turn."""
+    from mcpsync import PoolLimits, Timeouts
+
+    argv = server_command("stdio_faults.py", "--ignore-term", "--linger")
+    client = Client.stdio(argv[0], argv[1:], mode="legacy", pool=PoolLimits(min=3, max=3, max_in_flight=1),
+                          timeouts=Timeouts(close=2.0))
+    gate = threading.Barrier(3)
+
+    def pid(_: int) -> int:
+        gate.wait(30)  # three calls at once: three connections
+        return int(client.call_tool("pid", {}).structured_content["pid"])
+
+    with ThreadPoolExecutor(3) as pool:
+        pids = set(pool.map(pid, range(3)))
+    assert len(pids) == 3
+    began = time.monotonic()
+    client.close()
+    took = time.monotonic() - began
+    assert took < 3 * 2 * 2.0, took  # in turn it took 12 s
+    assert not [p for p in pids if _alive(p)]
