@@ -727,6 +727,8 @@ class Client(ProtocolMixin):
             except Exception:  # pragma: no cover - close is best effort
                 log.debug("stopping the listen stream of %s failed", self.name, exc_info=True)
         self._pool.close()
+        if self._telemetry is not None:
+            self._telemetry.client_closed(self)
         if opening is not None and opening.thread is not None and opening.thread is not threading.current_thread():
             opening.thread.join(self.timeouts.close + 1.0)
             if opening.conn is not None:  # made just before close(): never handed out
@@ -978,6 +980,8 @@ class Client(ProtocolMixin):
                     else "waiting for the server to answer its handshake"
                 )
                 self._handshake(conn, time.monotonic() + budget, starting)
+                if self._telemetry is not None:  # mcp.client.session.duration starts
+                    self._telemetry.session_opened(self, conn)
                 return conn
             except MCPError as exc:
                 failure = None
@@ -1183,6 +1187,10 @@ class Client(ProtocolMixin):
         """
         if self._closed or self._fork_gen != _fork_generation:
             self._check_usable()
+        tel = self._telemetry
+        if tel is not None and not tel.inside():  # one span and one duration per request
+            return tel.request(self, method, params, timeout=timeout, progress=progress,
+                               safe_to_retry=safe_to_retry, tool=tool, retry=retry)
         t = self.timeouts.request if timeout is None else timeout
         safe = (method in _SAFE_METHODS) if safe_to_retry is None else safe_to_retry
         if tool is None and method in DISCOVERY_METHODS:
@@ -1528,16 +1536,13 @@ class Client(ProtocolMixin):
                 name, arguments, timeout=timeout, progress=progress, meta=meta, task=task, validate=validate,
                 definition=definition, tool=name, safe_to_retry=safe,
             )
-        with tel.call_span(self.name, name) as span:
-            result = self._protocol_call_tool(
-                name, arguments, timeout=timeout, progress=progress, meta={**span.meta, **(meta or {})},
-                task=task, validate=validate, definition=definition, tool=name, safe_to_retry=safe,
-            )
-            if getattr(result, "is_error", False):
-                span.set_tool_error()
-            if cold and validate and isinstance(result, CallToolResult):
-                self._check_late(name, result, ends)
-            return result  # type: ignore[return-value]
+        result = self._protocol_call_tool(  # request() makes the span of each tools/call
+            name, arguments, timeout=timeout, progress=progress, meta=meta,
+            task=task, validate=validate, definition=definition, tool=name, safe_to_retry=safe,
+        )
+        if cold and validate and isinstance(result, CallToolResult):
+            self._check_late(name, result, ends)
+        return result  # type: ignore[return-value]
 
     def _learn_tool(self, name: str, ends: float) -> Tool | None:
         """The definition of ``name`` learned after its call's answer or failure: a
