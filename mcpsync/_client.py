@@ -455,12 +455,14 @@ class Client(ProtocolMixin):
         return cls(lambda: SSETransport(url, **kwargs), **cls._http_options(url, options))
 
     @classmethod
-    def from_config(cls, path: str | os.PathLike[str], name: str, **options: Any) -> "Client":
+    def from_config(cls, path: str | os.PathLike[str] | Mapping[str, Any], name: str, **options: Any) -> "Client":
         """A client for server ``name`` of an ``mcpServers`` configuration file (the
-        format desktop clients and editors use; ``${VAR}`` expanded from the environment).
+        format desktop clients and editors use; ``${VAR}`` expanded from the environment),
+        or of the same configuration given as a dict.
 
         Raises:
-            ConfigError: the file or the entry is invalid (the message names the field).
+            ConfigError: the file or the entry is invalid (the message names the field),
+                or the entry is ``"disabled": true`` (``allow_disabled=True`` overrides).
         """
         from ._config import build_client, load_config
 
