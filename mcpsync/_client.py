@@ -672,15 +672,22 @@ class Client(ProtocolMixin):
 
     @classmethod
     def local(cls, registry: Any, *, profile: str | None = None, **options: Any) -> "Client":
-        """A client for tools registered in-process (:class:`mcpsync.server.Registry`):
-        no serialisation, no process boundary, no thread hop."""
+        """A client for a server in this process: tools registered in a
+        :class:`mcpsync.server.Registry` (no serialisation, no process boundary, no
+        thread hop), or a server object of the official ``mcp`` SDK (``MCPServer``) or
+        of FastMCP, run on a private event loop thread and reached through the SDK's
+        in-memory transport (:mod:`mcpsync.transports.inprocess`); ``close()`` stops it."""
         if profile is not None:
             from ._profiles import resolve
 
             options, _flags = resolve(profile, "local", options, cls)
+        from .transports.inprocess import sdk_server_factory
         from .transports.local import LocalChannel
 
         options.setdefault("name", getattr(registry, "name", "local"))
+        sdk = sdk_server_factory(registry)
+        if sdk is not None:
+            return cls(sdk, **options)
         return cls(lambda: LocalChannel(registry), **options)
 
     # ------------------------------------------------------------------ lifecycle
