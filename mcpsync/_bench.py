@@ -629,6 +629,9 @@ def plot_results(results: Sequence[BenchResult], path: str, *, title: str | None
 
     matplotlib.use("Agg", force=False)
     from matplotlib.figure import Figure
+    from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter
+
+    seconds = FuncFormatter(lambda v, _pos: human_duration(v))
 
     fig = Figure(figsize=(11, 4.5), layout="constrained")
     hist, curve = fig.subplots(1, 2)
@@ -641,19 +644,27 @@ def plot_results(results: Sequence[BenchResult], path: str, *, title: str | None
         label = f"{r.tool} (p50 {human_duration(percentile(s, 50))}, p99 {human_duration(percentile(s, 99))})"
         hist.hist(s, bins=bins, histtype="step", linewidth=1.4, label=label)
         n = len(s)
-        xs = [100.0 * (i + 1) / n for i in range(n)]
+        xs = [(i + 0.5) / n for i in range(n)]  # inside (0, 1), as the logit axis needs
         line = curve.plot(xs, s, linewidth=1.4, label=r.tool)[0]
         for q in (50, 99):
-            curve.plot([q], [percentile(s, q)], marker="o", color=line.get_color())
+            curve.plot([q / 100], [percentile(s, q)], marker="o", color=line.get_color())
     hist.set_xscale("log")
-    hist.set_xlabel("latency per call (s, log scale)")
+    hist.xaxis.set_major_formatter(seconds)
+    hist.xaxis.set_minor_formatter(NullFormatter())
+    hist.set_xlabel("latency per call (log scale)")
     hist.set_ylabel("calls")
     hist.set_title("distribution")
     hist.legend(fontsize="small")
+    # the tail is what matters: a logit axis gives 90, 99 and 99.9 % equal room
+    curve.set_xscale("logit")
+    marks = [m for m in (0.1, 0.5, 0.9, 0.99, 0.999, 0.9999) if m < 1 - 0.5 / max(len(r.durations) for r in drawn)]
+    curve.xaxis.set_major_locator(FixedLocator(marks))
+    curve.xaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{100 * v:g}%"))
+    curve.xaxis.set_minor_formatter(NullFormatter())
     curve.set_yscale("log")
+    curve.yaxis.set_major_formatter(seconds)
     curve.set_xlabel("percentile")
-    curve.set_ylabel("latency (s, log scale)")
-    curve.set_xlim(0, 100)
+    curve.set_ylabel("latency (log scale)")
     curve.set_title("percentile curve (dots: P50, P99)")
     curve.grid(True, which="both", alpha=0.3)
     threads = sorted({r.threads for r in drawn})
