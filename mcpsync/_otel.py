@@ -435,7 +435,9 @@ class Telemetry:
             self._local.active = False
             self._context.detach(token)
             common = self._connection_attributes(client)
-            metric_attrs = {k: v for k, v in attrs.items() if k not in ("mcp.resource.uri", "mcpsync.server")}
+            # the URI is opt-in on metrics (unbounded); the server's name stays, as for stdio
+            # it is the only thing that tells two servers apart
+            metric_attrs = {k: v for k, v in attrs.items() if k != "mcp.resource.uri"}
             metric_attrs.update(common)
             if failure is not None:
                 metric_attrs["error.type"] = failure
@@ -507,7 +509,9 @@ class Telemetry:
 
     def session_opened(self, client: Any, conn: Any) -> None:
         """A connection finished its handshake: its session's clock starts."""
-        clock = _SessionClock(time.monotonic(), self._connection_attributes(client, conn))
+        attrs = self._connection_attributes(client, conn)
+        attrs["mcpsync.server"] = client.name
+        clock = _SessionClock(time.monotonic(), attrs)
         with self._lock:
             self._sessions[id(conn)] = (client, conn, clock)
         add = getattr(conn.channel, "add_close_callback", None)

@@ -114,6 +114,7 @@ def test_every_method_is_a_span_named_by_the_conventions(otel, mode: str) -> Non
     assert by[("tools/call", "fail", "tool_error")].count == 1
     for p in ops:
         assert tuple(p.explicit_bounds) == BUCKETS
+        assert p.attributes["mcpsync.server"] == "sdk"  # what tells two stdio servers apart
         assert p.attributes["network.transport"] == "pipe"
         assert "mcp.resource.uri" not in p.attributes  # opt-in on metrics: high cardinality
     sessions = _points(reader, "mcp.client.session.duration")
