@@ -988,9 +988,10 @@ class Client(ProtocolMixin):
                     if starting
                     else "waiting for the server to answer its handshake"
                 )
-                self._handshake(conn, time.monotonic() + budget, starting)
-                if self._telemetry is not None:  # mcp.client.session.duration starts
-                    self._telemetry.session_opened(self, conn)
+                if self._telemetry is not None:  # the handshake's span; the session's clock starts
+                    self._telemetry.handshake(self, conn, lambda: self._handshake(conn, time.monotonic() + budget, starting))
+                else:
+                    self._handshake(conn, time.monotonic() + budget, starting)
                 return conn
             except MCPError as exc:
                 failure = None

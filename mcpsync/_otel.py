@@ -23,6 +23,8 @@ every request the client sends follows the OpenTelemetry semantic conventions fo
 * the caller's trace context injected into ``params._meta`` by the configured
   propagators (by default W3C ``traceparent``/``tracestate`` and ``baggage``, unprefixed
   as the conventions ask); keys the caller put in ``_meta`` win;
+* the handshake of each connection as one more operation, named ``server/discover`` or
+  ``initialize`` by the era it settled on;
 * the histograms ``mcp.client.operation.duration`` (per request, retries included) and
   ``mcp.client.session.duration`` (per connection, from its handshake to its end), in
   seconds, with the conventions' bucket boundaries (:data:`DURATION_BUCKETS`).
@@ -457,6 +459,46 @@ class Telemetry:
                 self._operation.record(elapsed, metric_attrs)
             except Exception:  # noqa: BLE001 - metrics never break a call
                 log.debug("recording mcp.client.operation.duration failed", exc_info=True)
+
+    def handshake(self, client: Any, conn: Any, run: Any) -> None:
+        """Run a connection's handshake (``run()``) as one traced, timed operation, named
+        by the method that made the session (``server/discover`` in the 2026-07-28 era,
+        ``initialize`` before it), then start the session's clock."""
+        span = self.tracer.tracer.start_span("initialize", kind=self._trace.SpanKind.CLIENT,
+                                             attributes={"mcpsync.server": client.name})
+        start = time.perf_counter()
+        failure: str | None = None
+        code: int | None = None
+        try:
+            run()
+        except BaseException as exc:
+            failure = error_type(exc)
+            code = getattr(exc, "code", None) if failure.lstrip("-").isdigit() else None
+            span.record_exception(exc)
+            span.set_status(self._status[0](self._status[1].ERROR, str(exc) or failure))
+            raise
+        finally:
+            elapsed = time.perf_counter() - start
+            session = getattr(conn, "session", None)
+            method = "server/discover" if getattr(session, "era", None) == "modern" else "initialize"
+            span.update_name(method)
+            attrs = {"mcp.method.name": method, "mcpsync.server": client.name}
+            attrs.update(self._connection_attributes(client, conn))
+            if failure is not None:
+                attrs["error.type"] = failure
+                if code is not None:
+                    attrs["rpc.response.status_code"] = str(code)
+            span_attrs = dict(attrs)
+            session_id = self._session_id(client, conn) if failure is None else None
+            if session_id is not None:
+                span_attrs["mcp.session.id"] = session_id
+            span.set_attributes(span_attrs)
+            span.end()
+            try:
+                self._operation.record(elapsed, attrs)
+            except Exception:  # noqa: BLE001 - metrics never break a connection
+                log.debug("recording the handshake's duration failed", exc_info=True)
+        self.session_opened(client, conn)
 
     # ------------------------------------------------------------------ sessions
 

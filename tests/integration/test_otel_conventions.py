@@ -83,6 +83,8 @@ def test_every_method_is_a_span_named_by_the_conventions(otel, mode: str) -> Non
         version = client.protocol_version
 
     spans = {s.name: s for s in exporter.get_finished_spans()}
+    handshake = "server/discover" if mode == "modern" else "initialize"
+    assert spans[handshake].attributes["mcp.method.name"] == handshake  # the session's own request
     assert {"tools/list", "tools/call echo", "tools/call fail", "prompts/get review", "resources/read",
             "prompts/get no-such-prompt"} <= set(spans), sorted(spans)
     for s in spans.values():
@@ -106,7 +108,7 @@ def test_every_method_is_a_span_named_by_the_conventions(otel, mode: str) -> Non
 
     ops = _points(reader, "mcp.client.operation.duration")
     methods = {p.attributes["mcp.method.name"] for p in ops}
-    assert {"tools/list", "tools/call", "prompts/get", "resources/read"} <= methods
+    assert {"tools/list", "tools/call", "prompts/get", "resources/read", handshake} <= methods
     assert "request" not in methods
     by = {(p.attributes["mcp.method.name"], p.attributes.get("gen_ai.tool.name"), p.attributes.get("error.type")): p
           for p in ops}
