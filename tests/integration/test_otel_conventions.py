@@ -216,3 +216,28 @@ def test_prometheus_scrape_of_the_conventions_metrics(otel) -> None:
     assert any('le="0.01"' in ln for ln in echo) and any('le="300.0"' in ln for ln in echo)
     assert any('mcp_method_name="tools/call"' in ln and 'network_transport="pipe"' in ln for ln in echo)
     assert any(ln.startswith("mcp_client_session_duration_seconds_count") for ln in lines), body
+
+
+@pytest.mark.parametrize("module, cls, target, protocol, address, port", [
+    ("websocket", "WebSocketTransport", "wss://mcp.example.test/ws", "websocket", "mcp.example.test", 443),
+    ("sse", "SSETransport", "http://127.0.0.1:3001/sse", "http", "127.0.0.1", 3001),
+    ("grpc", "GrpcTransport", "127.0.0.1:50051", "http", "127.0.0.1", 50051),
+])
+def test_network_attributes_of_the_other_transports(otel, module: str, cls: str, target: str, protocol: str,
+                                                    address: str, port: int) -> None:
+    """The attributes each transport kind gets (its transport made, not connected)."""
+    import importlib
+
+    if module == "grpc":
+        pytest.importorskip("grpc")
+    tel = otel[0]
+    t = getattr(importlib.import_module(f"mcpsync.transports.{module}"), cls)(target)
+
+    class Conn:  # the two facts the telemetry reads of a connection
+        transport = t
+        session = type("S", (), {"protocol_version": "2025-11-25", "era": "legacy"})()
+
+    attrs = tel._connection_attributes(None, Conn())
+    assert attrs == {"mcp.protocol.version": "2025-11-25", "network.transport": "tcp",
+                     "network.protocol.name": protocol, "server.address": address, "server.port": port}
+    t.close()
