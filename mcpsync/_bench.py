@@ -454,8 +454,8 @@ def format_table(results: Sequence[BenchResult]) -> str:
             rows.append((r, s[0], percentile(s, 50), percentile(s, 99), s[-1], statistics.mean(s)))
         else:
             rows.append((r, None, None, None, None, None))
-    head = ("tool", "threads", "calls", "errors", "min", "p50", "p99", "max", "mean", "calls/s")
-    lines = [head]
+    head: tuple[str, ...] = ("tool", "threads", "calls", "errors", "min", "p50", "p99", "max", "mean", "calls/s")
+    lines: list[tuple[str, ...]] = [head]
     for r, mn, p50, p99, mx, mean in rows:
         f = human_duration
         lines.append((r.tool, str(r.threads), str(r.calls), str(r.errors), f(mn), f(p50), f(p99), f(mx), f(mean),
