@@ -24,7 +24,8 @@ nodes or regions lists them instead of one ``url``: ``"endpoints": [{"name": "eu
 Other keys editors add
 (``autoApprove``, ``alwaysAllow`` ...) are kept in ``extra`` and otherwise ignored. The VS
 Code spelling ``{"servers": {...}}`` with ``"type": "stdio"`` is read too, comments and
-trailing commas included. A key that looks like a misspelling of one mcpsync reads
+trailing commas included, and so are Windsurf's ``serverUrl``, Gemini CLI's ``httpUrl`` and
+Cline's ``transportType``. A key that looks like a misspelling of one mcpsync reads
 (``"enviroment"``, ``"arguments"``, ``"URL"``) is an error that names the key meant.
 A configuration may also be given as a dict instead of a file.
 
@@ -90,6 +91,10 @@ _CONSTRUCTORS = {"http": "http", "sse": "sse", "websocket": "websocket", "grpc":
 
 _KNOWN = {"type", "transport", "command", "args", "env", "cwd", "url", "headers", "timeout", "disabled", "endpoints", "region"}
 
+#: Other editors' names for keys mcpsync reads, read as those keys: Windsurf's ``serverUrl``,
+#: Gemini CLI's ``httpUrl`` (a Streamable HTTP URL), Cline's ``transportType``.
+_ALIASES = {"serverUrl": "url", "httpUrl": "url", "transportType": "type"}
+
 #: Other spellings people write for the keys mcpsync reads: a key close to one of these
 #: (or to a key in ``_KNOWN``) is reported as a typo, with the key meant.
 _SYNONYMS = {
@@ -104,7 +109,7 @@ _SYNONYMS = {
 EDITOR_KEYS = frozenset({
     "autoApprove", "alwaysAllow", "autoapprove", "envFile", "description", "disabledTools", "enabledTools",
     "includeTools", "excludeTools", "trust", "gallery", "version", "dev", "roots", "oauth", "auth",
-    "icon", "title", "note", "notes", "comment", "_comment", "id", "name", "transportType",
+    "icon", "title", "note", "notes", "comment", "_comment", "id", "name",
 })
 
 _VAR = re.compile(r"\$\$\{|\$\{([^}]*)\}")
@@ -410,7 +415,7 @@ def _did_you_mean(key: str) -> str | None:
     """The key ``key`` was probably meant to be (a misspelling of one mcpsync reads)."""
     import difflib
 
-    if not isinstance(key, str) or key in _KNOWN or key in EDITOR_KEYS:
+    if not isinstance(key, str) or key in _KNOWN or key in EDITOR_KEYS or key in _ALIASES:
         return None
     low = key.lower()
     if low in _KNOWN:
@@ -436,10 +441,27 @@ def _check_keys(entry: Mapping[str, Any], where: str) -> None:
             )
 
 
+def _unalias(entry: Mapping[str, Any], where: str) -> Mapping[str, Any]:
+    """Other editors' spellings (:data:`_ALIASES`) read as the keys they stand for."""
+    present = [k for k in _ALIASES if k in entry]
+    if not present:
+        return entry
+    out = dict(entry)
+    for key in present:
+        meant = _ALIASES[key]
+        if meant in out or (meant == "url" and "endpoints" in out):
+            raise ConfigError(f"give either {meant!r} or {key!r}, not both", field=f"{where}.{key}")
+        out[meant] = out.pop(key)
+        if key == "httpUrl" and "type" not in out and "transport" not in out:
+            out["type"] = "http"
+    return out
+
+
 def _check_entry(name: str, entry: Any, where: str) -> tuple[str, dict[str, Any]]:
     """Validate the shape of one entry; return its transport and the raw templates."""
     entry = _expect_map(entry, where)
     _check_keys(entry, where)
+    entry = _unalias(entry, where)
     raw: dict[str, Any] = {}
     type_key = "type" if "type" in entry else ("transport" if "transport" in entry else None)
     kind: str | None = None
@@ -673,7 +695,7 @@ def parse_config(data: Any, *, source: str | None = None, environ: Mapping[str, 
                 kind, raw = _check_entry(name, entry, where)
             except ConfigError as exc:
                 raise ConfigError(exc.detail, field=exc.field, server=name) from None
-            extra = {k: v for k, v in entry.items() if k not in _KNOWN}
+            extra = {k: v for k, v in entry.items() if k not in _KNOWN and k not in _ALIASES}
             shaped.append((name, kind, raw, extra, where))
     except ConfigError as exc:
         raise ConfigError(exc.detail, field=exc.field, source=source, server=exc.server) from None

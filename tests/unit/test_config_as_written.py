@@ -99,3 +99,17 @@ def test_a_disabled_server_is_refused_by_name_with_a_clear_error() -> None:
     assert info.value.field == "mcpServers.off.disabled"
     client = Client.from_config(config, "off", allow_disabled=True)  # built, not started
     client.close()
+
+
+def test_other_editors_spellings_are_read() -> None:
+    cfg = parse_config({"mcpServers": {
+        "windsurf": {"serverUrl": "https://w.example.test/mcp"},
+        "gemini": {"httpUrl": "https://g.example.test/mcp"},
+        "cline": {"transportType": "sse", "url": "https://c.example.test/sse"},
+    }})
+    assert (cfg["windsurf"].transport, cfg["windsurf"].url) == ("http", "https://w.example.test/mcp")
+    assert (cfg["gemini"].transport, cfg["gemini"].url) == ("http", "https://g.example.test/mcp")
+    assert cfg["cline"].transport == "sse"
+    assert not cfg["windsurf"].extra
+    with pytest.raises(ConfigError, match="give either 'url' or 'serverUrl'"):
+        parse_config({"mcpServers": {"x": {"serverUrl": "https://a.test/mcp", "url": "https://b.test/mcp"}}})
