@@ -735,9 +735,9 @@ class Client(ProtocolMixin):
                 stop_listening()
             except Exception:  # pragma: no cover - close is best effort
                 log.debug("stopping the listen stream of %s failed", self.name, exc_info=True)
-        self._pool.close()
-        if self._telemetry is not None:
+        if self._telemetry is not None:  # the sessions end now (mcp.client.session.duration)
             self._telemetry.client_closed(self)
+        self._pool.close()
         if opening is not None and opening.thread is not None and opening.thread is not threading.current_thread():
             opening.thread.join(self.timeouts.close + 1.0)
             if opening.conn is not None:  # made just before close(): never handed out
