@@ -12,11 +12,19 @@ files accept it)::
     mcpsync bench --url http://127.0.0.1:8000/mcp --tool search --duration 5
 
 By default only tools annotated ``readOnlyHint`` are benchmarked (calling a tool with side
-effects thousands of times is rarely what one wants); name others with ``--tool`` or pass
-``--all``. Arguments come from ``--args TOOL=JSON``, else from the tool's input schema
-(required properties get a simple value of their type). Each tool's run is bounded by
-``--calls`` and ``--duration``, whichever ends first. Failed calls are counted, not
-retried (the client runs with ``RetryPolicy.NONE``).
+effects thousands of times is rarely what one wants); choose tools with ``--tool NAME``: one
+that is not annotated read-only runs only with ``--allow-side-effects`` (``--all`` runs every
+tool and implies it). Arguments come from ``--args TOOL=JSON``, else from the tool's input
+schema (required properties get a simple value of their type). Each tool first gets
+``--warmup`` unmeasured calls (bounded by ``--warmup-duration`` seconds, reported apart),
+then its measured run is bounded by ``--calls`` and ``--duration``, whichever ends first:
+the warm-up never eats into ``--duration``. Failed calls are counted, not retried (the client
+runs with ``RetryPolicy.NONE``).
+
+On a terminal a live line on stderr shows each tool's progress (``--progress`` /
+``--no-progress`` force it either way). Latencies are printed each in the unit that reads
+best (``µs``, ``ms``, ``s``). ``--plot FILE.png`` (or ``.svg``) draws each tool's latency
+distribution and percentile curve (matplotlib: ``pip install mcpsync[plot]``).
 
 ``mcpsync servers CONFIG`` lists what an ``mcpServers`` file defines and checks each server
 (connect + ``tools/list``, concurrently, each bounded by ``--timeout``).
@@ -40,7 +48,7 @@ import time
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 __all__ = [
     "main",
@@ -51,6 +59,10 @@ __all__ = [
     "report_json",
     "format_table",
     "sample_arguments",
+    "BenchProgress",
+    "human_duration",
+    "human_rate",
+    "plot_results",
 ]
 
 EXIT_OK, EXIT_USAGE, EXIT_FAILURE = 0, 2, 3
@@ -149,8 +161,10 @@ class BenchResult:
         threads: concurrent callers.
         durations: seconds per successful call, in completion order.
         errors: calls that raised or returned ``isError``.
-        wall: seconds from the first call to the last answer.
+        wall: seconds from the first measured call to the last answer.
         first_error: the first error's text, if any.
+        warmup_calls: unmeasured calls made first (all threads together).
+        warmup_seconds: how long the warm-up took (not part of ``wall`` nor ``--duration``).
     """
 
     tool: str
@@ -160,6 +174,8 @@ class BenchResult:
     errors: int = 0
     wall: float = 0.0
     first_error: str | None = None
+    warmup_calls: int = 0
+    warmup_seconds: float = 0.0
 
     @property
     def calls(self) -> int:
@@ -173,6 +189,29 @@ class BenchResult:
         return percentile(sorted(self.durations), q)
 
 
+@dataclass(frozen=True)
+class BenchProgress:
+    """Where one tool's run is, for a progress display.
+
+    Attributes:
+        tool: the tool.
+        phase: ``"warmup"`` or ``"measure"``.
+        done: calls finished in this phase.
+        total: calls this phase makes at most.
+        elapsed: seconds since the phase began.
+        limit: seconds the phase may take at most.
+        errors: failed calls so far (measured phase).
+    """
+
+    tool: str
+    phase: str
+    done: int
+    total: int
+    elapsed: float
+    limit: float
+    errors: int = 0
+
+
 def run_bench(
     client: Any,
     tool: str,
@@ -183,9 +222,12 @@ def run_bench(
     duration: float = 10.0,
     warmup: int = 5,
     timeout: float | None = None,
+    warmup_duration: float | None = None,
+    progress: Callable[[BenchProgress], None] | None = None,
+    progress_every: float = 0.25,
 ) -> BenchResult:
     """Call ``tool`` from ``threads`` threads until ``calls`` calls were made or
-    ``duration`` seconds passed, whichever comes first.
+    ``duration`` seconds passed, whichever comes first, after an unmeasured warm-up.
 
     Args:
         client: a :class:`~mcpsync.Client` (shared by the threads).
@@ -193,31 +235,75 @@ def run_bench(
         arguments: its arguments.
         threads: concurrent callers (>= 1).
         calls: total calls (>= 1), warm-up not included.
-        duration: seconds at most for the measured calls (the calls in flight then finish).
-        warmup: calls made first, not measured.
+        duration: seconds at most for the measured calls (the calls in flight then finish);
+            the warm-up is not part of it.
+        warmup: calls each thread makes first, not measured.
         timeout: seconds per call.
+        warmup_duration: seconds at most for the warm-up (default: ``duration``).
+        progress: called about every ``progress_every`` seconds (from a helper thread)
+            and once at the end of each phase with a :class:`BenchProgress`.
+        progress_every: seconds between progress reports.
     """
     if threads < 1 or calls < 1 or duration <= 0 or warmup < 0:
         raise ValueError("threads and calls must be >= 1, duration > 0, warmup >= 0")
     args = dict(arguments or {})
     kw = {"timeout": timeout} if timeout is not None else {}
     result = BenchResult(tool, args, threads)
-    def warm() -> None:
+    lock = threading.Lock()
+    warm_limit = duration if warmup_duration is None else max(0.0, warmup_duration)
+    warm_done = [0]
+
+    def warm(deadline: float) -> None:
         for _ in range(warmup):
+            if time.perf_counter() >= deadline:
+                break
             try:
                 client.call_tool(tool, args, **kw)
             except Exception:
                 break
+            finally:
+                with lock:
+                    warm_done[0] += 1
+
+    def watch(phase: str, started: float, limit: float, total: int, done: Callable[[], tuple[int, int]],
+              workers: list[threading.Thread]) -> None:
+        """Wait for ``workers``, reporting progress meanwhile (bounded: they are bounded)."""
+        finished = threading.Event()
+
+        def report() -> None:
+            n, errs = done()
+            if progress is not None:
+                try:
+                    progress(BenchProgress(tool, phase, n, total, time.perf_counter() - started, limit, errs))
+                except Exception:  # noqa: BLE001 - a display must not stop the run
+                    pass
+
+        def ticker() -> None:
+            while not finished.wait(progress_every):
+                report()
+
+        tick = threading.Thread(target=ticker, daemon=True) if progress is not None else None
+        if tick is not None:
+            tick.start()
+        for w in workers:
+            w.join()
+        finished.set()
+        if tick is not None:
+            tick.join(progress_every + 1.0)
+        report()
 
     # warm up from every thread at once, so that the pool opens the connections the
     # measured run will use before the clock starts
-    warmers = [threading.Thread(target=warm, daemon=True) for _ in range(threads if warmup else 0)]
-    for w in warmers:
-        w.start()
-    for w in warmers:
-        w.join()
-    lock = threading.Lock()
+    if warmup and warm_limit > 0:
+        warm_start = time.perf_counter()
+        warmers = [threading.Thread(target=warm, args=(warm_start + warm_limit,), daemon=True) for _ in range(threads)]
+        for w in warmers:
+            w.start()
+        watch("warmup", warm_start, warm_limit, warmup * threads, lambda: (warm_done[0], 0), warmers)
+        result.warmup_calls = warm_done[0]
+        result.warmup_seconds = time.perf_counter() - warm_start
     remaining = [calls]
+    finished_calls = [0, 0]  # done, failed
     start = time.perf_counter()
     deadline = start + duration
     last_end = [start]
@@ -251,6 +337,9 @@ def run_bench(
                 mine.append(t1 - t0)
             else:
                 errors += 1
+            finished_calls[0] += 1  # a display's count: a lost update now and then is harmless
+            if not ok:
+                finished_calls[1] += 1
         with lock:
             result.durations.extend(mine)
             result.errors += errors
@@ -261,8 +350,7 @@ def run_bench(
     workers = [threading.Thread(target=worker, name=f"mcpsync-bench-{i}", daemon=True) for i in range(threads)]
     for w in workers:
         w.start()
-    for w in workers:
-        w.join()
+    watch("measure", start, duration, calls, lambda: (finished_calls[0], finished_calls[1]), workers)
     result.wall = last_end[0] - start
     return result
 
@@ -323,16 +411,42 @@ def sample_arguments(input_schema: Any) -> dict[str, Any]:
 # ----------------------------------------------------------------------------- reporting
 
 
-def _unit(seconds: float) -> tuple[str, float]:
-    if seconds < 1e-3:
-        return "us", 1e6
-    if seconds < 1:
-        return "ms", 1e3
-    return "s", 1.0
+def human_duration(seconds: float | None) -> str:
+    """A duration in the unit that reads best, with three significant digits.
+
+    Example:
+        >>> human_duration(0.0000352), human_duration(0.01234), human_duration(10.010972)
+        ('35.2 µs', '12.3 ms', '10.0 s')
+    """
+    if seconds is None or math.isnan(seconds):
+        return "-"
+    if seconds >= 60:
+        return f"{seconds / 60:.1f} min"
+    for limit, unit, scale in ((1e-6, "ns", 1e9), (1e-3, "µs", 1e6), (1.0, "ms", 1e3)):
+        if seconds < limit:
+            v = seconds * scale
+            break
+    else:
+        unit, v = "s", seconds
+    if v >= 100 or v == 0:
+        return f"{v:.0f} {unit}"
+    return f"{v:.1f} {unit}" if v >= 10 else f"{v:.2f} {unit}"
+
+
+def human_rate(per_second: float) -> str:
+    """Calls per second, readable: ``812``, ``12.3k``, ``1.25M``."""
+    if per_second >= 1e6:
+        return f"{per_second / 1e6:.2f}M"
+    if per_second >= 1e4:
+        return f"{per_second / 1e3:.1f}k"
+    return f"{per_second:.0f}" if per_second >= 100 else f"{per_second:.1f}"
 
 
 def format_table(results: Sequence[BenchResult]) -> str:
-    """The results as a text table: per tool calls, errors, min, P50, P99, max, mean, calls/s."""
+    """The results as a text table: per tool calls, errors, min, P50, P99, max, mean, calls/s.
+
+    Each latency is printed in its own unit (``35.2 µs``, ``12.3 ms``, ``10.0 s``), so a
+    slow tool next to a fast one reads as easily as either alone."""
     rows: list[tuple[BenchResult, float | None, float | None, float | None, float | None, float | None]] = []
     for r in results:
         if r.durations:
@@ -340,15 +454,12 @@ def format_table(results: Sequence[BenchResult]) -> str:
             rows.append((r, s[0], percentile(s, 50), percentile(s, 99), s[-1], statistics.mean(s)))
         else:
             rows.append((r, None, None, None, None, None))
-    known = [x for row in rows for x in row[1:] if x is not None]
-    name, scale = _unit(statistics.median(known)) if known else ("ms", 1e3)
-    head = ("tool", "threads", "calls", "errors", f"min {name}", f"p50 {name}", f"p99 {name}", f"max {name}", f"mean {name}", "calls/s")
-    lines = [head]
+    head: tuple[str, ...] = ("tool", "threads", "calls", "errors", "min", "p50", "p99", "max", "mean", "calls/s")
+    lines: list[tuple[str, ...]] = [head]
     for r, mn, p50, p99, mx, mean in rows:
-        def f(v: float | None) -> str:
-            return "-" if v is None else f"{v * scale:.1f}"
-
-        lines.append((r.tool, str(r.threads), str(r.calls), str(r.errors), f(mn), f(p50), f(p99), f(mx), f(mean), f"{r.calls_per_second:.1f}"))
+        f = human_duration
+        lines.append((r.tool, str(r.threads), str(r.calls), str(r.errors), f(mn), f(p50), f(p99), f(mx), f(mean),
+                      human_rate(r.calls_per_second)))
     widths = [max(len(row[i]) for row in lines) for i in range(len(head))]
     out = []
     for j, row in enumerate(lines):
@@ -458,6 +569,8 @@ def report_json(
                     "p99": percentile(s, 99),
                     "calls_per_second": r.calls_per_second,
                     "wall": r.wall,
+                    "warmup_calls": r.warmup_calls,
+                    "warmup_seconds": r.warmup_seconds,
                 },
                 "options": {
                     "disable_gc": False,
@@ -480,6 +593,112 @@ def report_json(
     }
 
 
+# ----------------------------------------------------------------------------- plots
+
+PLOT_FORMATS = (".png", ".svg")
+
+
+def _check_plot(path: str) -> None:
+    """Refuse a ``--plot`` target before the run, not after it."""
+    ext = os.path.splitext(path)[1].lower()
+    if ext not in PLOT_FORMATS:
+        raise UsageError(f"--plot draws .png or .svg files, not {ext or 'a file without extension'!r}")
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        raise UsageError("--plot needs matplotlib: pip install 'mcpsync[plot]'") from None
+
+
+def plot_results(results: Sequence[BenchResult], path: str, *, title: str | None = None) -> None:
+    """Draw each tool's latencies into ``path`` (``.png`` or ``.svg``): a histogram on a
+    log time axis (the distribution's shape: modes, tails) and the percentile curve
+    (latency against percentile, with P50 and P99 marked).
+
+    Needs matplotlib (the ``plot`` extra). Tools without a successful call are left out.
+
+    Raises:
+        ValueError: ``path`` is not a .png or .svg file, or no tool has a measured call.
+    """
+    ext = os.path.splitext(path)[1].lower()
+    if ext not in PLOT_FORMATS:
+        raise ValueError(f"plots are .png or .svg, not {ext!r}")
+    drawn = [r for r in results if r.durations]
+    if not drawn:
+        raise ValueError("no tool has a successful call to draw")
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    from matplotlib.figure import Figure
+    from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter
+
+    seconds = FuncFormatter(lambda v, _pos: human_duration(v))
+
+    fig = Figure(figsize=(11, 4.5), layout="constrained")
+    hist, curve = fig.subplots(1, 2)
+    low = min(min(r.durations) for r in drawn)
+    high = max(max(r.durations) for r in drawn)
+    low, high = max(low, 1e-7), max(high, low * 1.01)
+    bins = [low * (high / low) ** (i / 60) for i in range(61)]
+    for r in drawn:
+        s = sorted(r.durations)
+        label = f"{r.tool} (p50 {human_duration(percentile(s, 50))}, p99 {human_duration(percentile(s, 99))})"
+        hist.hist(s, bins=bins, histtype="step", linewidth=1.4, label=label)
+        n = len(s)
+        xs = [(i + 0.5) / n for i in range(n)]  # inside (0, 1), as the logit axis needs
+        line = curve.plot(xs, s, linewidth=1.4, label=r.tool)[0]
+        for q in (50, 99):
+            curve.plot([q / 100], [percentile(s, q)], marker="o", color=line.get_color())
+    hist.set_xscale("log")
+    hist.xaxis.set_major_formatter(seconds)
+    hist.xaxis.set_minor_formatter(NullFormatter())
+    hist.set_xlabel("latency per call (log scale)")
+    hist.set_ylabel("calls")
+    hist.set_title("distribution")
+    hist.legend(fontsize="small")
+    # the tail is what matters: a logit axis gives 90, 99 and 99.9 % equal room
+    curve.set_xscale("logit")
+    marks = [m for m in (0.1, 0.5, 0.9, 0.99, 0.999, 0.9999) if m < 1 - 0.5 / max(len(r.durations) for r in drawn)]
+    curve.xaxis.set_major_locator(FixedLocator(marks))
+    curve.xaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{100 * v:g}%"))
+    curve.xaxis.set_minor_formatter(NullFormatter())
+    curve.set_yscale("log")
+    curve.yaxis.set_major_formatter(seconds)
+    curve.set_xlabel("percentile")
+    curve.set_ylabel("latency (log scale)")
+    curve.set_title("percentile curve (dots: P50, P99)")
+    curve.grid(True, which="both", alpha=0.3)
+    threads = sorted({r.threads for r in drawn})
+    fig.suptitle(title or f"mcpsync bench: {len(drawn)} tool(s), {'/'.join(map(str, threads))} thread(s)")
+    fig.savefig(path, format=ext[1:])
+
+
+class _LiveLine:
+    """One line on a terminal, rewritten in place: the run's progress."""
+
+    def __init__(self, stream: Any, index: int, count: int) -> None:
+        self.stream = stream
+        self.index = index
+        self.count = count
+        self._width = 0
+
+    def __call__(self, p: BenchProgress) -> None:
+        if p.phase == "warmup":
+            text = f"[{self.index}/{self.count}] {p.tool}: warming up, {p.done}/{p.total} calls"
+        else:
+            pct = max(p.done / p.total if p.total else 0.0, min(p.elapsed / p.limit, 1.0) if p.limit else 0.0)
+            errors = f", {p.errors} errors" if p.errors else ""
+            text = (f"[{self.index}/{self.count}] {p.tool}: {p.done}/{p.total} calls, "
+                    f"{p.elapsed:.1f}/{p.limit:g} s ({pct:4.0%}){errors}")
+        pad = max(0, self._width - len(text))
+        self._width = len(text)
+        self.stream.write("\r" + text + " " * pad)
+        self.stream.flush()
+
+    def clear(self) -> None:
+        self.stream.write("\r" + " " * self._width + "\r")
+        self.stream.flush()
+
+
 # ----------------------------------------------------------------------------- CLI
 
 
@@ -494,19 +713,27 @@ def _bench_parser() -> argparse.ArgumentParser:
     p.add_argument("--config", help="an mcpServers configuration file (with --server)")
     p.add_argument("--server", help="the server's name in --config")
     p.add_argument("--tool", action="append", default=[], metavar="NAME", help="a tool to benchmark (repeatable; default: the read-only tools)")
-    p.add_argument("--all", action="store_true", help="benchmark every tool, side effects or not")
+    p.add_argument("--all", action="store_true", help="benchmark every tool, side effects or not (implies --allow-side-effects)")
+    p.add_argument("--allow-side-effects", action="store_true",
+                   help="let --tool name tools that are not annotated read-only (they will be called many times)")
     p.add_argument("--args", action="append", default=[], metavar="TOOL=JSON", help="arguments for a tool (default: from its input schema)")
     p.add_argument("--threads", type=int, default=1, help="concurrent callers (default 1)")
     p.add_argument("--calls", type=int, default=200, help="calls per tool, at most (default 200)")
     p.add_argument("--duration", type=float, default=10.0, help="seconds per tool, at most (default 10)")
-    p.add_argument("--warmup", type=int, default=5, help="unmeasured calls first (default 5)")
+    p.add_argument("--warmup", type=int, default=5, help="unmeasured calls per thread first (default 5)")
+    p.add_argument("--warmup-duration", type=float, default=None,
+                   help="seconds the warm-up may take, apart from --duration (default: as --duration)")
     p.add_argument("--timeout", type=float, default=30.0, help="seconds per call (default 30)")
     p.add_argument("--mode", choices=["auto", "modern", "legacy"], default="auto", help="protocol era (default auto)")
     p.add_argument("--env", action="append", default=[], metavar="KEY=VALUE", help="environment for a stdio server")
     p.add_argument("--json", "--benchmark-json", dest="json", metavar="FILE", help="write a pytest-benchmark JSON report")
     p.add_argument("--group", help="the report's benchmark group (default: the server)")
     p.add_argument("--no-data", action="store_true", help="leave the per-call durations out of the JSON report")
-    p.add_argument("-q", "--quiet", action="store_true", help="no table")
+    p.add_argument("-q", "--quiet", action="store_true", help="no table, no progress")
+    p.add_argument("--progress", dest="progress", action="store_true", default=None,
+                   help="show a live progress line on stderr (default: when stderr is a terminal)")
+    p.add_argument("--no-progress", dest="progress", action="store_false", help="no progress line")
+    p.add_argument("--plot", metavar="FILE", help="draw the latency distributions into FILE (.png or .svg; needs matplotlib)")
     return p
 
 
@@ -570,6 +797,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if opts.threads < 1 or opts.calls < 1 or opts.duration <= 0 or opts.warmup < 0 or opts.timeout <= 0:
             raise UsageError("--threads and --calls must be >= 1; --duration and --timeout > 0; --warmup >= 0")
+        if opts.warmup_duration is not None and opts.warmup_duration < 0:
+            raise UsageError("--warmup-duration must be >= 0")
+        if opts.plot:
+            _check_plot(opts.plot)
         explicit: dict[str, dict[str, Any]] = {}
         for item in opts.args:
             name, sep, raw = item.partition("=")
@@ -585,28 +816,46 @@ def main(argv: Sequence[str] | None = None) -> int:
         client, server, transport = _client_for(opts, command)
         with client:
             tools = {t.name: t for t in client.list_tools()}
+            allow = opts.allow_side_effects or opts.all
             if opts.tool:
                 unknown = [t for t in opts.tool if t not in tools]
                 if unknown:
                     raise UsageError(f"no such tool: {', '.join(unknown)} (tools: {', '.join(sorted(tools)) or 'none'})")
                 chosen = list(dict.fromkeys(opts.tool))
+                risky = [n for n in chosen if not _read_only(tools[n])]
+                if risky and not allow:
+                    raise UsageError(
+                        f"{', '.join(risky)} {'is' if len(risky) == 1 else 'are'} not annotated read-only: "
+                        f"benchmarking calls {'it' if len(risky) == 1 else 'them'} up to {opts.calls} times, "
+                        "side effects included; add --allow-side-effects to do so"
+                    )
             elif opts.all:
                 chosen = list(tools)
             else:
                 chosen = [n for n, t in tools.items() if _read_only(t)]
                 if not chosen:
+                    names = ", ".join(sorted(tools)[:8]) or "none"
                     raise UsageError(
-                        "no tool of this server is annotated read-only; name the tools to call with --tool NAME "
-                        "(and --args NAME='{...}'), or pass --all to call every tool"
+                        f"no tool of this server is annotated read-only (its tools: {names}); choose the tools "
+                        "to call with --tool NAME (and --args NAME='{...}') and allow their side effects with "
+                        "--allow-side-effects, or pass --all to call every tool"
                     )
+            show = (sys.stderr.isatty() if opts.progress is None else opts.progress) and not opts.quiet
             results = []
-            for name in chosen:
+            for i, name in enumerate(chosen, 1):
                 args = explicit.get(name)
                 if args is None:
                     args = sample_arguments(tools[name].input_schema)
-                results.append(
-                    run_bench(client, name, args, threads=opts.threads, calls=opts.calls, duration=opts.duration, warmup=opts.warmup, timeout=opts.timeout)
-                )
+                live = _LiveLine(sys.stderr, i, len(chosen)) if show else None
+                try:
+                    results.append(
+                        run_bench(client, name, args, threads=opts.threads, calls=opts.calls, duration=opts.duration,
+                                  warmup=opts.warmup, timeout=opts.timeout, warmup_duration=opts.warmup_duration,
+                                  progress=live)
+                    )
+                finally:
+                    if live is not None:
+                        live.clear()
     except UsageError as exc:
         print(f"mcpsync bench: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -616,6 +865,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not opts.quiet:
         print(f"server: {server} ({transport}), {opts.threads} thread(s)")
         print(format_table(results))
+        warm = [r for r in results if r.warmup_calls]
+        if warm:
+            spent = sum(r.warmup_seconds for r in warm)
+            print(f"warm-up (not measured, not part of --duration): {sum(r.warmup_calls for r in warm)} calls "
+                  f"in {human_duration(spent)}")
         for r in results:
             if r.first_error:
                 print(f"  {r.tool}: {r.errors} error(s); first: {r.first_error}", file=sys.stderr)
@@ -626,6 +880,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             fh.write("\n")
         if not opts.quiet:
             print(f"wrote {opts.json} (pytest-benchmark JSON; see `pytest-benchmark compare {opts.json}`)")
+    if opts.plot:
+        try:
+            plot_results(results, opts.plot, title=f"mcpsync bench: {server} ({transport}), {opts.threads} thread(s)")
+        except ValueError as exc:
+            print(f"mcpsync bench: no plot: {exc}", file=sys.stderr)
+        else:
+            if not opts.quiet:
+                print(f"wrote {opts.plot}")
     return EXIT_FAILURE if any(not r.durations for r in results) else EXIT_OK
 
 

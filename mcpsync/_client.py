@@ -468,12 +468,14 @@ class Client(ProtocolMixin):
         return cls(lambda: SSETransport(url, **kwargs), **cls._http_options(url, options, pool_size))
 
     @classmethod
-    def from_config(cls, path: str | os.PathLike[str], name: str, **options: Any) -> "Client":
+    def from_config(cls, path: str | os.PathLike[str] | Mapping[str, Any], name: str, **options: Any) -> "Client":
         """A client for server ``name`` of an ``mcpServers`` configuration file (the
-        format desktop clients and editors use; ``${VAR}`` expanded from the environment).
+        format desktop clients and editors use; ``${VAR}`` expanded from the environment),
+        or of the same configuration given as a dict.
 
         Raises:
-            ConfigError: the file or the entry is invalid (the message names the field).
+            ConfigError: the file or the entry is invalid (the message names the field),
+                or the entry is ``"disabled": true`` (``allow_disabled=True`` overrides).
         """
         from ._config import build_client, load_config
 
@@ -685,15 +687,22 @@ class Client(ProtocolMixin):
 
     @classmethod
     def local(cls, registry: Any, *, profile: str | None = None, **options: Any) -> "Client":
-        """A client for tools registered in-process (:class:`mcpsync.server.Registry`):
-        no serialisation, no process boundary, no thread hop."""
+        """A client for a server in this process: tools registered in a
+        :class:`mcpsync.server.Registry` (no serialisation, no process boundary, no
+        thread hop), or a server object of the official ``mcp`` SDK (``MCPServer``) or
+        of FastMCP, run on a private event loop thread and reached through the SDK's
+        in-memory transport (:mod:`mcpsync.transports.inprocess`); ``close()`` stops it."""
         if profile is not None:
             from ._profiles import resolve
 
             options, _flags = resolve(profile, "local", options, cls)
+        from .transports.inprocess import sdk_server_factory
         from .transports.local import LocalChannel
 
         options.setdefault("name", getattr(registry, "name", "local"))
+        sdk = sdk_server_factory(registry)
+        if sdk is not None:
+            return cls(sdk, **options)
         return cls(lambda: LocalChannel(registry), **options)
 
     # ------------------------------------------------------------------ lifecycle
@@ -741,6 +750,8 @@ class Client(ProtocolMixin):
                 stop_listening()
             except Exception:  # pragma: no cover - close is best effort
                 log.debug("stopping the listen stream of %s failed", self.name, exc_info=True)
+        if self._telemetry is not None:  # the sessions end now (mcp.client.session.duration)
+            self._telemetry.client_closed(self)
         self._pool.close()
         for opening in openings:
             if opening.thread is not None and opening.thread is not threading.current_thread():
@@ -1014,7 +1025,10 @@ class Client(ProtocolMixin):
                     if starting
                     else "waiting for the server to answer its handshake"
                 )
-                self._handshake(conn, time.monotonic() + budget, starting)
+                if self._telemetry is not None:  # the handshake's span; the session's clock starts
+                    self._telemetry.handshake(self, conn, lambda: self._handshake(conn, time.monotonic() + budget, starting))
+                else:
+                    self._handshake(conn, time.monotonic() + budget, starting)
                 return conn
             except MCPError as exc:
                 failure = None
@@ -1231,6 +1245,10 @@ class Client(ProtocolMixin):
         """
         if self._closed or self._fork_gen != _fork_generation:
             self._check_usable()
+        tel = self._telemetry
+        if tel is not None and not tel.inside():  # one span and one duration per request
+            return tel.request(self, method, params, timeout=timeout, progress=progress,
+                               safe_to_retry=safe_to_retry, tool=tool, retry=retry)
         t = self.timeouts.request if timeout is None else timeout
         safe = (method in _SAFE_METHODS) if safe_to_retry is None else safe_to_retry
         if tool is None and method in DISCOVERY_METHODS:
@@ -1576,16 +1594,13 @@ class Client(ProtocolMixin):
                 name, arguments, timeout=timeout, progress=progress, meta=meta, task=task, validate=validate,
                 definition=definition, tool=name, safe_to_retry=safe,
             )
-        with tel.call_span(self.name, name) as span:
-            result = self._protocol_call_tool(
-                name, arguments, timeout=timeout, progress=progress, meta={**span.meta, **(meta or {})},
-                task=task, validate=validate, definition=definition, tool=name, safe_to_retry=safe,
-            )
-            if getattr(result, "is_error", False):
-                span.set_tool_error()
-            if cold and validate and isinstance(result, CallToolResult):
-                self._check_late(name, result, ends)
-            return result  # type: ignore[return-value]
+        result = self._protocol_call_tool(  # request() makes the span of each tools/call
+            name, arguments, timeout=timeout, progress=progress, meta=meta,
+            task=task, validate=validate, definition=definition, tool=name, safe_to_retry=safe,
+        )
+        if cold and validate and isinstance(result, CallToolResult):
+            self._check_late(name, result, ends)
+        return result  # type: ignore[return-value]
 
     def _learn_tool(self, name: str, ends: float) -> Tool | None:
         """The definition of ``name`` learned after its call's answer or failure: a

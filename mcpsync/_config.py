@@ -23,7 +23,11 @@ nodes or regions lists them instead of one ``url``: ``"endpoints": [{"name": "eu
 :meth:`~mcpsync.Client.routed` (nearest endpoint, failover, a breaker per endpoint).
 Other keys editors add
 (``autoApprove``, ``alwaysAllow`` ...) are kept in ``extra`` and otherwise ignored. The VS
-Code spelling ``{"servers": {...}}`` with ``"type": "stdio"`` is read too.
+Code spelling ``{"servers": {...}}`` with ``"type": "stdio"`` is read too, comments and
+trailing commas included, and so are Windsurf's ``serverUrl``, Gemini CLI's ``httpUrl`` and
+Cline's ``transportType``. A key that looks like a misspelling of one mcpsync reads
+(``"enviroment"``, ``"arguments"``, ``"URL"``) is an error that names the key meant.
+A configuration may also be given as a dict instead of a file.
 
 Strings in ``command``, ``args``, ``env``, ``cwd``, ``url`` and ``headers`` expand
 ``${VAR}`` and ``${VAR:-default}`` from the environment (``$${`` is a literal ``${``). A
@@ -62,7 +66,9 @@ __all__ = [
     "client_from_config",
     "build_client",
     "expand",
+    "strip_jsonc",
     "TRANSPORTS",
+    "EDITOR_KEYS",
 ]
 
 #: The transports a configuration entry may name, after aliases are folded.
@@ -84,6 +90,27 @@ _TYPE_ALIASES = {
 _CONSTRUCTORS = {"http": "http", "sse": "sse", "websocket": "websocket", "grpc": "grpc"}
 
 _KNOWN = {"type", "transport", "command", "args", "env", "cwd", "url", "headers", "timeout", "disabled", "endpoints", "region"}
+
+#: Other editors' names for keys mcpsync reads, read as those keys: Windsurf's ``serverUrl``,
+#: Gemini CLI's ``httpUrl`` (a Streamable HTTP URL), Cline's ``transportType``.
+_ALIASES = {"serverUrl": "url", "httpUrl": "url", "transportType": "type"}
+
+#: Other spellings people write for the keys mcpsync reads: a key close to one of these
+#: (or to a key in ``_KNOWN``) is reported as a typo, with the key meant.
+_SYNONYMS = {
+    "environment": "env", "environ": "env", "envs": "env", "env_vars": "env", "envvars": "env",
+    "arguments": "args", "argv": "args", "cmd": "command", "executable": "command",
+    "uri": "url", "endpoint": "url", "address": "url", "serverurl": "url", "server_url": "url",
+    "header": "headers", "workingdirectory": "cwd", "working_directory": "cwd", "workdir": "cwd",
+    "directory": "cwd", "timeoutseconds": "timeout", "timeout_seconds": "timeout",
+    "disable": "disabled", "enabled": "disabled", "kind": "type",
+}
+#: Keys editors and other clients write that mcpsync does not use: never reported.
+EDITOR_KEYS = frozenset({
+    "autoApprove", "alwaysAllow", "autoapprove", "envFile", "description", "disabledTools", "enabledTools",
+    "includeTools", "excludeTools", "trust", "gallery", "version", "dev", "roots", "oauth", "auth",
+    "icon", "title", "note", "notes", "comment", "_comment", "id", "name",
+})
 
 _VAR = re.compile(r"\$\$\{|\$\{([^}]*)\}")
 _NAME_OK = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
@@ -384,9 +411,57 @@ def _expect_map(value: Any, where: str) -> Mapping[str, Any]:
     return value
 
 
+def _did_you_mean(key: str) -> str | None:
+    """The key ``key`` was probably meant to be (a misspelling of one mcpsync reads)."""
+    import difflib
+
+    if not isinstance(key, str) or key in _KNOWN or key in EDITOR_KEYS or key in _ALIASES:
+        return None
+    low = key.lower()
+    if low in _KNOWN:
+        return low
+    if low in _SYNONYMS:
+        return _SYNONYMS[low]
+    candidates = {k: k for k in _KNOWN}
+    candidates.update(_SYNONYMS)
+    close = difflib.get_close_matches(low, list(candidates), n=1, cutoff=0.75)
+    return candidates[close[0]] if close else None
+
+
+def _check_keys(entry: Mapping[str, Any], where: str) -> None:
+    """An unknown key that looks like a misspelt known one is an error, not a silent no-op
+    (``"enviroment"`` would otherwise start the server without its environment)."""
+    for key in entry:
+        meant = _did_you_mean(key)
+        if meant is not None:
+            raise ConfigError(
+                f"unknown key {key!r}: did you mean {meant!r}? "
+                f"(a server entry reads {', '.join(sorted(_KNOWN))})",
+                field=f"{where}.{key}",
+            )
+
+
+def _unalias(entry: Mapping[str, Any], where: str) -> Mapping[str, Any]:
+    """Other editors' spellings (:data:`_ALIASES`) read as the keys they stand for."""
+    present = [k for k in _ALIASES if k in entry]
+    if not present:
+        return entry
+    out = dict(entry)
+    for key in present:
+        meant = _ALIASES[key]
+        if meant in out or (meant == "url" and "endpoints" in out):
+            raise ConfigError(f"give either {meant!r} or {key!r}, not both", field=f"{where}.{key}")
+        out[meant] = out.pop(key)
+        if key == "httpUrl" and "type" not in out and "transport" not in out:
+            out["type"] = "http"
+    return out
+
+
 def _check_entry(name: str, entry: Any, where: str) -> tuple[str, dict[str, Any]]:
     """Validate the shape of one entry; return its transport and the raw templates."""
     entry = _expect_map(entry, where)
+    _check_keys(entry, where)
+    entry = _unalias(entry, where)
     raw: dict[str, Any] = {}
     type_key = "type" if "type" in entry else ("transport" if "transport" in entry else None)
     kind: str | None = None
@@ -602,7 +677,11 @@ def parse_config(data: Any, *, source: str | None = None, environ: Mapping[str, 
         raise ConfigError(f"expected a JSON object with \"mcpServers\", got {_describe(data)}", source=source) from None
     key = "mcpServers" if "mcpServers" in top else ("servers" if "servers" in top else None)
     if key is None:
-        raise ConfigError("expected a top-level \"mcpServers\" object (no \"mcpServers\" key found)", source=source)
+        import difflib
+
+        near = difflib.get_close_matches("mcpServers", [k for k in top if isinstance(k, str)], n=1, cutoff=0.7)
+        hint = f": found {near[0]!r}, did you mean \"mcpServers\"?" if near else " (no \"mcpServers\" key found)"
+        raise ConfigError(f"expected a top-level \"mcpServers\" object{hint}", source=source)
     try:
         entries = _expect_map(top[key], key)
         servers: dict[str, ServerConfig] = {}
@@ -616,7 +695,7 @@ def parse_config(data: Any, *, source: str | None = None, environ: Mapping[str, 
                 kind, raw = _check_entry(name, entry, where)
             except ConfigError as exc:
                 raise ConfigError(exc.detail, field=exc.field, server=name) from None
-            extra = {k: v for k, v in entry.items() if k not in _KNOWN}
+            extra = {k: v for k, v in entry.items() if k not in _KNOWN and k not in _ALIASES}
             shaped.append((name, kind, raw, extra, where))
     except ConfigError as exc:
         raise ConfigError(exc.detail, field=exc.field, source=source, server=exc.server) from None
@@ -628,12 +707,64 @@ def parse_config(data: Any, *, source: str | None = None, environ: Mapping[str, 
     return Config(servers, errors, source, order=[name for name, *_ in shaped])
 
 
-def load_config(path: str | os.PathLike[str], *, environ: Mapping[str, str] | None = None) -> Config:
-    """Read a configuration file in the ``mcpServers`` format.
+def strip_jsonc(text: str) -> str:
+    r"""JSON with comments (VS Code's ``jsonc``) as plain JSON.
+
+    ``// line`` and ``/* block */`` comments and trailing commas before ``}`` or ``]``
+    are removed; strings are left exactly as they are (a ``//`` inside a URL stays).
+    Every removed character becomes a space (newlines are kept), so a JSON error still
+    points at the right line and column of the file.
+
+    Example:
+        >>> strip_jsonc('{"url": "http://x", // the server\n "a": [1, 2,],}')
+        '{"url": "http://x",              \n "a": [1, 2 ] }'
+    """
+    out = list(text)
+    n = len(text)
+    i = 0
+    last = -1  # index of the last significant character written (not blank, not comment)
+    while i < n:
+        c = text[i]
+        if c == '"':
+            i += 1
+            while i < n and text[i] != '"':
+                i += 2 if text[i] == "\\" else 1
+            last = min(i, n - 1)
+            i += 1
+            continue
+        if c == "/" and i + 1 < n and text[i + 1] == "/":
+            while i < n and text[i] != "\n":
+                out[i] = " "
+                i += 1
+            continue
+        if c == "/" and i + 1 < n and text[i + 1] == "*":
+            end = text.find("*/", i + 2)
+            end = n if end < 0 else end + 2
+            for j in range(i, end):
+                if out[j] != "\n":
+                    out[j] = " "
+            i = end
+            continue
+        if c in "}]" and last >= 0 and out[last] == ",":
+            out[last] = " "  # a trailing comma
+        if not c.isspace():
+            last = i
+        i += 1
+    return "".join(out)
+
+
+def load_config(
+    path: str | os.PathLike[str] | Mapping[str, Any], *, environ: Mapping[str, str] | None = None
+) -> Config:
+    """Read a configuration in the ``mcpServers`` format, from a file or a dict.
+
+    The file may carry comments and trailing commas, as VS Code's ``.vscode/mcp.json``
+    does (see :func:`strip_jsonc`).
 
     Args:
         path: the JSON file (``claude_desktop_config.json``, ``.cursor/mcp.json``,
-            ``.vscode/mcp.json`` ...).
+            ``.vscode/mcp.json`` ...), or the configuration itself as a dict
+            (``{"mcpServers": {...}}``).
         environ: where ``${VAR}`` values come from (default ``os.environ``).
 
     Raises:
@@ -644,6 +775,8 @@ def load_config(path: str | os.PathLike[str], *, environ: Mapping[str, str] | No
         >>> cfg["everything"].describe()                       # doctest: +SKIP
         'npx -y @modelcontextprotocol/server-everything'
     """
+    if isinstance(path, Mapping):
+        return parse_config(path, environ=environ)
     source = os.fspath(path)
     try:
         text = Path(source).read_text(encoding="utf-8-sig")
@@ -653,8 +786,13 @@ def load_config(path: str | os.PathLike[str], *, environ: Mapping[str, str] | No
         raise ConfigError(f"cannot read the file: {type(exc).__name__}", source=source) from None
     try:
         data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}", source=source) from None
+    except json.JSONDecodeError:
+        data = None
+    if data is None:  # comments, trailing commas (a file that is plain JSON never pays this)
+        try:
+            data = json.loads(strip_jsonc(text))
+        except json.JSONDecodeError as exc:
+            raise ConfigError(f"not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}", source=source) from None
     return parse_config(data, source=source, environ=environ)
 
 
@@ -678,7 +816,7 @@ def _names(fn: Any) -> set[str]:
         return set()
 
 
-def build_client(server: ServerConfig, *, client_class: Any = None, **options: Any) -> Any:
+def build_client(server: ServerConfig, *, client_class: Any = None, allow_disabled: bool = False, **options: Any) -> Any:
     """A :class:`~mcpsync.Client` for one configured server.
 
     stdio entries go through ``Client.stdio(command, args, env=, cwd=)``; remote ones
@@ -689,12 +827,23 @@ def build_client(server: ServerConfig, *, client_class: Any = None, **options: A
     Args:
         server: the entry.
         client_class: the class to build (default :class:`mcpsync.Client`).
+        allow_disabled: build it even if the entry says ``"disabled": true``.
         **options: keyword options of the Client (``mode``, ``retry``, ``profile`` ...).
 
     Raises:
-        ConfigError: this build of mcpsync has no constructor for the entry's transport,
-            or the constructor does not take its headers.
+        ConfigError: the entry says ``"disabled": true`` (pass ``allow_disabled=True`` to
+            build it anyway), this build of mcpsync has no constructor for the entry's
+            transport, or the constructor does not take its headers.
     """
+    if server.disabled and not allow_disabled:
+        where = server.templates.get("_where", f"mcpServers.{server.name}")
+        raise ConfigError(
+            f"server {server.name!r} is disabled in the configuration (\"disabled\": true); "
+            "remove the flag, or pass allow_disabled=True to use it anyway",
+            field=f"{where}.disabled",
+            source=server.source,
+            server=server.name,
+        )
     if client_class is None:
         from ._client import Client as client_class  # noqa: N813
     options.setdefault("name", server.name)
@@ -772,19 +921,22 @@ def _routed(server: ServerConfig, client_class: Any, ctor: Any, options: dict[st
     return client_class.routed(endpoints, lambda ep: factories[ep.name](), region=server.region, **options)
 
 
-def client_from_config(path: str | os.PathLike[str], name: str, *, environ: Mapping[str, str] | None = None, **options: Any) -> Any:
+def client_from_config(
+    path: str | os.PathLike[str] | Mapping[str, Any], name: str, *, environ: Mapping[str, str] | None = None, **options: Any
+) -> Any:
     """Load ``path`` and build the Client for its server ``name``.
 
     This is ``Client.from_config(path, name, **options)``.
 
     Args:
-        path: the configuration file.
+        path: the configuration file, or the configuration as a dict.
         name: the server's key under ``mcpServers``.
         environ: where ``${VAR}`` values come from (default ``os.environ``).
         **options: keyword options of the Client; they win over the file's.
 
     Raises:
-        ConfigError: the file is bad, ``name`` is not defined, or its variables are unset.
+        ConfigError: the file is bad, ``name`` is not defined, is ``disabled``, or its
+            variables are unset.
 
     Example:
         >>> from mcpsync import Client

@@ -81,6 +81,8 @@ class Request(Struct, omit_defaults=True):
 
 
 class Implementation(Struct, **_OPTS):
+    """The name and version of an MCP client or server (``serverInfo`` / ``clientInfo``)."""
+
     name: str = ""
     version: str = ""
     title: Union[str, None] = None
@@ -227,12 +229,16 @@ class Annotations(Struct, **_OPTS):
 
 
 class TextContent(Struct, tag="text", tag_field="type", **_OPTS):
+    """A text content block (``{"type": "text", "text": ...}``)."""
+
     text: str = ""
     annotations: Union[Annotations, None] = None
     meta: Union[dict[str, Any], None] = field(default=None, name="_meta")
 
 
 class ImageContent(Struct, tag="image", tag_field="type", **_OPTS):
+    """An image content block: base64 ``data`` and its ``mime_type``."""
+
     data: str = ""
     mime_type: str = ""
     annotations: Union[Annotations, None] = None
@@ -240,6 +246,8 @@ class ImageContent(Struct, tag="image", tag_field="type", **_OPTS):
 
 
 class AudioContent(Struct, tag="audio", tag_field="type", **_OPTS):
+    """An audio content block: base64 ``data`` and its ``mime_type``."""
+
     data: str = ""
     mime_type: str = ""
     annotations: Union[Annotations, None] = None
@@ -278,6 +286,8 @@ ResourceContents = TextResourceContents
 
 
 class EmbeddedResource(Struct, tag="resource", tag_field="type", **_OPTS):
+    """A resource embedded in a result: its contents (text or blob) with their ``uri``."""
+
     resource: ResourceContents = TextResourceContents()
     annotations: Union[Annotations, None] = None
     meta: Union[dict[str, Any], None] = field(default=None, name="_meta")

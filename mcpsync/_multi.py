@@ -2,9 +2,12 @@
 
 Each server keeps its own :class:`~mcpsync.Client` (its own pool, breaker, cache and
 metrics); :class:`MultiClient` only lists their tools side by side and routes calls.
-Tool names that more than one server offers are namespaced ``server__tool`` (the
-separator is configurable; ``namespace="always"`` prefixes every tool); a qualified name
-is accepted for any tool. Tools are listed from all servers concurrently, each bounded by
+Every tool is exposed as ``server__tool`` (the separator is configurable): a tool's name
+depends on its own server's name and nothing else, so adding a server to a configuration
+never renames another server's tools (which would break agent prompts and the prompt-cache
+prefixes built from the tool list). ``namespace="collisions"`` keeps bare names and
+prefixes only names several servers offer, at that cost. A qualified name is accepted for
+any tool. Tools are listed from all servers concurrently, each bounded by
 its own timeout, so a dead or slow server never holds up the others: it is reported in
 :meth:`MultiClient.status` and :attr:`MultiClient.errors` instead of raising.
 
@@ -118,8 +121,10 @@ class MultiClient:
         clients: server name → Client (anything with ``list_tools`` / ``call_tool`` /
             ``close``). Order is kept (it is the order of :meth:`list_tools`).
         separator: between server and tool in namespaced names (default ``"__"``).
-        namespace: ``"collisions"`` (default: only names offered by several servers are
-            prefixed) or ``"always"``.
+        namespace: ``"always"`` (default: every tool is ``server__tool``, a name that
+            stays the same whatever other servers join) or ``"collisions"`` (only names
+            offered by several servers are prefixed: adding a server that also has
+            ``echo`` renames this one's ``echo``).
         list_timeout: seconds each server gets to list its tools (connect included)
             before it is reported as failed; the others do not wait for it.
         relist_after: seconds before a server whose listing failed is tried again by
@@ -144,7 +149,7 @@ class MultiClient:
         clients: Mapping[str, Any],
         *,
         separator: str = "__",
-        namespace: Namespace = "collisions",
+        namespace: Namespace = "always",
         list_timeout: float = 15.0,
         relist_after: float = 30.0,
         owns_clients: bool = True,
@@ -185,12 +190,12 @@ class MultiClient:
     @classmethod
     def from_config(
         cls,
-        path: str | os.PathLike[str],
+        path: str | os.PathLike[str] | Mapping[str, Any],
         names: Sequence[str] | None = None,
         *,
         environ: Mapping[str, str] | None = None,
         separator: str = "__",
-        namespace: Namespace = "collisions",
+        namespace: Namespace = "always",
         list_timeout: float = 15.0,
         relist_after: float = 30.0,
         include_disabled: bool = False,
@@ -200,8 +205,9 @@ class MultiClient:
         """A MultiClient over the servers of a configuration file.
 
         Args:
-            path: the ``mcpServers`` file.
-            names: the servers to use (default: all that are not ``disabled``).
+            path: the ``mcpServers`` file, or the configuration as a dict.
+            names: the servers to use (default: all that are not ``disabled``; a
+                ``disabled`` server named here is used).
             environ: where ``${VAR}`` values come from.
             separator: see the class.
             namespace: see the class.
@@ -240,7 +246,7 @@ class MultiClient:
                 disabled.append(name)
                 continue
             try:
-                clients[name] = build_client(server, **{**options, **dict((per_server or {}).get(name, {}))})
+                clients[name] = build_client(server, allow_disabled=True, **{**options, **dict((per_server or {}).get(name, {}))})
             except (ConfigError, ValueError) as exc:  # ValueError: e.g. ProfileError
                 errors[name] = exc
         multi = cls(clients, separator=separator, namespace=namespace, list_timeout=list_timeout, relist_after=relist_after, errors=errors)
@@ -487,7 +493,8 @@ class MultiClient:
 
         Raises:
             ToolNotFound: no reachable server offers it, or a bare name is offered by
-                several servers (the message lists the qualified names).
+                several servers (the message lists the qualified names). A bare name
+                that exactly one server offers is routed to it.
         """
         self._ensure_listed()
         snapshot = self._snapshot()
@@ -504,6 +511,8 @@ class MultiClient:
                 if any(t.name == rest for t in tools):
                     return server, rest
         candidates = sorted(e.name for e in entries if e.tool.name == name)
+        if len(candidates) == 1:  # a bare name one server offers: unambiguous
+            return next((e.server, e.tool.name) for e in entries if e.name == candidates[0])
         if candidates:
             raise ToolNotFound(
                 f"tool {name} is offered by several servers: call one of {', '.join(candidates)}",

@@ -107,6 +107,8 @@ class ReadResourceResult(_Cacheable, **_OPTS):
 
 
 class PromptArgument(Struct, **_OPTS):
+    """One argument a prompt takes (``required`` when the server says so)."""
+
     name: str
     title: Union[str, None] = None
     description: Union[str, None] = None
@@ -130,6 +132,8 @@ class ListPromptsResult(_Cacheable, **_OPTS):
 
 
 class PromptMessage(Struct, **_OPTS):
+    """One message of a rendered prompt: a ``role`` (``user`` / ``assistant``) and a content block."""
+
     role: str = "user"
     content: Any = None  # a ContentBlock (or UnknownContent)
 
@@ -173,6 +177,8 @@ def _decode_get_prompt(raw: bytes) -> GetPromptResult:
 
 
 class Completion(Struct, **_OPTS):
+    """Completion values for an argument: ``values``, with ``total`` and ``has_more`` when known."""
+
     values: list[str] = []
     total: Union[int, None] = None
     has_more: Union[bool, None] = None

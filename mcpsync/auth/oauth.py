@@ -182,9 +182,11 @@ class OAuth:
         server_id: the key for :func:`get_valid_token` (default: the server's canonical URL).
         scopes: scopes to ask for (default: the challenge's, else the resource's
             ``scopes_supported``, else none).
-        client_id, client_secret: a pre-registered client (never hard-code them: pass values read
+        client_id: a pre-registered client's id (never hard-code a client: pass values read
             from the environment or a vault).
-        client_id_env, client_secret_env: environment variables holding a pre-registered client.
+        client_secret: that client's secret, if it has one.
+        client_id_env: an environment variable holding a pre-registered client's id.
+        client_secret_env: an environment variable holding its secret.
         client_metadata_url: the HTTPS URL of this client's Client ID Metadata Document.
         token_endpoint_auth_method: force one (``none``, ``client_secret_basic``,
             ``client_secret_post``, ``private_key_jwt``); default: what the server advertises.

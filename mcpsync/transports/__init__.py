@@ -1,4 +1,5 @@
-"""Byte transports (stdio, Streamable HTTP, HTTP+SSE, WebSocket, gRPC) and the Local channel.
+"""Byte transports (stdio, Streamable HTTP, HTTP+SSE, WebSocket, gRPC, an SDK server in
+process) and the Local channel.
 
 Each lives in its own module and is imported on first use, so that importing mcpsync
 never pulls in grpcio or websocket-client unless they are used.
@@ -18,6 +19,7 @@ __all__ = [
     "WebSocketTransport",
     "GrpcTransport",
     "LocalChannel",
+    "SDKServerTransport",
 ]
 
 _LAZY = {
@@ -27,6 +29,7 @@ _LAZY = {
     "WebSocketTransport": ".websocket",
     "GrpcTransport": ".grpc",
     "LocalChannel": ".local",
+    "SDKServerTransport": ".inprocess",
 }
 
 

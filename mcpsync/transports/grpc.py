@@ -198,7 +198,9 @@ class GrpcTransport(Transport):
         token: sent as ``authorization: Bearer <token>`` metadata.
         metadata: further metadata pairs (keys are lowercased).
         secure: use TLS (system roots unless ``root_certificates`` is given).
-        root_certificates / private_key / certificate_chain: PEM bytes for TLS and mTLS.
+        root_certificates: PEM bytes of the roots to trust (TLS).
+        private_key: PEM bytes of the client's key (mTLS).
+        certificate_chain: PEM bytes of the client's certificate chain (mTLS).
         credentials: a ready ``grpc.ChannelCredentials`` (implies TLS).
         max_message_size: limit for sent and received messages (default 16 MiB).
         scope: ``"session"`` (one ``Session`` bidi stream) or ``"request"`` (a ``Call``

@@ -108,7 +108,7 @@ def test_sample_arguments():
 
 
 def test_table_output(capsys):
-    rc = main(["--tool", "echo", "--args", 'echo={"message": "hello"}', *SMALL, "--", *RAW])
+    rc = main(["--tool", "echo", "--allow-side-effects", "--args", 'echo={"message": "hello"}', *SMALL, "--", *RAW])
     out = capsys.readouterr().out
     assert rc == 0
     head = out.splitlines()[1]
@@ -152,7 +152,7 @@ def test_usage_errors(argv, message, capsys):
 
 def test_every_call_failing_exits_3_and_is_listed(tmp_path, capsys):
     out = tmp_path / "r.json"
-    rc = main(["--tool", "fail", "--tool", "echo", *SMALL, "--json", str(out), "--", *DEMO])
+    rc = main(["--tool", "fail", "--tool", "echo", "--allow-side-effects", *SMALL, "--json", str(out), "--", *DEMO])
     assert rc == 3
     data = json.loads(out.read_text())
     assert [b["name"] for b in data["benchmarks"]] == ["bench[echo]"]
@@ -244,7 +244,7 @@ def test_bench_over_url(tmp_path, capsys):
             except OSError:
                 time.sleep(0.1)
         out = tmp_path / "url.json"
-        rc = main(["--url", f"http://127.0.0.1:{port}/mcp", "--header", "X-Api-Key: k", "--tool", "add", "--args", 'add={"a": 1, "b": 2}', *SMALL, "--json", str(out)])
+        rc = main(["--url", f"http://127.0.0.1:{port}/mcp", "--header", "X-Api-Key: k", "--tool", "add", "--allow-side-effects", "--args", 'add={"a": 1, "b": 2}', *SMALL, "--json", str(out)])
         assert rc == 0, capsys.readouterr().err
         data = json.loads(out.read_text())
         assert data["benchmarks"][0]["name"] == "bench[add]" and data["benchmarks"][0]["extra_info"]["transport"] == "http"

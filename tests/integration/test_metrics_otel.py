@@ -41,6 +41,7 @@ def otel():
     mp = MeterProvider(metric_readers=[reader])
     tel = _otel.telemetry(tracer_provider=tp, meter_provider=mp)
     assert tel is not None
+    tel.standalone = _otel.OTelRecorder(mp)  # the Guard's sink alone (a Telemetry records durations itself)
     yield tel, exporter, reader, tp
     tp.shutdown()
     mp.shutdown()
@@ -71,7 +72,7 @@ def _points(reader, name):
 def test_span_per_call_and_trace_context_on_the_wire(otel, era):
     tel, exporter, reader, tp = otel
     rec = MetricsRecorder()
-    with _client(era, fan_out(rec, tel.recorder)) as client:
+    with _client(era, fan_out(rec, tel.standalone)) as client:
         parent_tracer = tp.get_tracer("agent")
         with parent_tracer.start_as_current_span("agent-turn") as turn:
             with tel.call_span("counting", "meta") as span:
@@ -104,6 +105,7 @@ def test_span_per_call_and_trace_context_on_the_wire(otel, era):
     assert by_tool["meta"].count == 1 and by_tool["meta"].sum > 0
     assert by_tool["hang"].attributes["error.type"] == "timeout"
     assert by_tool["fail"].attributes["error.type"] == "error"
+    assert all(p.attributes["mcp.method.name"] != "request" for p in _points(reader, "mcp.client.operation.duration"))
     calls = {p.attributes.get("gen_ai.tool.name"): p.value for p in _points(reader, "mcpsync.client.calls")}
     assert calls["meta"] == calls["fail"] == calls["hang"] == 1
 

@@ -42,7 +42,7 @@ def _config(tmp_path, **extra) -> str:
 @pytest.fixture(scope="module")
 def multi(tmp_path_factory):
     path = _config(tmp_path_factory.mktemp("multi"))
-    m = MultiClient.from_config(path, list_timeout=20.0, timeouts=FAST, per_server={"dead": {"retry": RetryPolicy.NONE}})
+    m = MultiClient.from_config(path, namespace="collisions", list_timeout=20.0, timeouts=FAST, per_server={"dead": {"retry": RetryPolicy.NONE}})
     yield m
     m.close()
 

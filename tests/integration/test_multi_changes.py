@@ -35,7 +35,7 @@ def _lists(client) -> int:
 
 def test_list_changed_with_a_new_tool_reaches_the_multiclient_and_the_adapter():
     clients = {"count": Client.stdio(COUNTING[0], COUNTING[1:], name="count"), "demo": Client.stdio(DEMO[0], DEMO[1:], name="demo")}
-    with MultiClient(clients) as multi:
+    with MultiClient(clients, namespace="collisions") as multi:
         adapter = ToolAdapter(multi)
         before = adapter.openai()
         names = [t["function"]["name"] for t in before]

@@ -66,7 +66,7 @@ def test_sse_entry(config):
 
 
 def test_multiclient_over_stdio_http_and_sse(config):
-    with MultiClient.from_config(config, list_timeout=20.0, retry=RetryPolicy.NONE) as multi:
+    with MultiClient.from_config(config, namespace="collisions", list_timeout=20.0, retry=RetryPolicy.NONE) as multi:
         names = [t.name for t in multi.list_tools()]
         assert {"local__echo", "sdk__echo", "everything__echo", "get-sum"} <= set(names)
         assert multi.call_tool("everything__echo", {"message": "x"}).content[0].text == "Echo: x"

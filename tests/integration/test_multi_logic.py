@@ -51,7 +51,7 @@ class Fake:
 
 def test_namespacing_only_on_collision_and_custom_separator():
     a, b = Fake(["echo", "a_only"]), Fake(["echo", "b_only"])
-    m = MultiClient({"a": a, "b": b}, separator=".")
+    m = MultiClient({"a": a, "b": b}, separator=".", namespace="collisions")
     assert [t.name for t in m.list_tools()] == ["a.echo", "a_only", "b.echo", "b_only"]
     assert m.call_tool("b.echo").content[0].text == "echo" and b.calls == ["echo"]
     assert m.call_tool("a.a_only").content[0].text == "a_only"  # qualified works too
@@ -74,7 +74,7 @@ def test_qualified_names_route_by_the_longest_server_prefix():
 def test_listing_is_concurrent_and_a_slow_server_is_reported_not_waited_for_again():
     gate = threading.Event()
     slow, fast = Fake(["s"], gate=gate), Fake(["f"])
-    m = MultiClient({"slow": slow, "fast": fast}, list_timeout=0.3)
+    m = MultiClient({"slow": slow, "fast": fast}, list_timeout=0.3, namespace="collisions")
     try:
         assert [t.name for t in m.list_tools()] == ["f"]
         st = m.status()
@@ -92,7 +92,7 @@ def test_listing_is_concurrent_and_a_slow_server_is_reported_not_waited_for_agai
 
 def test_a_failed_server_is_retried_only_after_relist_after():
     dead = Fake([], fail=ConnectError("no"))
-    m = MultiClient({"dead": dead, "ok": Fake(["t"])}, relist_after=3600)
+    m = MultiClient({"dead": dead, "ok": Fake(["t"])}, relist_after=3600, namespace="collisions")
     for _ in range(10):
         m.list_tools()
         m.call_tool("t")
@@ -107,7 +107,7 @@ def test_a_failed_server_is_retried_only_after_relist_after():
 
 def test_list_changed_relists_only_that_server():
     a, b = Fake(["x"]), Fake(["y"])
-    m = MultiClient({"a": a, "b": b})
+    m = MultiClient({"a": a, "b": b}, namespace="collisions")
     m.list_tools()
     a.names = ["x", "x2"]
     a.notify_changed()
@@ -139,7 +139,7 @@ def test_close_closes_every_client_once_and_refuses_more():
 
 def test_thread_safe_routing_under_list_changes():
     a, b = Fake(["x"]), Fake(["y"])
-    m = MultiClient({"a": a, "b": b})
+    m = MultiClient({"a": a, "b": b}, namespace="collisions")
     errors = []
 
     def caller():

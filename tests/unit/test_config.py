@@ -138,7 +138,7 @@ def test_server_config_is_frozen():
         ("bad_args_type.json", "mcpServers.everything.args[2]: expected a string, got 3"),
         ("bad_missing_command.json", 'mcpServers.broken: missing "command" (for a stdio server) or "url" (for a remote server)'),
         ("bad_type.json", "mcpServers.remote.type: unknown transport type 'carrier-pigeon'"),
-        ("bad_not_json.json", "not valid JSON: Expecting property name enclosed in double quotes at line 1 column 49"),
+        ("bad_not_json.json", "not valid JSON: Expecting ':' delimiter at line 1 column 42"),
         ("bad_env_value.json", "mcpServers.db.env.DB_PASSWORD: expected a string, got an object"),
     ],
 )
