@@ -161,7 +161,7 @@ def test_every_call_failing_exits_3_and_is_listed(tmp_path, capsys):
 
 def test_dead_server_exits_3(capsys):
     assert main([*SMALL, "--", "/nonexistent/mcp-server"]) == 3
-    assert "mcpsync bench: ConnectError: " in capsys.readouterr().err
+    assert "mcpsync bench: StartFailed: " in capsys.readouterr().err
 
 
 # ------------------------------------------------------------------ mcpsync servers
@@ -192,7 +192,7 @@ def test_servers_lists_and_checks(config, capsys):
     lines = out.splitlines()
     assert lines[0].startswith("demo") and "ok, 6 tools" in lines[0] and "mcpsync.server.demo" in lines[0]
     assert any(line.startswith("dead") and "error" in line for line in lines)
-    assert any("ConnectError" in line for line in lines)
+    assert any("StartFailed" in line for line in lines)  # the command does not exist: at once
     assert any(line.startswith("secret") and "config-error" in line for line in lines)
     assert any("MCPSYNC_TEST_UNSET_TOKEN is not set" in line for line in lines)
     assert any(line.startswith("off") and "disabled" in line for line in lines)
