@@ -160,6 +160,18 @@ def test_a_server_that_starts_in_15_s_is_started_once(tmp_path: Path, mcpsync_th
 
 
 @pytest.mark.slow
+def test_a_call_with_the_default_timeout_waits_for_a_server_that_starts_in_15_s(tmp_path: Path) -> None:
+    pids = tmp_path / "pids"
+    command, args = _delayed(15, server_command("raw_server.py"), pids)
+    client = Client.stdio(command, args, name="slow")
+    try:
+        assert client.call_tool("echo", {"message": "up"}).text == "up"  # 30 s: room for the start
+        assert _starts(pids) == 1
+    finally:
+        client.close()
+
+
+@pytest.mark.slow
 def test_the_default_options_connect_a_server_that_needs_12_s(tmp_path: Path) -> None:
     """The first run of ``npx -y pkg`` downloads for 10-30 s before the server answers."""
     pids = tmp_path / "pids"
@@ -240,15 +252,16 @@ def _think(client: Client, n: int) -> int:
     return int(data["thoughtHistoryLength"])
 
 
-def test_sixteen_threads_share_one_sequential_thinking_process() -> None:
+@pytest.mark.parametrize("threads", [16, 64])
+def test_threads_share_one_sequential_thinking_process(threads: int) -> None:
     """Symptom 5: the pool started a second node child as soon as calls overlapped, and
     ``thoughtHistoryLength`` restarted at 1 on it."""
     argv = _npm_server("server-sequential-thinking")
     before = _children()
     with Client.stdio(argv[0], argv[1:]) as client:
-        with ThreadPoolExecutor(16) as pool:
-            lengths = list(pool.map(lambda n: _think(client, n), range(1, 16 * 8 + 1)))
-        assert sorted(lengths) == list(range(1, 16 * 8 + 1))  # one history, every thought in it
+        with ThreadPoolExecutor(threads) as pool:
+            lengths = list(pool.map(lambda n: _think(client, n), range(1, threads * 4 + 1)))
+        assert sorted(lengths) == list(range(1, threads * 4 + 1))  # one history, every thought in it
         assert len(_children() - before) == 1
         assert client.pool_stats().created == 1
 
