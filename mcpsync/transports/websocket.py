@@ -31,12 +31,13 @@ import socket
 import ssl
 import threading
 import time
-from typing import Any, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 import websocket
 from websocket import ABNF
 
 from .._errors import (
+    error_from_http_status,
     AuthError,
     ConnectError,
     ConnectionClosed,
@@ -47,6 +48,7 @@ from .._errors import (
 )
 from .._speedups import DEFAULT_MAX_MESSAGE_SIZE as _DEFAULT_MAX
 from ._base import Transport
+from ._http_common import redact
 
 __all__ = ["WebSocketTransport", "SUBPROTOCOL", "DEFAULT_MAX_MESSAGE_SIZE"]
 
@@ -130,7 +132,7 @@ class WebSocketTransport(Transport):
             ws.connect(self.url, header=header, timeout=timeout, **options)
         except websocket.WebSocketBadStatusException as exc:
             ws.shutdown()
-            raise _handshake_error(self.url, exc) from exc
+            raise _handshake_error(self.url, exc, self._headers.values()) from exc
         except (websocket.WebSocketTimeoutException, socket.timeout, TimeoutError) as exc:
             ws.shutdown()
             raise ConnectError(f"{self.describe()}: no handshake within {timeout:g} s") from exc
@@ -326,13 +328,12 @@ def _close_reason(data: bytes) -> str:
     return ""
 
 
-def _handshake_error(url: str, exc: websocket.WebSocketBadStatusException) -> Exception:
+def _handshake_error(url: str, exc: websocket.WebSocketBadStatusException, secrets: Iterable[str] = ()) -> Exception:
+    """The HTTP status that refused the handshake, through the one status mapping
+    (401 → AuthError, 403 → PermissionDenied, other 4xx → ProtocolError, 5xx and timeouts →
+    ConnectError), its body redacted (never the request's own header values)."""
     status = exc.status_code
-    body = (exc.resp_body or b"")[:200]
-    detail = body.decode("utf-8", "replace").strip() if isinstance(body, bytes) else str(body)
+    detail = redact(exc.resp_body or b"", secrets=list(secrets)).strip()
     text = f"websocket {url}: handshake refused with HTTP {status}" + (f": {detail}" if detail else "")
-    if status == 401:
-        return AuthError(text, status=status)
-    if status == 403:
-        return PermissionDenied(text, status=status)
-    return ConnectError(text, status=status)
+    headers = getattr(exc, "resp_headers", None) or {}
+    return error_from_http_status(status, text, connecting=True, headers=headers, session=False)

@@ -202,7 +202,8 @@ def test_bridge_rejects_binary_frames_and_answers_garbage(everything_bridge: str
 
 
 def test_bridge_refuses_clients_without_the_mcp_subprotocol(everything_bridge: str) -> None:
-    with pytest.raises(ConnectError, match="400"):
+    # a 400 is the client's own mistake (the one HTTP status mapping): not retried, not counted
+    with pytest.raises(ProtocolError, match="400"):
         WebSocketTransport(everything_bridge, subprotocols=("chat",)).connect(10)
 
 
