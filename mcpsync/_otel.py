@@ -422,10 +422,7 @@ class Telemetry:
         try:
             result = client.request(method, params, **kw)
         except BaseException as exc:
-            failure = error_type(exc)
-            code = getattr(exc, "code", None) if failure.lstrip("-").isdigit() else None
-            span.record_exception(exc)
-            span.set_status(self._status[0](self._status[1].ERROR, str(exc) or failure))
+            failure, code = self._failed(span, exc)
             raise
         else:
             if method == "tools/call" and getattr(result, "is_error", False) is True:
@@ -460,6 +457,15 @@ class Telemetry:
             except Exception:  # noqa: BLE001 - metrics never break a call
                 log.debug("recording mcp.client.operation.duration failed", exc_info=True)
 
+    def _failed(self, span: Any, exc: BaseException) -> tuple[str, int | None]:
+        """Mark ``span`` failed by ``exc``: its ``error.type`` and, for an error answer,
+        its JSON-RPC code."""
+        failure = error_type(exc)
+        code = getattr(exc, "code", None) if failure.lstrip("-").isdigit() else None
+        span.record_exception(exc)
+        span.set_status(self._status[0](self._status[1].ERROR, str(exc) or failure))
+        return failure, code
+
     def handshake(self, client: Any, conn: Any, run: Any) -> None:
         """Run a connection's handshake (``run()``) as one traced, timed operation, named
         by the method that made the session (``server/discover`` in the 2026-07-28 era,
@@ -472,10 +478,7 @@ class Telemetry:
         try:
             run()
         except BaseException as exc:
-            failure = error_type(exc)
-            code = getattr(exc, "code", None) if failure.lstrip("-").isdigit() else None
-            span.record_exception(exc)
-            span.set_status(self._status[0](self._status[1].ERROR, str(exc) or failure))
+            failure, code = self._failed(span, exc)
             raise
         finally:
             elapsed = time.perf_counter() - start

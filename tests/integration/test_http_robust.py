@@ -49,29 +49,8 @@ INIT = json.dumps(
 ).encode()
 
 
-@pytest.fixture(scope="module")
-def faulty() -> Iterator[FaultyServer]:
-    server = FaultyServer().start()
-    yield server
-    server.stop()
-
-
-@pytest.fixture
-def transport(faulty: FaultyServer) -> Iterator[Any]:
-    made: list[StreamableHTTPTransport] = []
-
-    def make(path: str, **kw: Any) -> StreamableHTTPTransport:
-        url = faulty.url(path)
-        forget_url(url)
-        kw.setdefault("sse_fallback", False)
-        t = StreamableHTTPTransport(url, **kw)
-        t.connect(5)
-        made.append(t)
-        return t
-
-    yield make
-    for t in made:
-        t.close()
+# the faulty server and the transport maker, shared with the older fault tests
+from tests.integration.test_http_faults import faulty, transport  # noqa: E402,F401
 
 
 def _eventually(check: Any, limit: float) -> bool:
