@@ -22,7 +22,7 @@ try:
 except ImportError:  # Python 3.10
     tomllib = pytest.importorskip("tomli")
 
-SOURCES = ["setup.py", "pyproject.toml", "README.md", "mcpsync"]
+SOURCES = ["setup.py", "pyproject.toml", "README.md", "LICENSE", "mcpsync"]
 
 
 def _pyproject() -> dict:
@@ -97,6 +97,7 @@ def test_the_wheel_installs_in_a_fresh_venv(tmp_path: Path) -> None:
         metadata = zf.read(next(n for n in zf.namelist() if n.endswith(".dist-info/METADATA"))).decode()
         names = zf.namelist()
     assert "License-Expression: MIT" in metadata
+    assert "License-File: LICENSE" in metadata and any(n.endswith("licenses/LICENSE") for n in names)
     assert re.search(r"^Requires-Dist: jsonschema", metadata, re.M)
     assert any(re.match(r"mcpsync/_speedups/_cspeedups\..*(\.so|\.pyd)$", n) for n in names), "the compiled hot path is in the wheel"
     assert "mcpsync/py.typed" in names
