@@ -1077,7 +1077,12 @@ class Client(ProtocolMixin):
 
     def _close_in_background(self, close: Callable[[], None], what: str) -> None:
         """Run one connection's close on a thread of its own, tracked so that
-        :meth:`close` can wait for all of them (in parallel, bounded)."""
+        :meth:`close` can wait for all of them (in parallel, bounded). At interpreter exit
+        (the main thread is done: finalizers and atexit run) it closes here: a daemon thread
+        would die half-way and leave the server process behind."""
+        if not threading.main_thread().is_alive():
+            close()
+            return
         thread = threading.Thread(target=close, name=f"mcpsync-close-{self.name}", daemon=True)
         with self._lock:
             self._closers = [t for t in self._closers if t.is_alive()]

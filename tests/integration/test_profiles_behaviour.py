@@ -15,7 +15,7 @@ from dataclasses import replace
 import pytest
 
 from mcpsync import Client, PoolLimits, Timeouts
-from mcpsync._errors import CircuitOpen, ConnectError, RequestTimeout
+from mcpsync._errors import CircuitOpen, ConnectError, ConnectionClosed, RequestTimeout, StartFailed
 from mcpsync._profiles import PROFILES, ProcessPerCallClient, ProfileError, check_transport, stdio_client
 from tests.conftest import server_command
 
@@ -48,14 +48,23 @@ def test_enterprise_keeps_its_servers_between_calls():
 
 
 def test_minimal_retries_three_times_at_a_fixed_interval():
+    """Each retry on a new process: a server that dies in the call (safe to repeat)."""
     fast = replace(PROFILES["minimal"].retry, backoff=0.05)
-    client = stdio_client("/nonexistent/mcp-server", [], profile="minimal", retry=fast, timeouts=FAST)
-    with pytest.raises(ConnectError) as info:
-        client.call_tool("anything")
+    crash = server_command("raw_server.py", "--misbehave", "exit")
+    client = stdio_client(crash[0], crash[1:], profile="minimal", retry=fast, timeouts=replace(FAST, request=5.0))
+    with pytest.raises(ConnectionClosed) as info:
+        client.call_tool("bad", safe_to_retry=True)
     history = info.value.retry_history
-    assert [name for name, _ in history] == ["ConnectError"] * 4  # the call + 3 retries
+    assert [name for name, _ in history] == ["ConnectionClosed"] * 4  # the call + 3 retries
     assert [wait for _, wait in history][1:] == [0.05, 0.05, 0.05]  # fixed, no jitter
     assert client.spawned == 4
+
+
+def test_minimal_does_not_retry_a_command_that_cannot_run():
+    client = stdio_client("/nonexistent/mcp-server", [], profile="minimal", timeouts=FAST)
+    with pytest.raises(StartFailed):
+        client.call_tool("anything")
+    assert client.spawned == 1
 
 
 def test_minimal_has_no_breaker():
