@@ -53,6 +53,7 @@ from ._cache import EXPLICIT, LIST_CHANGED, RECONNECT, ToolCache
 from ._guard import BreakerState, CircuitBreaker, Guard, ReconnectSchedule, Recorder, tool_is_retry_safe
 from ._metrics import DISCOVERY_METHODS, MetricsRecorder, fan_out
 from ._policies import BreakerPolicy, PoolLimits, ReconnectPolicy, RetryPolicy, Timeouts
+from ._paging import paginate
 from ._pool import ConnectionPool
 from ._protocol import ProtocolMixin
 from ._worker import Worker
@@ -99,7 +100,6 @@ os.register_at_fork(after_in_child=_after_fork_in_child)
 _ERA_CACHE: dict[str, str] = {}
 _ERA_LOCK = threading.Lock()
 
-_MAX_PAGES = 10_000
 
 #: Requests without side effects: retried after any transient failure.
 _SAFE_METHODS = frozenset(
@@ -1461,21 +1461,12 @@ class Client(ProtocolMixin):
         return list(found.tools)
 
     def _tool_pages(self, timeout: float | None, retry: RetryPolicy | None = None) -> list[ListToolsResult]:
-        pages: list[ListToolsResult] = []
-        cursor: str | None = None
-        seen: set[str] = set()
-        for _ in range(_MAX_PAGES):
-            page: ListToolsResult = self.request(
+        def fetch(cursor: str | None) -> ListToolsResult:
+            return self.request(  # type: ignore[no-any-return]
                 "tools/list", {"cursor": cursor} if cursor else None, timeout=timeout, retry=retry
             )
-            pages.append(page)
-            cursor = page.next_cursor
-            if not cursor:
-                return pages
-            if cursor in seen:
-                raise ProtocolError(f"{self.name} repeated the tools/list cursor {cursor!r}", code=-32600)
-            seen.add(cursor)
-        raise ProtocolError(f"{self.name} returned more than {_MAX_PAGES} pages of tools", code=-32600)
+
+        return list(paginate(fetch, server=self.name, method="tools/list"))
 
     def get_tool(self, name: str, *, timeout: float | None = None) -> Tool | None:
         """The definition of one tool, from the tool cache (discovering once if needed).

@@ -81,6 +81,7 @@ from ._errors import (
     RequestTimeout,
     ResourceNotFound,
 )
+from ._paging import paginate
 from ._messages import RESULT_DECODERS, CallToolResult, Tool, to_builtins
 from ._protocol_types import (
     CompleteResult,
@@ -108,7 +109,6 @@ LIST_KINDS = ("tools", "prompts", "resources")
 
 SUBSCRIPTION_ID = "io.modelcontextprotocol/subscriptionId"
 _META_LOG = "io.modelcontextprotocol/logLevel"
-_MAX_PAGES = 10_000
 REQUEST_TIMEOUT_CODE = -32001
 
 _LEVELS = {
@@ -433,19 +433,10 @@ class ProtocolMixin:
             st.tools_missing.clear()
 
     def _proto_paged(self, method: str, attr: str, timeout: float | None, refresh: bool = False) -> list[Any]:
-        items: list[Any] = []
-        cursor: str | None = None
-        seen: set[str] = set()
-        for _ in range(_MAX_PAGES):
-            page = self._proto_cached_request(method, {"cursor": cursor} if cursor else None, timeout, refresh)
-            items.extend(getattr(page, attr))
-            cursor = page.next_cursor
-            if not cursor:
-                return items
-            if cursor in seen:
-                raise ProtocolError(f"{self.name} repeated the {method} cursor {cursor!r}", code=-32600)
-            seen.add(cursor)
-        raise ProtocolError(f"{self.name} returned more than {_MAX_PAGES} pages for {method}", code=-32600)
+        def fetch(cursor: str | None) -> Any:
+            return self._proto_cached_request(method, {"cursor": cursor} if cursor else None, timeout, refresh)
+
+        return [item for page in paginate(fetch, server=self.name, method=method) for item in getattr(page, attr)]
 
     # ------------------------------------------------------------------ resources
 
@@ -1121,17 +1112,11 @@ class ProtocolMixin:
 
     def list_tasks(self, *, timeout: float | None = None) -> list[Task]:
         """The tasks the server keeps for this client (``tasks/list``)."""
-        out: list[Task] = []
-        cursor: str | None = None
-        for _ in range(_MAX_PAGES):
-            page: ListTasksResult = self.request(  # type: ignore[attr-defined]
-                "tasks/list", {"cursor": cursor} if cursor else None, timeout=timeout
-            )
-            out.extend(page.tasks)
-            cursor = page.next_cursor
-            if not cursor:
-                break
-        return out
+
+        def fetch(cursor: str | None) -> ListTasksResult:
+            return self.request("tasks/list", {"cursor": cursor} if cursor else None, timeout=timeout)  # type: ignore[attr-defined,no-any-return]
+
+        return [task for page in paginate(fetch, server=self.name, method="tasks/list") for task in page.tasks]
 
     def wait_task(self, task: Task | str, *, timeout: float | None = None) -> CallToolResult:
         """Poll ``tasks/get`` until the task ends (or needs input), then fetch ``tasks/result``.

@@ -79,3 +79,38 @@ def test_subscribe_refused_leaves_client_working(mode):
                 c.on_list_changed("prompts", lambda k: None)
             assert not c._pstate().list_cbs["prompts"]
         assert c.read_resource("count://reads").text
+
+
+_LOOPING_PAGES = r'''
+import json, sys
+for line in sys.stdin:
+    msg = json.loads(line)
+    rid, method = msg.get("id"), msg.get("method")
+    if rid is None:
+        continue
+    if method == "initialize":
+        res = {"protocolVersion": "2025-11-25", "capabilities": {"tools": {}, "tasks": {"list": {}}},
+               "serverInfo": {"name": "loops", "version": "1"}}
+    elif method in ("tasks/list", "tools/list", "prompts/list", "resources/list"):
+        key = {"tasks/list": "tasks", "tools/list": "tools", "prompts/list": "prompts", "resources/list": "resources"}[method]
+        res = {key: [], "nextCursor": "again"}  # the same cursor for ever: a broken server
+    else:
+        print(json.dumps({"jsonrpc": "2.0", "id": rid, "error": {"code": -32601, "message": "no"}}), flush=True)
+        continue
+    print(json.dumps({"jsonrpc": "2.0", "id": rid, "result": res}), flush=True)
+'''
+
+
+@pytest.mark.parametrize("listing", ["list_tools", "list_prompts", "list_resources", "list_tasks"])
+def test_a_repeated_cursor_ends_every_listing(tmp_path, listing):
+    """One pagination loop for every list method: a server that repeats its cursor gets a
+    ProtocolError, never an endless loop (tasks/list had no such guard)."""
+    import sys
+
+    from mcpsync import ProtocolError
+
+    script = tmp_path / "loops.py"
+    script.write_text(_LOOPING_PAGES)
+    with Client.stdio(sys.executable, [str(script)], mode="legacy") as client:
+        with pytest.raises(ProtocolError, match="repeated the .* cursor 'again'"):
+            getattr(client, listing)()
