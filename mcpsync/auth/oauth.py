@@ -1151,8 +1151,11 @@ class OAuth:
         import requests
 
         form = {k: v for k, v in form.items() if v is not None and v != ""}
+        # A private_key_jwt assertion is addressed to the authorization server's issuer
+        # identifier (RFC 7523 §3, RFC 8414 §2 and the MCP spec), not to the endpoint's URL.
+        audience = md.issuer if md is not None else url
         for attempt in range(2):
-            headers = {"Accept": "application/json", **self._client_auth(client, url, form)}
+            headers = {"Accept": "application/json", **self._client_auth(client, audience, form)}
             if self._dpop is not None and md is not None:
                 headers["DPoP"] = self._dpop.proof("POST", url)
             try:
@@ -1229,7 +1232,7 @@ class OAuth:
         import requests
 
         assert asm.revocation_endpoint is not None
-        headers = {"Accept": "application/json", **self._client_auth(client, asm.revocation_endpoint, form)}
+        headers = {"Accept": "application/json", **self._client_auth(client, asm.issuer, form)}
         if client.token_endpoint_auth_method == "none":
             # RFC 6749 §2.3.1 lets an empty secret be sent; some servers (the mcp SDK) demand the field.
             form.setdefault("client_secret", "")

@@ -142,6 +142,17 @@ def test_private_key_jwt_client_credentials() -> None:
             assert who["client_id"] == "machine-jwt"
 
 
+def test_private_key_jwt_audience_is_the_issuer() -> None:
+    """The assertion's ``aud`` is the authorization server's issuer identifier (RFC 7523 §3): a
+    server that accepts only its issuer (as the MCP conformance suite's does) issues a token."""
+    key = SigningKey.generate()
+    with authlib_server("--jwk", json.dumps(key.public_jwk()), "--jwt-audience", "issuer") as urls:
+        with OAuth(urls["mcp"], store=MemoryTokenStore(), grant="client_credentials", client_id="machine-jwt",
+                   private_key=key) as auth:
+            who = json.loads(tool_text(call(auth, urls["mcp"], tool("whoami"))))
+            assert who["client_id"] == "machine-jwt"
+
+
 def test_private_key_jwt_wrong_key_is_refused() -> None:
     registered, other = SigningKey.generate(), SigningKey.generate()
     with authlib_server("--jwk", json.dumps(registered.public_jwk())) as urls:

@@ -45,6 +45,9 @@ p.add_argument("--port", type=int, required=True)
 p.add_argument("--token-lifetime", type=int, default=3600)
 p.add_argument("--expected-resource")
 p.add_argument("--jwk")
+p.add_argument("--jwt-audience", choices=["any", "issuer"], default="any",
+               help="the private_key_jwt audiences accepted: the token URL or the issuer (any), "
+                    "or only the issuer identifier (issuer; what the MCP conformance suite accepts)")
 p.add_argument("--dpop", action="store_true", help="DPoP-bound tokens (RFC 9449) with server nonces")
 p.add_argument("--slow-down", action="store_true",
                help="answer a device code's first pending poll with slow_down, then hold the client to "
@@ -138,7 +141,7 @@ class PrivateKeyJWT(JWTBearerClientAssertion):
     CLIENT_AUTH_METHOD = "private_key_jwt"
 
     def get_audiences(self):
-        return [TOKEN_URL, ISSUER]
+        return [ISSUER] if args.jwt_audience == "issuer" else [TOKEN_URL, ISSUER]
 
     def resolve_client_public_key(self, client):
         return client.jwk
