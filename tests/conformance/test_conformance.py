@@ -34,7 +34,7 @@ import pytest
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 CLIENT = HERE / "client.py"
-LOOPBACK = ROOT / "tests" / "servers" / "loopback.cjs"
+LOOPBACK = HERE / "loopback.cjs"
 BASELINE = HERE / "baseline.json"
 DEFAULT_PREFIX = ROOT / ".cache" / "conformance"
 VERSIONS = ("0.2.0-alpha.12", "0.2.0-alpha.11", "0.1.16")
