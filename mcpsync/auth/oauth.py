@@ -340,6 +340,8 @@ class OAuth:
         challenges = parse_www_authenticate(lower.get("www-authenticate"))
         challenge = next((c for c in challenges if c.scheme in ("bearer", "dpop")), None)
         used_generation = self._local.generation
+        if self._dpop is None and self._dpop_auto and any(c.scheme == "dpop" for c in challenges):
+            self._enable_dpop()  # the resource asks for sender-constrained tokens (RFC 9449 §7.1)
         if "dpop-nonce" in lower:
             if self._dpop is not None:
                 fresh_nonce = self._dpop.remember_nonce(url, lower["dpop-nonce"])
@@ -797,11 +799,7 @@ class OAuth:
             md = self._metadata_or_discover()
         prm = md.protected_resource
         if self._dpop is None and self._dpop_auto and prm is not None and prm.dpop_bound_access_tokens_required:
-            self._dpop = DPoPKey()  # the resource demands sender-constrained tokens
-            with self._lock:
-                early, self._early_nonce = self._early_nonce, None
-            if early is not None:
-                self._dpop.remember_nonce(*early)
+            self._enable_dpop()  # the resource demands sender-constrained tokens
         if self.grant == "authorization_code":
             if not self._interactive:
                 raise AuthError(f"{self.server_url} needs a user authorization, and interactive flows are off")
@@ -819,6 +817,17 @@ class OAuth:
             tokens = self._jwt_bearer(md, scopes, self._id_jag(md, scopes))
         self.stats["authorizations"] += 1
         return tokens
+
+    def _enable_dpop(self) -> None:
+        """Turn DPoP on (``dpop=None`` only: never when configured off), keeping a nonce the
+        resource sent before the key existed."""
+        with self._lock:
+            if self._dpop is not None:
+                return
+            key = self._dpop = DPoPKey()
+            early, self._early_nonce = self._early_nonce, None
+        if early is not None:
+            key.remember_nonce(*early)
 
     def _code_flow(self, md: AuthMetadata, scopes: Iterable[str] | None) -> TokenSet:
         port = self._redirect_port

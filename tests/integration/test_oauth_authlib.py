@@ -240,3 +240,41 @@ def test_authorization_server_metadata_locations(issuer_path: str, where: str) -
                 {"oauth": "/.well-known/oauth-authorization-server" + issuer_path,
                  "oidc-inserted": "/.well-known/openid-configuration" + issuer_path,
                  "oidc-appended": issuer_path + "/.well-known/openid-configuration"}[where])
+
+
+def _whoami_over_transport(url: str, auth: OAuth) -> dict[str, Any]:
+    """One tool call through the real Streamable HTTP transport (its own 401 handling)."""
+    from mcpsync import Client
+
+    with Client.http(url, auth=auth, mode="legacy", sse_fallback=False) as client:
+        return json.loads(client.call_tool("whoami", {}).text)
+
+
+def test_dpop_nonce_challenge_after_authorization_is_answered() -> None:
+    """RFC 9449 §9: the request retried with the new token meets ``401 use_dpop_nonce``; the
+    transport answers the nonce challenge instead of counting it as its one auth retry."""
+    with authlib_server("--dpop-challenge") as urls:
+        with OAuth(urls["mcp"], store=MemoryTokenStore(), grant="client_credentials", client_id="machine-basic",
+                   client_secret="machine-secret", dpop=True) as auth:
+            assert _whoami_over_transport(urls["mcp"], auth)["client_id"] == "machine-basic"
+            assert auth.tokens.token_type == "DPoP"
+            assert auth.stats["authorizations"] == 1
+
+
+def test_dpop_followed_from_the_challenge() -> None:
+    """Default options: a ``WWW-Authenticate: DPoP`` challenge turns DPoP on although the
+    protected-resource metadata does not require it (the authorization server refuses a token
+    request without a proof)."""
+    with authlib_server("--dpop-challenge") as urls:
+        with OAuth(urls["mcp"], store=MemoryTokenStore(), grant="client_credentials", client_id="machine-basic",
+                   client_secret="machine-secret") as auth:
+            assert _whoami_over_transport(urls["mcp"], auth)["client_id"] == "machine-basic"
+            assert auth.tokens.token_type == "DPoP"
+
+
+def test_dpop_challenge_not_followed_when_switched_off() -> None:
+    with authlib_server("--dpop-challenge") as urls:
+        with OAuth(urls["mcp"], store=MemoryTokenStore(), grant="client_credentials", client_id="machine-basic",
+                   client_secret="machine-secret", dpop=False) as auth:
+            with pytest.raises(AuthError, match="invalid_dpop_proof"):
+                _whoami_over_transport(urls["mcp"], auth)
