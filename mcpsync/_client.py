@@ -1107,19 +1107,21 @@ class Client(ProtocolMixin):
 
     def _discover(self, conn: _Connection, timeout: float) -> None:
         version = LATEST_MODERN
-        for _ in range(2):
+        for attempt in range(2):
             meta = self._modern_meta(version)
             try:
                 raw = conn.channel.request("server/discover", {"_meta": meta}, timeout)
             except UnsupportedProtocolVersion as exc:
                 supported = _supported_from(exc.data)
                 choice = next((v for v in reversed(MODERN_VERSIONS) if v in supported), None)
-                if choice is None or choice == version:
+                if choice is None or attempt:  # one retry with the listed version (even the one sent)
                     raise
                 version = choice
                 continue
             res: DiscoverResult = decode_result("server/discover", raw)
             supported = res.supported_versions
+            if not supported:
+                raise ProtocolError(f"{self.name} answered server/discover without supportedVersions")
             if supported and version not in supported:
                 choice = next((v for v in reversed(MODERN_VERSIONS) if v in supported), None)
                 if choice is None:
@@ -1344,7 +1346,7 @@ class Client(ProtocolMixin):
     def _request_on(
         self, conn: _Connection, method: str, params: Mapping[str, Any] | None, t: float, progress: ProgressCallback | None
     ) -> Any:
-        for _ in range(2):
+        for attempt in range(2):
             sent = params
             base = conn.meta
             if base is not None:
@@ -1357,7 +1359,7 @@ class Client(ProtocolMixin):
             try:
                 raw = conn.channel.request(method, sent, t, progress)
             except UnsupportedProtocolVersion as exc:
-                if conn.meta is None or not self._renegotiate(conn, exc):
+                if attempt or conn.meta is None or not self._renegotiate(conn, exc):
                     raise
                 continue
             result = decode_result(method, raw)
@@ -1370,8 +1372,7 @@ class Client(ProtocolMixin):
 
     def _renegotiate(self, conn: _Connection, exc: UnsupportedProtocolVersion) -> bool:
         supported = _supported_from(exc.data)
-        current = conn.meta.get(_META_VERSION) if conn.meta else None
-        choice = next((v for v in reversed(MODERN_VERSIONS) if v in supported and v != current), None)
+        choice = next((v for v in reversed(MODERN_VERSIONS) if v in supported), None)
         if choice is None:
             return False
         conn.meta = self._modern_meta(choice)
