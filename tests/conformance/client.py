@@ -158,10 +158,22 @@ def exercise(scenario: str, client: Client, ctx: Mapping[str, Any]) -> None:
             client.get_prompt(prompts[0].name, {})
         return
     if scenario == "http-invalid-tool-headers":
+        for t in tools:  # the tools mcpsync kept: the malformed ones were dropped when listed
+            client.call_tool(t.name, sample_arguments(t.input_schema))
         return
     if tools:
         name = "test-tool" if any(t.name == "test-tool" for t in tools) else tools[0].name
         client.call_tool(name, {"a": 2, "b": 3} if name != "test-tool" else {})
+
+
+def sample_arguments(schema: Mapping[str, Any]) -> dict[str, Any]:
+    """A value of the declared type for each required property of a tool's input schema."""
+    samples = {"string": "us-west1", "integer": 1, "number": 1.5, "boolean": True, "array": [], "object": {}}
+    props = schema.get("properties") or {}
+    return {
+        name: samples.get(str((props.get(name) or {}).get("type")), "x")
+        for name in schema.get("required") or ()
+    }
 
 
 def exercise_skills(scenario: str, client: Client) -> None:
