@@ -55,6 +55,7 @@ from ._metrics import DISCOVERY_METHODS, MetricsRecorder, fan_out
 from ._policies import BreakerPolicy, PoolLimits, ReconnectPolicy, RetryPolicy, Timeouts
 from ._pool import ConnectionPool
 from ._protocol import ProtocolMixin
+from ._skills import SkillsMixin
 from ._worker import Worker
 from .transports._base import Transport
 
@@ -199,7 +200,7 @@ class _Opening:
         self.claimed = False  # a borrower is waiting for it
 
 
-class Client(ProtocolMixin):
+class Client(ProtocolMixin, SkillsMixin):
     """A blocking, thread-safe MCP client for one server.
 
     Every public method blocks until it has a result or raises one of the errors of

@@ -46,6 +46,7 @@ __all__ = [
     "CircuitOpen",
     "ProtocolError",
     "MessageTooLarge",
+    "SkillIntegrityError",
     "RemoteError",
     "ToolError",
     "ToolNotFound",
@@ -158,6 +159,17 @@ class ProtocolError(MCPError):
 
 class MessageTooLarge(ProtocolError):
     """A message exceeded the configured maximum size and was dropped."""
+
+
+class SkillIntegrityError(ProtocolError):
+    """A skill file the server served differs from what its skills listing declared (size,
+    digest or frontmatter; SEP-2640), or is not in that listing. Its content is not used.
+
+    Attributes:
+        uri: the file's URI.
+        check: which check failed: ``size``, ``digest``, ``frontmatter`` or ``manifest``.
+        expected: the declared value; ``actual``: what was served.
+    """
 
 
 class RemoteError(MCPError):

@@ -182,8 +182,9 @@ def exercise_skills(scenario: str, client: Client) -> None:
     if scenario == "sep-2640-client-no-prefetch":
         return
     for info in skills:
-        skill = client.read_skill(info.name)
-        skill.read_text(skill.entry)  # raises SkillIntegrityError when a declared fact is false
+        skill = client.read_skill(info)  # reads SKILL.md; SkillIntegrityError if it is not as declared
+        for path in skill.files:  # then what a host reads as the instructions lead it there
+            skill.read(path)
 
 
 def main(argv: list[str]) -> int:
