@@ -12,7 +12,8 @@ Every call ends in a result or one of these. The tree is shallow on purpose::
     │   ├── ServerUnavailable        marked unavailable after repeated reconnect failures
     │   └── CircuitOpen              the server's circuit breaker is open
     ├── ProtocolError                the peer broke JSON-RPC / MCP (bad frame, bad envelope)
-    │   └── MessageTooLarge          a message exceeded the configured maximum size
+    │   ├── MessageTooLarge          a message exceeded the configured maximum size
+    │   └── SkillIntegrityError      a skill file differs from its listing (size/digest/frontmatter)
     ├── RemoteError                  the server answered with a JSON-RPC error (code/message/data)
     │   ├── ToolError
     │   │   ├── ToolNotFound

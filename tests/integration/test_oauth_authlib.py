@@ -278,3 +278,20 @@ def test_dpop_challenge_not_followed_when_switched_off() -> None:
                    client_secret="machine-secret", dpop=False) as auth:
             with pytest.raises(AuthError, match="invalid_dpop_proof"):
                 _whoami_over_transport(urls["mcp"], auth)
+
+
+def test_dpop_nonce_challenges_are_bounded() -> None:
+    """A resource that answers every proof with a new nonce: the transport answers a bounded
+    number of nonce challenges, then fails with the 401, without authorizing again."""
+    from mcpsync._errors import AuthError as _AuthError  # the 401 the transport gives up on
+    from mcpsync.transports._http_common import MAX_DPOP_NONCE_RETRIES
+
+    with authlib_server("--dpop-challenge", "--dpop-rotate-nonce") as urls:
+        with OAuth(urls["mcp"], store=MemoryTokenStore(), grant="client_credentials", client_id="machine-basic",
+                   client_secret="machine-secret", dpop=True) as auth:
+            with pytest.raises(_AuthError, match="401"):
+                _whoami_over_transport(urls["mcp"], auth)
+            assert auth.stats["authorizations"] == 1
+        posts = requests.get(urls["as"] + "/mcp-posts", timeout=5).json()["count"]
+        # the bare request, the one with the new token, and the nonce retries: no more
+        assert posts == 2 + MAX_DPOP_NONCE_RETRIES

@@ -49,6 +49,9 @@ p.add_argument("--jwt-audience", choices=["any", "issuer"], default="any",
                help="the private_key_jwt audiences accepted: the token URL or the issuer (any), "
                     "or only the issuer identifier (issuer; what the MCP conformance suite accepts)")
 p.add_argument("--dpop", action="store_true", help="DPoP-bound tokens (RFC 9449) with server nonces")
+p.add_argument("--dpop-rotate-nonce", action="store_true",
+               help="a new resource nonce with every use_dpop_nonce challenge: a client never catches up "
+                    "(GET /mcp-posts counts the POSTs to /mcp)")
 p.add_argument("--dpop-challenge", action="store_true",
                help="DPoP as the conformance suite's server does it: the protected-resource metadata does "
                     "not require it, a request without a token gets a `DPoP` challenge without a nonce, and "
@@ -323,8 +326,17 @@ def approve():
     return "ok"
 
 
+MCP_POSTS = [0]
+
+
+@app.get("/mcp-posts")
+def mcp_posts():
+    return jsonify(count=MCP_POSTS[0])
+
+
 @app.post("/mcp")
 def mcp():
+    MCP_POSTS[0] += 1
     challenge = f'Bearer resource_metadata="{ORIGIN}/.well-known/oauth-protected-resource/mcp"'
     auth = request.headers.get("Authorization", "")
     scheme, _, token = auth.partition(" ")
@@ -343,6 +355,8 @@ def mcp():
         jkt, error = check_dpop(RESOURCE, "rs", access_token=token)
         if error or jkt != info["jkt"]:
             headers = {"WWW-Authenticate": f'DPoP error="{error or "invalid_dpop_proof"}"', "DPoP-Nonce": NONCES["rs"]}
+            if error == "use_dpop_nonce" and args.dpop_rotate_nonce:
+                NONCES["rs"] = secrets.token_urlsafe(12)  # stale before the client can use it
             return jsonify(error=error or "invalid_dpop_proof"), 401, headers
     msg = request.get_json()
     if msg.get("method") == "initialize":
