@@ -249,7 +249,7 @@ def parse_frontmatter(text: str) -> tuple[dict[str, Any], str]:
         )
     block, body = m.group(1), text[m.end():]
     try:
-        import yaml  # PyYAML, when installed: the whole of YAML
+        import yaml  # type: ignore[import-untyped]  # PyYAML, when installed: the whole of YAML
     except ImportError:
         parsed: Any = _simple_yaml(block)
     else:
@@ -314,9 +314,9 @@ class SkillsMixin:
 
     if TYPE_CHECKING:  # provided by the Client
 
-        def request(self, method: str, params: Mapping[str, Any] | None = None, **kw: Any) -> Any: ...
+        def request(self, method: str, params: Mapping[str, Any] | None = None, *, timeout: float | None = None) -> Any: ...
 
-        def read_resource(self, uri: str, **kw: Any) -> Any: ...
+        def read_resource(self, uri: str, *, timeout: float | None = None, refresh: bool = False) -> Any: ...
 
     def list_skills(self, *, timeout: float | None = None) -> list[SkillInfo]:
         """Every skill the server lists (``skills/list``, following ``nextCursor``). Reads no file.
