@@ -32,6 +32,7 @@ from ._errors import (
     ResourceError,
     ResourceNotFound,
     ServerUnavailable,
+    SkillIntegrityError,
     ToolError,
     ToolNotFound,
     UnsupportedProtocolVersion,
@@ -47,6 +48,7 @@ from ._messages import (
     Tool,
     UnknownContent,
 )
+from ._skills import Skill, SkillFile, SkillInfo
 from ._cache import ToolCache
 from ._guard import BreakerState
 from ._metrics import MetricsRecorder, MetricsSnapshot
@@ -145,6 +147,10 @@ __all__ = [
     "CircuitOpen",
     "ProtocolError",
     "MessageTooLarge",
+    "SkillIntegrityError",
+    "Skill",
+    "SkillInfo",
+    "SkillFile",
     "RemoteError",
     "ToolError",
     "ToolNotFound",

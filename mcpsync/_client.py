@@ -56,6 +56,7 @@ from ._policies import BreakerPolicy, PoolLimits, ReconnectPolicy, RetryPolicy, 
 from ._paging import paginate
 from ._pool import ConnectionPool
 from ._protocol import ProtocolMixin
+from ._skills import SkillsMixin
 from ._worker import Worker
 from .transports._base import Transport
 
@@ -210,7 +211,7 @@ class _Opening:
         self.claimed = False  # a borrower is waiting for it
 
 
-class Client(ProtocolMixin):
+class Client(ProtocolMixin, SkillsMixin):
     """A blocking, thread-safe MCP client for one server.
 
     Every public method blocks until it has a result or raises one of the errors of
@@ -1156,19 +1157,21 @@ class Client(ProtocolMixin):
 
     def _discover(self, conn: _Connection, timeout: float) -> None:
         version = LATEST_MODERN
-        for _ in range(2):
+        for attempt in range(2):
             meta = self._modern_meta(version)
             try:
                 raw = conn.channel.request("server/discover", {"_meta": meta}, timeout)
             except UnsupportedProtocolVersion as exc:
                 supported = _supported_from(exc.data)
                 choice = next((v for v in reversed(MODERN_VERSIONS) if v in supported), None)
-                if choice is None or choice == version:
+                if choice is None or attempt:  # one retry with the listed version (even the one sent)
                     raise
                 version = choice
                 continue
             res: DiscoverResult = decode_result("server/discover", raw)
             supported = res.supported_versions
+            if not supported:
+                raise ProtocolError(f"{self.name} answered server/discover without supportedVersions")
             if supported and version not in supported:
                 choice = next((v for v in reversed(MODERN_VERSIONS) if v in supported), None)
                 if choice is None:
@@ -1397,7 +1400,7 @@ class Client(ProtocolMixin):
     def _request_on(
         self, conn: _Connection, method: str, params: Mapping[str, Any] | None, t: float, progress: ProgressCallback | None
     ) -> Any:
-        for _ in range(2):
+        for attempt in range(2):
             sent = params
             base = conn.meta
             if base is not None:
@@ -1410,7 +1413,7 @@ class Client(ProtocolMixin):
             try:
                 raw = conn.channel.request(method, sent, t, progress)
             except UnsupportedProtocolVersion as exc:
-                if conn.meta is None or not self._renegotiate(conn, exc):
+                if attempt or conn.meta is None or not self._renegotiate(conn, exc):
                     raise
                 continue
             result = decode_result(method, raw)
@@ -1423,8 +1426,7 @@ class Client(ProtocolMixin):
 
     def _renegotiate(self, conn: _Connection, exc: UnsupportedProtocolVersion) -> bool:
         supported = _supported_from(exc.data)
-        current = conn.meta.get(_META_VERSION) if conn.meta else None
-        choice = next((v for v in reversed(MODERN_VERSIONS) if v in supported and v != current), None)
+        choice = next((v for v in reversed(MODERN_VERSIONS) if v in supported), None)
         if choice is None:
             return False
         conn.meta = self._modern_meta(choice)

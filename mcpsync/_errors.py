@@ -12,7 +12,8 @@ Every call ends in a result or one of these. The tree is shallow on purpose::
     │   ├── ServerUnavailable        marked unavailable after repeated reconnect failures
     │   └── CircuitOpen              the server's circuit breaker is open
     ├── ProtocolError                the peer broke JSON-RPC / MCP (bad frame, bad envelope)
-    │   └── MessageTooLarge          a message exceeded the configured maximum size
+    │   ├── MessageTooLarge          a message exceeded the configured maximum size
+    │   └── SkillIntegrityError      a skill file differs from its listing (size/digest/frontmatter)
     ├── RemoteError                  the server answered with a JSON-RPC error (code/message/data)
     │   ├── ToolError
     │   │   ├── ToolNotFound
@@ -46,6 +47,7 @@ __all__ = [
     "CircuitOpen",
     "ProtocolError",
     "MessageTooLarge",
+    "SkillIntegrityError",
     "RemoteError",
     "ToolError",
     "ToolNotFound",
@@ -158,6 +160,17 @@ class ProtocolError(MCPError):
 
 class MessageTooLarge(ProtocolError):
     """A message exceeded the configured maximum size and was dropped."""
+
+
+class SkillIntegrityError(ProtocolError):
+    """A skill file the server served differs from what its skills listing declared (size,
+    digest or frontmatter; SEP-2640), or is not in that listing. Its content is not used.
+
+    Attributes:
+        uri: the file's URI.
+        check: which check failed: ``size``, ``digest``, ``frontmatter`` or ``manifest``.
+        expected: the declared value; ``actual``: what was served.
+    """
 
 
 class RemoteError(MCPError):

@@ -342,6 +342,8 @@ class OAuth:
         challenges = parse_www_authenticate(lower.get("www-authenticate"))
         challenge = next((c for c in challenges if c.scheme in ("bearer", "dpop")), None)
         used_generation = self._local.generation
+        if self._dpop is None and self._dpop_auto and any(c.scheme == "dpop" for c in challenges):
+            self._enable_dpop()  # the resource asks for sender-constrained tokens (RFC 9449 §7.1)
         if "dpop-nonce" in lower:
             if self._dpop is not None:
                 fresh_nonce = self._dpop.remember_nonce(url, lower["dpop-nonce"])
@@ -799,11 +801,7 @@ class OAuth:
             md = self._metadata_or_discover()
         prm = md.protected_resource
         if self._dpop is None and self._dpop_auto and prm is not None and prm.dpop_bound_access_tokens_required:
-            self._dpop = DPoPKey()  # the resource demands sender-constrained tokens
-            with self._lock:
-                early, self._early_nonce = self._early_nonce, None
-            if early is not None:
-                self._dpop.remember_nonce(*early)
+            self._enable_dpop()  # the resource demands sender-constrained tokens
         if self.grant == "authorization_code":
             if not self._interactive:
                 raise AuthError(f"{self.server_url} needs a user authorization, and interactive flows are off")
@@ -821,6 +819,17 @@ class OAuth:
             tokens = self._jwt_bearer(md, scopes, self._id_jag(md, scopes))
         self.stats["authorizations"] += 1
         return tokens
+
+    def _enable_dpop(self) -> None:
+        """Turn DPoP on (``dpop=None`` only: never when configured off), keeping a nonce the
+        resource sent before the key existed."""
+        with self._lock:
+            if self._dpop is not None:
+                return
+            key = self._dpop = DPoPKey()
+            early, self._early_nonce = self._early_nonce, None
+        if early is not None:
+            key.remember_nonce(*early)
 
     def _code_flow(self, md: AuthMetadata, scopes: Iterable[str] | None) -> TokenSet:
         port = self._redirect_port
@@ -1153,8 +1162,11 @@ class OAuth:
         import requests
 
         form = {k: v for k, v in form.items() if v is not None and v != ""}
+        # A private_key_jwt assertion is addressed to the authorization server's issuer
+        # identifier (RFC 7523 §3, RFC 8414 §2 and the MCP spec), not to the endpoint's URL.
+        audience = md.issuer if md is not None else url
         for attempt in range(2):
-            headers = {"Accept": "application/json", **self._client_auth(client, url, form)}
+            headers = {"Accept": "application/json", **self._client_auth(client, audience, form)}
             if self._dpop is not None and md is not None:
                 headers["DPoP"] = self._dpop.proof("POST", url)
             try:
@@ -1231,7 +1243,7 @@ class OAuth:
         import requests
 
         assert asm.revocation_endpoint is not None
-        headers = {"Accept": "application/json", **self._client_auth(client, asm.revocation_endpoint, form)}
+        headers = {"Accept": "application/json", **self._client_auth(client, asm.issuer, form)}
         if client.token_endpoint_auth_method == "none":
             # RFC 6749 §2.3.1 lets an empty secret be sent; some servers (the mcp SDK) demand the field.
             form.setdefault("client_secret", "")

@@ -899,6 +899,21 @@ def call_auth_headers(auth: Any, url: str, method: str) -> dict[str, str]:
         raise AuthError(f"the auth hook failed to provide headers for {url}: {exc}") from exc
 
 
+#: DPoP nonce challenges answered per HTTP request (RFC 9449 §9), apart from the one auth retry.
+MAX_DPOP_NONCE_RETRIES = 2
+_USE_DPOP_NONCE = re.compile(r'\berror\s*=\s*"?use_dpop_nonce\b', re.IGNORECASE)
+
+
+def dpop_nonce_challenge(status: int, headers: Mapping[str, str]) -> bool:
+    """A 401 asking the client to put the server's ``DPoP-Nonce`` in its proof (RFC 9449 §9):
+    a request to answer with the nonce, not a failed authorization."""
+    return (
+        status == 401
+        and bool(headers.get("DPoP-Nonce"))
+        and bool(_USE_DPOP_NONCE.search(headers.get("WWW-Authenticate") or ""))
+    )
+
+
 def auth_retry(auth: Any, url: str, method: str, status: int, headers: Mapping[str, str]) -> bool:
     """Ask the auth hook whether a 401/403 should be retried with fresh headers."""
     if auth is None or not hasattr(auth, "on_response"):

@@ -29,6 +29,7 @@ from urllib.parse import urljoin
 from .._errors import ConnectError, ConnectionClosed, MCPError, ProtocolError
 from ._base import Transport
 from ._http_common import (
+    MAX_DPOP_NONCE_RETRIES,
     MAX_REDIRECTS,
     HTTPOptions,
     Pools,
@@ -37,6 +38,7 @@ from ._http_common import (
     acquire_pool,
     auth_retry,
     call_auth_headers,
+    dpop_nonce_challenge,
     media_type,
     origin_of,
     read_body,
@@ -315,6 +317,7 @@ class SSETransport(Transport):
         pool = pools.control if control else pools.main
         auth = self.options.auth
         retried = False
+        nonces = 0
         redirects = 0
         base = {"User-Agent": self.options.user_agent, **self.options.headers, **headers}
         if self._protocol_version is not None:
@@ -354,8 +357,13 @@ class SSETransport(Transport):
             if resp.status in (401, 403):
                 data = read_body(resp, 65536, url)
                 resp.release_conn()
-                if not retried and auth_retry(auth, url, method, resp.status, resp.headers):
-                    retried = True
+                nonce = dpop_nonce_challenge(resp.status, resp.headers)
+                allowed = nonces < MAX_DPOP_NONCE_RETRIES if nonce else not retried
+                if allowed and auth_retry(auth, url, method, resp.status, resp.headers):
+                    if nonce:
+                        nonces += 1  # a DPoP nonce challenge is answered, not counted as the auth retry
+                    else:
+                        retried = True
                     continue
                 raise status_error(resp.status, url, data, resp.headers, secrets=sent_secrets(send_headers))
             return resp

@@ -79,6 +79,7 @@ from .._errors import (
 )
 from ._base import Transport
 from ._http_common import (
+    MAX_DPOP_NONCE_RETRIES,
     MAX_REDIRECTS,
     HTTPOptions,
     Pools,
@@ -87,6 +88,7 @@ from ._http_common import (
     acquire_pool,
     auth_retry,
     call_auth_headers,
+    dpop_nonce_challenge,
     encode_header_value,
     header_annotation_error,
     header_annotations,
@@ -670,6 +672,7 @@ class StreamableHTTPTransport(Transport):
         pool = pools.control if control else pools.main
         auth = self.options.auth
         retried = False
+        nonces = 0
         redirects = 0
         while True:
             send_headers = dict(headers)
@@ -703,8 +706,13 @@ class StreamableHTTPTransport(Transport):
             if resp.status in (401, 403):
                 data = read_body(resp, 65536, self.url)
                 resp.release_conn()
-                if not retried and auth_retry(auth, self.url, method, resp.status, resp.headers):
-                    retried = True
+                nonce = dpop_nonce_challenge(resp.status, resp.headers)
+                allowed = nonces < MAX_DPOP_NONCE_RETRIES if nonce else not retried
+                if allowed and auth_retry(auth, self.url, method, resp.status, resp.headers):
+                    if nonce:
+                        nonces += 1  # a DPoP nonce challenge is answered, not counted as the auth retry
+                    else:
+                        retried = True
                     continue
                 raise status_error(resp.status, self.url, data, resp.headers, secrets=sent_secrets(send_headers))
             return resp

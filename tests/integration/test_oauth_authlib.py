@@ -142,6 +142,17 @@ def test_private_key_jwt_client_credentials() -> None:
             assert who["client_id"] == "machine-jwt"
 
 
+def test_private_key_jwt_audience_is_the_issuer() -> None:
+    """The assertion's ``aud`` is the authorization server's issuer identifier (RFC 7523 §3): a
+    server that accepts only its issuer (as the MCP conformance suite's does) issues a token."""
+    key = SigningKey.generate()
+    with authlib_server("--jwk", json.dumps(key.public_jwk()), "--jwt-audience", "issuer") as urls:
+        with OAuth(urls["mcp"], store=MemoryTokenStore(), grant="client_credentials", client_id="machine-jwt",
+                   private_key=key) as auth:
+            who = json.loads(tool_text(call(auth, urls["mcp"], tool("whoami"))))
+            assert who["client_id"] == "machine-jwt"
+
+
 def test_private_key_jwt_wrong_key_is_refused() -> None:
     registered, other = SigningKey.generate(), SigningKey.generate()
     with authlib_server("--jwk", json.dumps(registered.public_jwk())) as urls:
@@ -229,3 +240,58 @@ def test_authorization_server_metadata_locations(issuer_path: str, where: str) -
                 {"oauth": "/.well-known/oauth-authorization-server" + issuer_path,
                  "oidc-inserted": "/.well-known/openid-configuration" + issuer_path,
                  "oidc-appended": issuer_path + "/.well-known/openid-configuration"}[where])
+
+
+def _whoami_over_transport(url: str, auth: OAuth) -> dict[str, Any]:
+    """One tool call through the real Streamable HTTP transport (its own 401 handling)."""
+    from mcpsync import Client
+
+    with Client.http(url, auth=auth, mode="legacy", sse_fallback=False) as client:
+        return json.loads(client.call_tool("whoami", {}).text)
+
+
+def test_dpop_nonce_challenge_after_authorization_is_answered() -> None:
+    """RFC 9449 §9: the request retried with the new token meets ``401 use_dpop_nonce``; the
+    transport answers the nonce challenge instead of counting it as its one auth retry."""
+    with authlib_server("--dpop-challenge") as urls:
+        with OAuth(urls["mcp"], store=MemoryTokenStore(), grant="client_credentials", client_id="machine-basic",
+                   client_secret="machine-secret", dpop=True) as auth:
+            assert _whoami_over_transport(urls["mcp"], auth)["client_id"] == "machine-basic"
+            assert auth.tokens.token_type == "DPoP"
+            assert auth.stats["authorizations"] == 1
+
+
+def test_dpop_followed_from_the_challenge() -> None:
+    """Default options: a ``WWW-Authenticate: DPoP`` challenge turns DPoP on although the
+    protected-resource metadata does not require it (the authorization server refuses a token
+    request without a proof)."""
+    with authlib_server("--dpop-challenge") as urls:
+        with OAuth(urls["mcp"], store=MemoryTokenStore(), grant="client_credentials", client_id="machine-basic",
+                   client_secret="machine-secret") as auth:
+            assert _whoami_over_transport(urls["mcp"], auth)["client_id"] == "machine-basic"
+            assert auth.tokens.token_type == "DPoP"
+
+
+def test_dpop_challenge_not_followed_when_switched_off() -> None:
+    with authlib_server("--dpop-challenge") as urls:
+        with OAuth(urls["mcp"], store=MemoryTokenStore(), grant="client_credentials", client_id="machine-basic",
+                   client_secret="machine-secret", dpop=False) as auth:
+            with pytest.raises(AuthError, match="invalid_dpop_proof"):
+                _whoami_over_transport(urls["mcp"], auth)
+
+
+def test_dpop_nonce_challenges_are_bounded() -> None:
+    """A resource that answers every proof with a new nonce: the transport answers a bounded
+    number of nonce challenges, then fails with the 401, without authorizing again."""
+    from mcpsync._errors import AuthError as _AuthError  # the 401 the transport gives up on
+    from mcpsync.transports._http_common import MAX_DPOP_NONCE_RETRIES
+
+    with authlib_server("--dpop-challenge", "--dpop-rotate-nonce") as urls:
+        with OAuth(urls["mcp"], store=MemoryTokenStore(), grant="client_credentials", client_id="machine-basic",
+                   client_secret="machine-secret", dpop=True) as auth:
+            with pytest.raises(_AuthError, match="401"):
+                _whoami_over_transport(urls["mcp"], auth)
+            assert auth.stats["authorizations"] == 1
+        posts = requests.get(urls["as"] + "/mcp-posts", timeout=5).json()["count"]
+        # the bare request, the one with the new token, and the nonce retries: no more
+        assert posts == 2 + MAX_DPOP_NONCE_RETRIES

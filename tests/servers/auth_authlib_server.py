@@ -45,7 +45,17 @@ p.add_argument("--port", type=int, required=True)
 p.add_argument("--token-lifetime", type=int, default=3600)
 p.add_argument("--expected-resource")
 p.add_argument("--jwk")
+p.add_argument("--jwt-audience", choices=["any", "issuer"], default="any",
+               help="the private_key_jwt audiences accepted: the token URL or the issuer (any), "
+                    "or only the issuer identifier (issuer; what the MCP conformance suite accepts)")
 p.add_argument("--dpop", action="store_true", help="DPoP-bound tokens (RFC 9449) with server nonces")
+p.add_argument("--dpop-rotate-nonce", action="store_true",
+               help="a new resource nonce with every use_dpop_nonce challenge: a client never catches up "
+                    "(GET /mcp-posts counts the POSTs to /mcp)")
+p.add_argument("--dpop-challenge", action="store_true",
+               help="DPoP as the conformance suite's server does it: the protected-resource metadata does "
+                    "not require it, a request without a token gets a `DPoP` challenge without a nonce, and "
+                    "the resource's nonce comes only with a use_dpop_nonce challenge")
 p.add_argument("--slow-down", action="store_true",
                help="answer a device code's first pending poll with slow_down, then hold the client to "
                     "the interval plus 5 s (RFC 8628 §3.5); GET /device/slow-downs counts those sent")
@@ -55,6 +65,7 @@ p.add_argument("--metadata-at", default="oauth",
                help="where the metadata lives: RFC 8414 / OIDC with the path after / before the well-known part")
 args = p.parse_args()
 
+DPOP = args.dpop or args.dpop_challenge
 ORIGIN = f"http://127.0.0.1:{args.port}"
 ISSUER = ORIGIN + args.issuer_path
 RESOURCE = ORIGIN + "/mcp"
@@ -138,7 +149,7 @@ class PrivateKeyJWT(JWTBearerClientAssertion):
     CLIENT_AUTH_METHOD = "private_key_jwt"
 
     def get_audiences(self):
-        return [TOKEN_URL, ISSUER]
+        return [ISSUER] if args.jwt_audience == "issuer" else [TOKEN_URL, ISSUER]
 
     def resolve_client_public_key(self, client):
         return client.jwk
@@ -229,7 +240,7 @@ def check_dpop(htu: str, which: str, access_token: str | None = None):
 
 @app.before_request
 def dpop_at_token_endpoint():
-    if args.dpop and request.path == "/token" and request.method == "POST":
+    if DPOP and request.path == "/token" and request.method == "POST":
         jkt, error = check_dpop(TOKEN_URL, "as")
         if error:
             return jsonify(error=error), 400, {"DPoP-Nonce": NONCES["as"]}
@@ -239,7 +250,7 @@ def dpop_at_token_endpoint():
 
 @app.after_request
 def dpop_token_type(response):
-    if args.dpop and request.path == "/token" and response.status_code == 200:
+    if DPOP and request.path == "/token" and response.status_code == 200:
         data = response.get_json()
         data["token_type"] = "DPoP"
         response.set_data(json.dumps(data))
@@ -272,7 +283,7 @@ def metadata():
         token_endpoint_auth_methods_supported=["client_secret_basic", "client_secret_post", "private_key_jwt", "none"],
         token_endpoint_auth_signing_alg_values_supported=["ES256", "RS256"],
         scopes_supported=["mcp"],
-        dpop_signing_alg_values_supported=["ES256", "RS256"] if args.dpop else None,
+        dpop_signing_alg_values_supported=["ES256", "RS256"] if DPOP else None,
         response_types_supported=["code"],
         code_challenge_methods_supported=["S256"],
     )
@@ -315,12 +326,23 @@ def approve():
     return "ok"
 
 
+MCP_POSTS = [0]
+
+
+@app.get("/mcp-posts")
+def mcp_posts():
+    return jsonify(count=MCP_POSTS[0])
+
+
 @app.post("/mcp")
 def mcp():
+    MCP_POSTS[0] += 1
     challenge = f'Bearer resource_metadata="{ORIGIN}/.well-known/oauth-protected-resource/mcp"'
     auth = request.headers.get("Authorization", "")
     scheme, _, token = auth.partition(" ")
     info = TOKENS.get(token) if scheme.lower() in ("bearer", "dpop") else None
+    if args.dpop_challenge and info is None:
+        return jsonify(error="invalid_token"), 401, {"WWW-Authenticate": "DPoP" + challenge[len("Bearer"):]}
     if info is None or info["expires_at"] < time.time() or info["resource"] != RESOURCE:
         headers = {"WWW-Authenticate": challenge + ', error="invalid_token"'}
         if args.dpop:
@@ -333,6 +355,8 @@ def mcp():
         jkt, error = check_dpop(RESOURCE, "rs", access_token=token)
         if error or jkt != info["jkt"]:
             headers = {"WWW-Authenticate": f'DPoP error="{error or "invalid_dpop_proof"}"', "DPoP-Nonce": NONCES["rs"]}
+            if error == "use_dpop_nonce" and args.dpop_rotate_nonce:
+                NONCES["rs"] = secrets.token_urlsafe(12)  # stale before the client can use it
             return jsonify(error=error or "invalid_dpop_proof"), 401, headers
     msg = request.get_json()
     if msg.get("method") == "initialize":

@@ -12,6 +12,7 @@ MODE (applied to ``tools/call`` of the tool named ``bad``; other tools behave):
   stderr       write 1 MiB to stderr, then answer
   jsonrpc-1.0  answer with "jsonrpc": "1.0" (not JSON-RPC 2.0)
   no-jsonrpc   answer without the "jsonrpc" member
+``--reject-version N``: the first N modern requests get -32022 listing the version they sent.
 Tool ``sleep`` sleeps ``seconds`` then answers; ``progress`` sends progress notifications.
 Counts of each method are kept and returned by tool ``stats``.
 """
@@ -35,6 +36,13 @@ def main() -> None:
     ap.add_argument("--tools", type=int, default=3)
     ap.add_argument("--big", type=int, default=2 * 1024 * 1024)
     ap.add_argument("--discover-ttl-ms", type=int, default=0)
+    ap.add_argument("--reject-version", type=int, default=0,
+                    help="answer the first N modern requests (of --reject-method, default any) with -32022 "
+                         "listing the very version they sent, as the conformance suite's request-metadata does")
+    ap.add_argument("--reject-method", default="")
+    ap.add_argument("--discover-empty", action="store_true",
+                    help="answer server/discover with an empty result, as a 2025-era server that answers "
+                         "unknown methods with {} does (the conformance suite 0.1.16's mocks)")
     opts = ap.parse_args()
 
     out = sys.stdout.buffer
@@ -144,8 +152,16 @@ def main() -> None:
         modern = "io.modelcontextprotocol/protocolVersion" in (params.get("_meta") or {})
         if rid is None:
             continue  # notification
+        if modern and opts.reject_version > 0 and opts.reject_method in ("", method):
+            opts.reject_version -= 1
+            sent = params["_meta"]["io.modelcontextprotocol/protocolVersion"]
+            write({"jsonrpc": "2.0", "id": rid, "error": {"code": -32022, "message": f"raw: version {sent} refused (test)",
+                                                          "data": {"supported": [MODERN], "requested": sent}}})
+            continue
         if method == "server/discover":
-            if opts.era == "legacy":
+            if opts.discover_empty:
+                result(rid, {})
+            elif opts.era == "legacy":
                 write({"jsonrpc": "2.0", "id": rid, "error": {"code": -32601, "message": "Method not found"}})
             else:
                 result(rid, {"supportedVersions": [MODERN], "capabilities": {"tools": {"listChanged": True}}, "resultType": "complete", "ttlMs": opts.discover_ttl_ms, "cacheScope": "public", "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "raw", "version": "1"}}})
