@@ -12,7 +12,13 @@ __all__ = ["MAX_PAGES", "paginate"]
 MAX_PAGES = 10_000
 
 
-def paginate(fetch: Callable[[str | None], Any], *, server: str, method: str) -> Iterator[Any]:
+def paginate(
+    fetch: Callable[[str | None], Any],
+    *,
+    server: str,
+    method: str,
+    next_cursor: Callable[[Any], str | None] = lambda page: page.next_cursor,  # type: ignore[no-any-return]
+) -> Iterator[Any]:
     """Yield every page of a list method, asking ``fetch(cursor)`` for each.
 
     Args:
@@ -20,6 +26,8 @@ def paginate(fetch: Callable[[str | None], Any], *, server: str, method: str) ->
             ``next_cursor``.
         server: the server's name (in errors).
         method: the list method (in errors).
+        next_cursor: reads a page's cursor (default: its ``next_cursor`` attribute, as
+            the typed list results have; a plain mapping needs ``lambda p: p.get("nextCursor")``).
 
     Raises:
         ProtocolError: the server repeated a cursor (it would loop forever), or sent more
@@ -37,7 +45,7 @@ def paginate(fetch: Callable[[str | None], Any], *, server: str, method: str) ->
     for _ in range(MAX_PAGES):
         page = fetch(cursor)
         yield page
-        cursor = page.next_cursor
+        cursor = next_cursor(page)
         if not cursor:
             return
         if cursor in seen:

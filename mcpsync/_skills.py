@@ -31,13 +31,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Mapping
 
 from ._errors import INVALID_PARAMS, ProtocolError, ResourceNotFound, SkillIntegrityError
+from ._paging import paginate
 
 __all__ = ["SKILLS_EXTENSION", "SkillFile", "SkillInfo", "Skill", "SkillsMixin", "parse_frontmatter"]
 
 #: the extension's identifier in the server's ``capabilities.extensions``.
 SKILLS_EXTENSION = "io.modelcontextprotocol/skills"
 ENTRY = "SKILL.md"
-_MAX_PAGES = 100  # skills/list pages followed before giving up (a server looping its cursor)
 _FRONTMATTER = re.compile(r"\A(?:\ufeff)?---[ \t]*\r?\n(.*?)^---[ \t]*(?:\r?\n|\Z)", re.DOTALL | re.MULTILINE)
 
 
@@ -325,17 +325,15 @@ class SkillsMixin:
             MethodNotFound: the server does not serve skills.
             ProtocolError: a malformed listing.
         """
-        skills: list[SkillInfo] = []
-        cursor = None
-        for _ in range(_MAX_PAGES):
+        def fetch(cursor: str | None) -> Mapping[str, Any]:
             result = self.request("skills/list", {"cursor": cursor} if cursor else None, timeout=timeout)
             if not isinstance(result, Mapping) or not isinstance(result.get("skills", []), list):
                 raise ProtocolError("invalid skills/list result")
-            skills.extend(SkillInfo.from_wire(e) for e in result.get("skills", []))
-            cursor = result.get("nextCursor")
-            if not cursor:
-                return skills
-        raise ProtocolError(f"skills/list still had a nextCursor after {_MAX_PAGES} pages")
+            return result
+
+        pages = paginate(fetch, server=getattr(self, "name", "server"), method="skills/list",
+                         next_cursor=lambda page: page.get("nextCursor"))
+        return [SkillInfo.from_wire(e) for page in pages for e in page.get("skills", [])]
 
     def read_skill(self, skill: str | SkillInfo, *, timeout: float | None = None) -> Skill:
         """Load one skill: read its ``SKILL.md`` and check it against the listing (size, digest,
