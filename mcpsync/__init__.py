@@ -66,6 +66,7 @@ from ._protocol_types import (
 )
 from ._policies import BreakerPolicy, PoolLimits, ReconnectPolicy, RetryPolicy, Timeouts
 from ._speedups import IMPLEMENTATION as SPEEDUPS
+from ._spec import ClientSpec, close_process_clients, process_client
 from .transports._base import Transport
 
 __version__ = "0.1.0"
@@ -104,6 +105,9 @@ __all__ = [
     "ConfigError",
     "load_config",
     "ServerSession",
+    "ClientSpec",
+    "process_client",
+    "close_process_clients",
     "Transport",
     "Timeouts",
     "RetryPolicy",

@@ -708,6 +708,13 @@ class Client(ProtocolMixin, SkillsMixin):
 
     # ------------------------------------------------------------------ lifecycle
 
+    def __reduce_ex__(self, protocol: object) -> Any:
+        raise TypeError(
+            f"a Client ({self.name}) holds threads, pipes and sockets and cannot be pickled or copied; "
+            "send a mcpsync.ClientSpec (ClientSpec.stdio/http/from_config with the same arguments) to the "
+            "worker and call spec.client() there: one client per worker process"
+        )
+
     def __enter__(self) -> "Client":
         self.connect()
         return self
