@@ -983,6 +983,13 @@ class Client(ProtocolMixin, SkillsMixin):
             self._watch_primary(conn)
             self._primary_replaced(conn)
 
+    def _session_renewed(self, conn: _Connection) -> None:
+        """The transport replaced a lost session (e.g. its replica died behind a balancer
+        and the new one answered 404): what the old session held is renewed as after a
+        reconnect: tools rediscovered, cached resources stale, subscriptions restored."""
+        if not self._closed and self._primary is conn:
+            self._primary_replaced(conn)
+
     def _watch_primary(self, conn: _Connection) -> None:
         """When the session's connection dies, replace it at once (not on next use),
         so subscriptions are restored even while other pooled connections live on."""
@@ -1078,6 +1085,8 @@ class Client(ProtocolMixin, SkillsMixin):
             disp.start()
             conn = _Connection(disp, made, made.describe())
             conn.closer = self._close_in_background
+            if hasattr(made, "on_new_session"):  # Streamable HTTP: a lost session replaced in place
+                made.on_new_session = lambda: self._session_renewed(conn)
             return conn
         chan = made
         chan.set_handlers(self._on_notification, self._on_request)

@@ -391,6 +391,9 @@ class StreamableHTTPTransport(Transport):
         self._protocol_version: str | None = None
         self._init_body: bytes | None = None
         self._reinit_lock = threading.Lock()
+        #: called (no arguments, on the thread that noticed) after a lost session was
+        #: replaced by a new one: the session's state (subscriptions) is the caller's to restore
+        self.on_new_session: Callable[[], None] | None = None
         self._ids = itertools.count(1)
 
         self._inflight: dict[Any, _Exchange] = {}
@@ -1226,6 +1229,12 @@ class StreamableHTTPTransport(Transport):
                 return False
         log.info("new session %s at %s", self._session_id, self.url)
         self._start_get_stream(wait=min(2.0, self.options.connect_timeout))
+        hook = self.on_new_session
+        if hook is not None:
+            try:
+                hook()
+            except Exception:  # pragma: no cover - the hook only schedules work
+                log.exception("on_new_session hook of %s raised", self.url)
         return True
 
     def _relist_tools(self, failed: _Message, deadline: float | None) -> None:
