@@ -1,0 +1,212 @@
+"""Server replicas behind real load balancers (nginx, HAProxy from Debian packages).
+
+- nginx round-robin over 3 official-SDK Streamable HTTP servers in stateless mode (SSE
+  unbuffered, keep-alive upstreams): 16 threads; one replica killed mid-run; every call
+  ends with a result or a typed error within its deadline, safe calls are retried on a
+  live replica, and no unsafe call is executed twice (the replicas log every execution).
+- HAProxy in front of 3 session (legacy era) servers, sticky on ``Mcp-Session-Id``.
+- An nginx ``map`` on the ``Mcp-Name`` header (2026-07-28 era) sends one tool to its own pool.
+
+The balancers run as the current user on 127.0.0.1, in the foreground, from configs in a
+temporary directory, and are stopped at teardown (tests/servers/balancers.py).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mcpsync import BreakerPolicy, Client, MCPError, Timeouts
+from tests.servers.balancers import NGINX_PROXY, Replicas, binary, haproxy, nginx, nginx_round_robin, nginx_upstream, wait_log
+from tests.servers.http_support import free_port
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
+
+needs_nginx = pytest.mark.skipif(binary("nginx") is None, reason="nginx is not installed (tests/setup/50-balancers.sh)")
+needs_haproxy = pytest.mark.skipif(binary("haproxy") is None, reason="haproxy is not installed (tests/setup/50-balancers.sh)")
+
+THREADS = 16
+CALLS = 24  # per thread: record and lookup alternately
+TIMEOUT = 10.0
+SLACK = 5.0
+#: a breaker for a client of a replicated fleet (docs/scaling.md)
+FLEET_BREAKER = BreakerPolicy(threshold=50, window=10.0, cooldown=5.0)  # a busy 2-core machine: the promise is "within its deadline", checked generously
+
+
+def _lines(log: Path, tool: str) -> list[tuple[str, str]]:
+    """(replica, key) of each execution of ``tool`` logged by the replicas."""
+    out = []
+    for line in log.read_text().splitlines():
+        parts = line.split()
+        if parts and parts[0] == tool:
+            out.append((parts[1], parts[2]))
+    return out
+
+
+@needs_nginx
+def test_nginx_round_robin_over_stateless_replicas_one_stopped_mid_run(tmp_path: Path) -> None:
+    log = tmp_path / "calls.log"
+    port = free_port()
+    with Replicas(3, log, stateless=True) as reps, nginx(nginx_round_robin(reps.ports, port), port, tmp_path / "nginx"):
+        # Behind a balancer the breaker watches the whole fleet: one replica's death is a burst
+        # of 502s (its in-flight requests and pooled upstream sockets), which the default
+        # breaker (5 failures in 60 s) would take for the fleet's and fail every call for 30 s.
+        client = Client.http(f"http://127.0.0.1:{port}/mcp", name="fleet", timeouts=Timeouts(connect=5, request=TIMEOUT),
+                             breaker=FLEET_BREAKER)
+        try:
+            assert client.era == "modern"
+            seen = {client.call_tool("whoami").text for _ in range(9)}
+            assert seen == set(reps.names), f"round-robin reached {seen}"
+            outcomes: list[tuple[str, str, str, Any, float]] = []
+            lock = threading.Lock()
+            killed = threading.Event()
+            start = threading.Barrier(THREADS + 1)
+
+            def run(t: int) -> None:
+                start.wait(30)
+                for i in range(CALLS):
+                    tool = "record" if i % 2 == 0 else "lookup"
+                    key = f"t{t}-{i}"
+                    began = time.monotonic()
+                    try:
+                        result: Any = client.call_tool(tool, {"key": key}).text
+                    except MCPError as exc:
+                        result = exc
+                    took = time.monotonic() - began
+                    with lock:
+                        outcomes.append((tool, key, "after" if killed.is_set() else "before", result, took))
+
+            threads = [threading.Thread(target=run, args=(t,), name=f"caller-{t}") for t in range(THREADS)]
+            for th in threads:
+                th.start()
+            start.wait(30)
+            # stop one replica once a third of the calls have been executed
+            wait_log(log, THREADS * CALLS // 3, 60.0)
+            reps.kill(1)
+            killed.set()
+            for th in threads:
+                th.join(CALLS * (TIMEOUT + SLACK))
+            assert not [th.name for th in threads if th.is_alive()], "callers hung"
+        finally:
+            client.close()
+
+    assert len(outcomes) == THREADS * CALLS
+    late = [o for o in outcomes if o[4] > TIMEOUT + SLACK]
+    assert not late, f"calls that outlived their deadline: {late[:3]}"
+    assert sum(1 for o in outcomes if o[2] == "after") >= THREADS, "the replica was not stopped mid-run"
+    for tool, key, _, result, _ in outcomes:
+        assert isinstance(result, (str, MCPError)), (tool, key, result)
+        if isinstance(result, str):
+            assert result in reps.names
+    # safe calls were retried on a live replica: every lookup succeeded
+    failed_lookups = [(k, r) for tool, k, _, r, _ in outcomes if tool == "lookup" and isinstance(r, MCPError)]
+    assert not failed_lookups, failed_lookups[:5]
+    # nothing issued after the replica died ran there
+    assert "r1" not in {r for _, _, when, r, _ in outcomes if when == "after" and isinstance(r, str)}
+    # no unsafe call executed twice; every one that succeeded was executed once
+    records = Counter(key for _, key in _lines(log, "record"))
+    assert all(n == 1 for n in records.values()), [k for k, n in records.items() if n > 1]
+    for tool, key, _, result, _ in outcomes:
+        if tool == "record" and isinstance(result, str):
+            assert records[key] == 1, key
+    # unsafe calls that failed were not sent again: each ran at most once (above), and the
+    # ones that failed did so at once, with the balancer's 502, not after retries
+    for tool, key, _, result, took in outcomes:
+        if tool == "record" and isinstance(result, MCPError):
+            assert records[key] <= 1 and took < TIMEOUT, (key, result, took)
+
+
+@needs_nginx
+def test_nginx_map_on_mcp_name_routes_one_tool_to_its_own_pool(tmp_path: Path) -> None:
+    log = tmp_path / "calls.log"
+    port = free_port()
+    with Replicas(2, log, stateless=True) as general, Replicas(1, log, stateless=True, prefix="heavy") as heavy:
+        block = (
+            nginx_upstream("general", general.ports)
+            + nginx_upstream("heavy_pool", heavy.ports)
+            + f"""
+    map $http_mcp_name $mcp_pool {{
+        default general;
+        heavy   heavy_pool;
+    }}
+    server {{
+        listen 127.0.0.1:{port};
+        location /mcp {{
+            proxy_pass http://$mcp_pool;
+{NGINX_PROXY}
+        }}
+    }}
+"""
+        )
+        with nginx(block, port, tmp_path / "nginx") as access:
+            with Client.http(f"http://127.0.0.1:{port}/mcp", name="routed", timeouts=Timeouts(request=TIMEOUT)) as client:
+                assert client.era == "modern"
+                heavy_answers = {client.call_tool("heavy", {"n": i}).text for i in range(12)}
+                other_answers = {client.call_tool("whoami").text for _ in range(12)}
+            lines = [line.split() for line in access.read_text().splitlines()]
+    assert heavy_answers == {"heavy0"}, heavy_answers
+    assert other_answers == {"r0", "r1"}, other_answers
+    # the balancer saw the header: every request naming the tool went to the heavy pool
+    heavy_port = f"127.0.0.1:{heavy.ports[0]}"
+    named = [parts for parts in lines if len(parts) >= 2 and parts[1] == "heavy"]
+    assert len(named) == 12 and all(parts[0] == heavy_port for parts in named), named[:3]
+    assert not [p for p in lines if p[0] == heavy_port and (len(p) < 2 or p[1] != "heavy")]
+
+
+@needs_haproxy
+def test_haproxy_sticks_the_session_and_a_new_one_follows_a_dead_replica(tmp_path: Path) -> None:
+    log = tmp_path / "calls.log"
+    port = free_port()
+    with Replicas(3, log, stateless=False) as reps, haproxy(reps.ports, port, tmp_path / "haproxy"):
+        updates: list[str] = []
+        got = threading.Event()
+        with Client.http(f"http://127.0.0.1:{port}/mcp", mode="legacy", name="sticky",
+                         timeouts=Timeouts(connect=5, request=TIMEOUT)) as client:
+            assert client.era == "legacy"
+            first = client.call_tool("session").text
+            home = first.split(":")[0]
+            # the session stays on its replica, whichever thread calls
+            seen: set[str] = set()
+
+            def call(n: int) -> None:
+                for _ in range(n):
+                    seen.add(client.call_tool("session").text)
+
+            callers = [threading.Thread(target=call, args=(10,)) for _ in range(8)]
+            for th in callers:
+                th.start()
+            for th in callers:
+                th.join(60)
+            assert seen == {first}, f"the session left its replica: {seen}"
+            sub = client.subscribe("test://doc", lambda uri: (updates.append(uri), got.set()))
+            assert client.call_tool("touch", {"uri": "test://doc"}).text == "sent"
+            assert got.wait(10), "no update before the replica died"
+            got.clear()
+
+            reps.kill(reps.names.index(home))
+            # the first call after the death is unsafe: the balancer sends it to another
+            # replica, which answers 404 for the unknown session; that proves it did not run,
+            # so the client re-initialises through the balancer and sends it again, once
+            ran_on = client.call_tool("record", {"key": "after-failover"}, timeout=TIMEOUT).text
+            assert ran_on != home
+            assert _lines(log, "record") == [(ran_on, "after-failover")]
+            after = client.call_tool("session").text
+            assert after.split(":")[0] == ran_on and after != first, after
+            # the session stays on its new replica
+            assert {client.call_tool("session").text for _ in range(6)} == {after}
+            # and the subscription was restored on it
+            deadline = time.monotonic() + 15
+            touched = ""
+            while time.monotonic() < deadline:
+                touched = client.call_tool("touch", {"uri": "test://doc"}).text
+                if touched == "sent":
+                    break
+                time.sleep(0.2)
+            assert touched == "sent", "the subscription was not restored on the new session"
+            assert got.wait(10)
+            sub.close()
