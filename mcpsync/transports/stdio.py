@@ -36,6 +36,7 @@ from typing import Mapping, Sequence
 from .._errors import ConnectError, ConnectionClosed, MessageTooLarge, RequestTimeout, StartFailed
 from .._speedups import DEFAULT_MAX_MESSAGE_SIZE, FrameTooLarge, LineFramer
 from ._base import Transport
+from ._spawn import popen
 
 __all__ = ["StdioTransport"]
 
@@ -209,8 +210,9 @@ class StdioTransport(Transport):
             raise ConnectionClosed(f"stdio transport to {self.describe()!r} is closed")
         env = {**os.environ, **self.env} if self.inherit_env else dict(self.env)
         try:
-            proc = subprocess.Popen(
+            proc = popen(  # a child that dies with this process, even on SIGKILL (Linux)
                 [self.command, *self.args],
+                timeout=max(timeout, 1.0),
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
