@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import signal
+import sys
 import threading
 from collections import Counter
 from typing import Any
@@ -19,7 +21,7 @@ import pytest
 
 from mcpsync import ClientSpec, Timeouts
 from tests.conftest import server_command
-from tests.servers.chaos_support import wait_gone
+from tests.servers.chaos_support import is_gone, wait_gone
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -123,3 +125,35 @@ def test_a_forked_child_rebuilds_the_client_and_leaves_the_parents_alone(tmp_pat
         assert int(parent.call_tool("pid").text) == parent_server
     finally:
         parent.close()
+
+
+def _start_then_wait(spec: ClientSpec, out: Any) -> None:
+    client = spec.client()
+    out.send(int(client.call_tool("pid").text))
+    out.close()
+    threading.Event().wait(120)  # until killed
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_a_server_that_ignores_eof_dies_with_its_sigkilled_worker(method: str, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A worker killed outright runs no clean-up; its server child (one that lingers
+    after its stdin closes, so EOF alone would not end it) must still die with it."""
+    cmd = server_command("chaos_server.py", "--log", str(tmp_path / "calls.log"), "--linger")
+    spec = ClientSpec.stdio(cmd[0], cmd[1:], mode="legacy", name="linger", timeouts=Timeouts(connect=20, request=20, close=1))
+    ctx = multiprocessing.get_context(method)
+    here, there = ctx.Pipe()
+    worker = ctx.Process(target=_start_then_wait, args=(spec, there))
+    worker.start()
+    try:
+        assert here.poll(JOIN), "the worker did not report its server"
+        server = here.recv()
+        # the connection was made on a short-lived thread, long gone: the server lives on
+        assert not is_gone(server)
+        os.kill(worker.pid, signal.SIGKILL)
+        worker.join(JOIN)
+        assert wait_gone([server], 15.0) == [], "the server child outlived its SIGKILLed worker"
+    finally:
+        if worker.is_alive():
+            worker.kill()
+            worker.join(JOIN)
