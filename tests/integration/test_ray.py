@@ -91,7 +91,9 @@ def _logged(log: Path) -> list[str]:
 def test_actors_share_one_client_per_process_and_leave_no_server_behind(ray_local: None, tmp_path: Path) -> None:
     log = tmp_path / "calls.log"
     log.touch()
-    cmd = server_command("chaos_server.py", "--log", str(log))
+    # --linger: the server ignores EOF on its stdin, so only its tie to the worker's life
+    # (PR_SET_PDEATHSIG, mcpsync/transports/_spawn.py) ends it when ray.kill SIGKILLs the worker
+    cmd = server_command("chaos_server.py", "--log", str(log), "--linger")
     spec = ClientSpec.stdio(cmd[0], cmd[1:], mode="legacy", name="chaos",
                             timeouts=Timeouts(connect=30, request=30, close=1))
     actors = [Agent.remote(spec) for _ in range(ACTORS)]
