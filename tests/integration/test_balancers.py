@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 from mcpsync import BreakerPolicy, Client, MCPError, Timeouts
+from mcpsync._errors import may_have_reached_server
 from tests.servers.balancers import NGINX_PROXY, Replicas, binary, haproxy, nginx, nginx_round_robin, nginx_upstream, wait_log
 from tests.servers.http_support import free_port
 
@@ -52,7 +53,7 @@ def _lines(log: Path, tool: str) -> list[tuple[str, str]]:
 def test_nginx_round_robin_over_stateless_replicas_one_stopped_mid_run(tmp_path: Path) -> None:
     log = tmp_path / "calls.log"
     port = free_port()
-    with Replicas(3, log, stateless=True) as reps, nginx(nginx_round_robin(reps.ports, port), port, tmp_path / "nginx"):
+    with Replicas(3, log, stateless=True) as reps, nginx(nginx_round_robin(reps.ports, port), port, tmp_path / "nginx") as access:
         # Behind a balancer the breaker watches the whole fleet: one replica's death is a burst
         # of 502s (its in-flight requests and pooled upstream sockets), which the default
         # breaker (5 failures in 60 s) would take for the fleet's and fail every call for 30 s.
@@ -94,6 +95,8 @@ def test_nginx_round_robin_over_stateless_replicas_one_stopped_mid_run(tmp_path:
             assert not [th.name for th in threads if th.is_alive()], "callers hung"
         finally:
             client.close()
+        statuses = Counter((parts[1], parts[2]) for parts in (line.split() for line in access.read_text().splitlines())
+                           if len(parts) == 3)
 
     assert len(outcomes) == THREADS * CALLS
     late = [o for o in outcomes if o[4] > TIMEOUT + SLACK]
@@ -108,6 +111,12 @@ def test_nginx_round_robin_over_stateless_replicas_one_stopped_mid_run(tmp_path:
     assert not failed_lookups, failed_lookups[:5]
     # nothing issued after the replica died ran there
     assert "r1" not in {r for _, _, when, r, _ in outcomes if when == "after" and isinstance(r, str)}
+    # what the balancer saw: one 200 per call that succeeded; a lookup answered 502 was sent again
+    lookups = THREADS * CALLS // 2
+    assert statuses[("lookup", "200")] == lookups, statuses
+    assert statuses[("record", "200")] == sum(1 for o in outcomes if o[0] == "record" and isinstance(o[3], str))
+    # and every unsafe call reached the balancer exactly once: none was sent twice
+    assert sum(n for (tool, _), n in statuses.items() if tool == "record") == THREADS * CALLS // 2, statuses
     # no unsafe call executed twice; every one that succeeded was executed once
     records = Counter(key for _, key in _lines(log, "record"))
     assert all(n == 1 for n in records.values()), [k for k, n in records.items() if n > 1]
@@ -210,3 +219,58 @@ def test_haproxy_sticks_the_session_and_a_new_one_follows_a_dead_replica(tmp_pat
             assert touched == "sent", "the subscription was not restored on the new session"
             assert got.wait(10)
             sub.close()
+
+
+@needs_haproxy
+def test_a_restarted_balancer_loses_its_stick_table_and_the_session_carries_on(tmp_path: Path) -> None:
+    """The balancer dies: calls fail fast with a typed, never-sent error (the connection is
+    refused) or wait it out within their deadline; it comes back with an empty stick table:
+    the session lands wherever round-robin sends it, and where that replica does not know
+    it (404) the client starts a new one and restores its subscriptions."""
+    log = tmp_path / "calls.log"
+    port = free_port()
+    got = threading.Event()
+    with Replicas(3, log, stateless=False) as reps:
+        with haproxy(reps.ports, port, tmp_path / "haproxy1"):
+            client = Client.http(f"http://127.0.0.1:{port}/mcp", mode="legacy", name="sticky",
+                                 timeouts=Timeouts(connect=5, request=TIMEOUT), breaker=FLEET_BREAKER)
+            try:
+                first = client.call_tool("session").text
+                client.subscribe("test://doc", lambda uri: got.set())
+            except BaseException:
+                client.close()
+                raise
+        try:
+            # the balancer is gone: refused before anything was sent, a typed error in time
+            began = time.monotonic()
+            with pytest.raises(MCPError) as info:
+                client.call_tool("record", {"key": "while-down"}, timeout=2.0)
+            assert time.monotonic() - began < 2.0 + SLACK
+            assert not may_have_reached_server(info.value), repr(info.value)
+            # an unsafe call made while it is down completes once it is back (never sent before)
+            result: list[Any] = []
+            caller = threading.Thread(
+                target=lambda: result.append(client.call_tool("record", {"key": "across-restart"}, timeout=30.0).text)
+            )
+            caller.start()
+            with haproxy(reps.ports, port, tmp_path / "haproxy2"):
+                caller.join(40)
+                assert not caller.is_alive() and result, "the call did not complete after the balancer came back"
+                sessions = {client.call_tool("session").text for _ in range(6)}
+                assert len(sessions) == 1, f"the session is not sticky after the restart: {sessions}"
+                now = sessions.pop()
+                # the session holds the subscription again; its update arrives once the
+                # standalone GET stream is back (it reconnects with backoff: an update sent
+                # before that is lost, unless the server keeps an event store)
+                got.clear()
+                deadline = time.monotonic() + 40
+                touched = ""
+                while time.monotonic() < deadline and not got.is_set():
+                    touched = client.call_tool("touch", {"uri": "test://doc"}).text
+                    got.wait(0.5)
+                assert touched == "sent", f"subscription lost (session {first} -> {now})"
+                assert got.is_set(), "no update after the balancer came back"
+        finally:
+            client.close()
+    records = [k for _, k in _lines(log, "record")]
+    assert "while-down" not in records and records.count("across-restart") == 1, records
