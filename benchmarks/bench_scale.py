@@ -56,14 +56,49 @@ ROUNDS = 3
 RESULTS: dict[int, dict[str, float]] = {}
 
 
+def cpu_seconds(pids: list[int]) -> float:
+    """User + system CPU time of ``pids`` so far (Linux /proc), in seconds."""
+    total = 0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            total += int(fields[11]) + int(fields[12])
+        except (OSError, IndexError, ValueError):
+            pass
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+def _family(root: int) -> list[int]:
+    """``root`` and its children (nginx's master and workers)."""
+    pids = [root]
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    if int(f.read().rsplit(")", 1)[1].split()[1]) == root:
+                        pids.append(int(entry))
+            except (OSError, ValueError, IndexError):
+                pass
+    return pids
+
+
+class Fleet:
+    def __init__(self, url: str, replicas: list[int], balancer: list[int]) -> None:
+        self.url = url
+        self.replicas = replicas
+        self.balancer = balancer
+
+
 @pytest.fixture(scope="module")
-def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """Three stateless replicas behind nginx round-robin; yields the balancer's URL."""
+def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
+    """Three stateless replicas behind nginx round-robin."""
     tmp = tmp_path_factory.mktemp("scale")
     port = free_port()
     with Replicas(3, tmp / "calls.log", stateless=True, json_response=True) as reps:
         with nginx(nginx_round_robin(reps.ports, port), port, tmp / "nginx"):
-            yield f"http://127.0.0.1:{port}/mcp"
+            master = int((tmp / "nginx" / "nginx.pid").read_text().split()[0])
+            yield Fleet(f"http://127.0.0.1:{port}/mcp", [p.pid for p in reps.procs if p is not None], _family(master))
 
 
 @pytest.fixture(scope="module")
@@ -89,6 +124,9 @@ class Worker:
     def warm(self) -> str:
         return str(self.spec.client().call_tool("whoami").text)
 
+    def cpu(self) -> float:
+        return cpu_seconds([os.getpid()])
+
     def burst(self, calls: int) -> list[float]:
         client = self.spec.client()
         took = []
@@ -106,10 +144,12 @@ def _percentile(values: list[float], q: float) -> float:
 
 @pytest.mark.benchmark(group="scale-ray")
 @pytest.mark.parametrize("workers", WORKERS)
-def test_ray_workers_against_nginx_replicas(benchmark: Any, fleet: str, ray_local: None, workers: int) -> None:
-    spec = ClientSpec.http(fleet, name="fleet", timeouts=Timeouts(request=30))
+def test_ray_workers_against_nginx_replicas(benchmark: Any, fleet: Fleet, ray_local: None, workers: int) -> None:
+    spec = ClientSpec.http(fleet.url, name="fleet", timeouts=Timeouts(request=30))
     actors = [Worker.remote(spec) for _ in range(workers)]
     ray.get([a.warm.remote() for a in actors], timeout=120)
+    cpu0 = (sum(ray.get([a.cpu.remote() for a in actors], timeout=60)), cpu_seconds(fleet.replicas),
+            cpu_seconds(fleet.balancer))
     latencies: list[float] = []
     walls: list[float] = []
 
@@ -121,8 +161,11 @@ def test_ray_workers_against_nginx_replicas(benchmark: Any, fleet: str, ray_loca
         walls.append(time.perf_counter() - t0)
 
     benchmark.pedantic(round_, rounds=ROUNDS, iterations=1, warmup_rounds=0)
+    cpu1 = (sum(ray.get([a.cpu.remote() for a in actors], timeout=60)), cpu_seconds(fleet.replicas),
+            cpu_seconds(fleet.balancer))
     calls = workers * THREADS * CALLS
     wall = sorted(walls)[len(walls) // 2]
+    done = calls * ROUNDS
     info = {
         "workers": workers,
         "calls_per_round": calls,
@@ -130,6 +173,11 @@ def test_ray_workers_against_nginx_replicas(benchmark: Any, fleet: str, ray_loca
         "p50_ms": round(_percentile(latencies, 0.50) * 1e3, 2),
         "p99_ms": round(_percentile(latencies, 0.99) * 1e3, 2),
         "cpus": os.cpu_count(),
+        # CPU time per call, by component (user + system, /proc): what extrapolation needs
+        "cpu_ms_per_call_workers": round((cpu1[0] - cpu0[0]) / done * 1e3, 3),
+        "cpu_ms_per_call_replicas": round((cpu1[1] - cpu0[1]) / done * 1e3, 3),
+        "cpu_ms_per_call_nginx": round((cpu1[2] - cpu0[2]) / done * 1e3, 3),
+        "load_avg_1m": round(os.getloadavg()[0], 1),
     }
     benchmark.extra_info.update(info)
     RESULTS[workers] = info
@@ -142,8 +190,11 @@ def teardown_module() -> None:
         return
     lines = [f"\nscale-ray: {THREADS} threads x {CALLS} calls per worker, {ROUNDS} rounds, "
              f"3 stateless replicas behind nginx, {os.cpu_count()} CPUs",
-             f"{'workers':>8} {'calls/s':>10} {'p50 ms':>8} {'p99 ms':>8}"]
+             f"{'workers':>8} {'calls/s':>10} {'p50 ms':>8} {'p99 ms':>8} {'CPU ms/call: workers':>21} "
+             f"{'replicas':>9} {'nginx':>7} {'load 1m':>8}"]
     for n in sorted(RESULTS):
         r = RESULTS[n]
-        lines.append(f"{n:>8} {r['calls_per_s']:>10} {r['p50_ms']:>8} {r['p99_ms']:>8}")
+        lines.append(f"{n:>8} {r['calls_per_s']:>10} {r['p50_ms']:>8} {r['p99_ms']:>8} "
+                     f"{r['cpu_ms_per_call_workers']:>21} {r['cpu_ms_per_call_replicas']:>9} "
+                     f"{r['cpu_ms_per_call_nginx']:>7} {r['load_avg_1m']:>8}")
     print("\n".join(lines), file=sys.__stderr__)
