@@ -10,8 +10,8 @@ call the client saw succeed is always logged, and a call executed twice (by one 
 by two) is there twice. The log is shared by the replicas.
 
 Tools:
-    record(key)   no annotations (side effects): never retried once sent
-    lookup(key)   ``readOnlyHint``: safe to retry on another replica
+    record(key, delay=0)   no annotations (side effects): logged, then answered after ``delay`` s
+    lookup(key, delay=0)   ``readOnlyHint`` (safe to retry on another replica): likewise
     whoami()      ``readOnlyHint``: this replica's name
     heavy(n)      ``readOnlyHint``: this replica's name (a balancer may route it elsewhere)
     touch(uri)    sends ``notifications/resources/updated`` if this session subscribed ``uri``
@@ -23,6 +23,7 @@ Resources: ``test://doc`` (subscribable in the legacy era: per session).
 from __future__ import annotations
 
 import argparse
+import asyncio
 import os
 import warnings
 from typing import Any
@@ -55,15 +56,17 @@ def build(name: str, log: str) -> MCPServer:
             os.close(fd)
 
     @server.tool()
-    def record(key: str) -> str:
-        """Record ``key`` (a side effect)."""
+    async def record(key: str, delay: float = 0.0) -> str:
+        """Record ``key`` (a side effect), then take ``delay`` s to answer."""
         write(f"record {name} {key}")
+        await asyncio.sleep(delay)
         return name
 
     @server.tool(annotations=READ_ONLY)
-    def lookup(key: str) -> str:
-        """Look ``key`` up (no side effect)."""
+    async def lookup(key: str, delay: float = 0.0) -> str:
+        """Look ``key`` up (no side effect), taking ``delay`` s to answer."""
         write(f"lookup {name} {key}")
+        await asyncio.sleep(delay)
         return name
 
     @server.tool(annotations=READ_ONLY)
