@@ -85,7 +85,11 @@ class ClientSpec:
             entry, its ``${VAR}`` templates unexpanded.
 
     Example:
-        >>> spec = ClientSpec.http("http://127.0.0.1:8000/mcp", timeouts=None)  # doctest: +SKIP
+        >>> from mcpsync import Timeouts
+        >>> spec = ClientSpec.http("https://mcp.example.com/mcp", timeouts=Timeouts(request=10.0),
+        ...                        headers={"Authorization": "Bearer ${MCP_TOKEN}"})
+        >>> spec
+        ClientSpec.http('https://mcp.example.com/mcp', headers=..., timeouts=Timeouts(connect=10.0, request=10.0, idle=300.0, keepalive=60.0, close=2.0, progress_cap=None, start=60.0))
     """
 
     kind: str
@@ -237,15 +241,24 @@ class ClientSpec:
             from ._config import expand
 
             options["headers"] = {k: expand(str(v), field=f"headers.{k}") for k, v in dict(options["headers"]).items()}
-        oauth = options.pop("oauth", None)
-        if oauth is not None:
-            from .auth import OAuth
-
-            options["auth"] = OAuth(self.target[0], **oauth)
+        options.pop("oauth", None)
+        auth = self.oauth()
+        if auth is not None:
+            options["auth"] = auth
         if self.kind == "stdio":
             command, args = self.target
             return Client.stdio(command, list(args), **options)
         return getattr(Client, self.kind)(self.target[0], **options)
+
+    def oauth(self) -> Any:
+        """A new :class:`mcpsync.auth.OAuth` for this spec's ``oauth=`` arguments (None
+        without them); its store is the default, the OS keyring of this machine."""
+        args = dict(self.options).get("oauth")
+        if args is None:
+            return None
+        from .auth import OAuth
+
+        return OAuth(self.target[0], **args)
 
     def client(self) -> Any:
         """This process's client for the spec: see :func:`process_client`."""

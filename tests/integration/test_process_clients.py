@@ -157,3 +157,35 @@ def test_a_server_that_ignores_eof_dies_with_its_sigkilled_worker(method: str, t
         if worker.is_alive():
             worker.kill()
             worker.join(JOIN)
+
+
+def _worker_headers(spec: ClientSpec, url: str, expected: str, out: Any) -> None:
+    auth = spec.oauth()
+    out.send(auth.headers(url, "POST").get("Authorization") == expected)  # never the token itself
+    out.close()
+
+
+@pytest.mark.skipif(os.environ.get("PYTHON_KEYRING_BACKEND") != "keyring.backends.SecretService.Keyring",
+                    reason="needs the gnome-keyring Secret Service (tests/setup/with-keyring.sh)")
+def test_a_worker_takes_its_token_from_the_os_keyring_not_from_the_spec() -> None:
+    import pickle
+    import time
+    import uuid
+
+    from mcpsync.auth import KeyringTokenStore, TokenSet
+
+    url = f"http://127.0.0.1:1/mcp-{uuid.uuid4().hex}"
+    secret = "at-" + uuid.uuid4().hex
+    store = KeyringTokenStore()
+    store.save_tokens(url, TokenSet(access_token=secret, expires_at=time.time() + 3600, resource=url))
+    try:
+        spec = ClientSpec.http(url, oauth={"interactive": False})
+        assert secret.encode() not in pickle.dumps(spec)
+        ctx = multiprocessing.get_context("spawn")
+        here, there = ctx.Pipe()
+        worker = ctx.Process(target=_worker_headers, args=(spec, url, f"Bearer {secret}", there))
+        worker.start()
+        assert here.poll(JOIN) and here.recv() is True
+        worker.join(JOIN)
+    finally:
+        store.delete_tokens(url)
