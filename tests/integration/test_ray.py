@@ -143,3 +143,22 @@ def test_actors_share_one_client_per_process_and_leave_no_server_behind(ray_loca
         ray.kill(a, no_restart=True)
     assert wait_gone([p for pair in pids[:victim] for p in pair], 30.0) == []
     assert all(is_gone(s) for _, s in pids)
+
+
+@ray.remote(num_cpus=1)
+def _task(spec: ClientSpec, n: int) -> tuple[int, int, int, str]:
+    """A Ray task: Ray reuses worker processes, so the process's client outlives the task."""
+    client = spec.client()
+    return os.getpid(), id(client), int(client.call_tool("pid").text), client.call_tool("echo", {"key": f"task-{n}"}).text
+
+
+def test_tasks_reuse_their_worker_process_client(ray_local: None, tmp_path: Path) -> None:
+    cmd = server_command("chaos_server.py", "--log", str(tmp_path / "calls.log"), "--linger")
+    spec = ClientSpec.stdio(cmd[0], cmd[1:], mode="legacy", name="chaos", timeouts=Timeouts(connect=30, request=30, close=1))
+    results = ray.get([_task.remote(spec, n) for n in range(24)], timeout=GET)
+    assert [r[3] for r in results] == [f"task-{n}" for n in range(24)]
+    by_worker: dict[int, set[tuple[int, int]]] = {}
+    for pid, client, server, _ in results:
+        by_worker.setdefault(pid, set()).add((client, server))
+    assert all(len(v) == 1 for v in by_worker.values()), f"a worker process built several clients: {by_worker}"
+    assert sum(len(v) for v in by_worker.values()) < 24, "no worker process was reused: nothing was shared"
