@@ -11,7 +11,9 @@ connections on short-lived threads; so children are forked by one long-lived dae
 thread per process (started on first use, again in a forked child), which ends only
 with the process.
 
-Elsewhere (not Linux, or ``prctl`` unavailable) :func:`popen` is ``subprocess.Popen``.
+Elsewhere (not Linux, or ``prctl`` unavailable), or with ``MCPSYNC_NO_PDEATHSIG=1`` in
+the environment (a server meant to outlive its client), :func:`popen` is
+``subprocess.Popen``.
 """
 
 from __future__ import annotations
