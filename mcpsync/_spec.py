@@ -60,6 +60,12 @@ def _freeze(value: Any) -> Any:
         return tuple(sorted((str(k), _freeze(v)) for k, v in value.items()))
     if isinstance(value, (list, tuple)):
         return tuple(_freeze(v) for v in value)
+    if isinstance(value, (set, frozenset)):
+        return frozenset(_freeze(v) for v in value)
+    try:
+        hash(value)
+    except TypeError:  # an unhashable value that pickles: compared by its pickle
+        return ("pickled", pickle.dumps(value))
     return value
 
 

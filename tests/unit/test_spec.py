@@ -126,3 +126,10 @@ def test_process_client_is_one_per_spec_and_replaced_once_closed() -> None:
         assert second is not first and not second.closed
     finally:
         second.close()
+
+
+def test_unhashable_option_values_still_make_a_usable_key() -> None:
+    a = ClientSpec.stdio("x", roots=[{"uri": "file:///a", "name": "a"}], env={"A": "1"})
+    b = ClientSpec.stdio("x", roots=[{"name": "a", "uri": "file:///a"}], env={"A": "1"})
+    assert a == b and hash(a) == hash(b)
+    assert hash(ClientSpec.stdio("x", client_info=bytearray(b"n"))) is not None
