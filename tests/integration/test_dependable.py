@@ -77,13 +77,19 @@ def _starts(pid_file: Path) -> int:
     return len(pid_file.read_text().split()) if pid_file.exists() else 0
 
 
+#: the process-wide thread that forks stdio servers: it lives as long as the process, by
+#: design (a server child dies when the thread that forked it ends: mcpsync/transports/_spawn.py)
+SPAWNER = "mcpsync-spawner"
+
+
 @pytest.fixture()
 def mcpsync_threads_end() -> Iterator[None]:
     before = {t.ident for t in threading.enumerate()}
     yield
     deadline = time.monotonic() + 10
     while True:
-        left = [t.name for t in threading.enumerate() if t.ident not in before and t.name.startswith("mcpsync")]
+        left = [t.name for t in threading.enumerate() if t.ident not in before and t.name.startswith("mcpsync")
+                and t.name != SPAWNER]
         if not left or time.monotonic() > deadline:
             break
         time.sleep(0.05)

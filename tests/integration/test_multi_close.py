@@ -18,7 +18,8 @@ pytestmark = pytest.mark.timeout(120)
 
 
 def _mcpsync_threads() -> set[threading.Thread]:
-    return {t for t in threading.enumerate() if t.name.startswith("mcpsync") and t.is_alive()}
+    # not the process-wide spawner, which lives as long as the process (mcpsync/transports/_spawn.py)
+    return {t for t in threading.enumerate() if t.name.startswith("mcpsync") and t.name != "mcpsync-spawner" and t.is_alive()}
 
 
 def test_eight_stubborn_servers_close_in_parallel_and_leave_nothing_behind():
