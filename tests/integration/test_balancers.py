@@ -117,13 +117,14 @@ def test_nginx_round_robin_over_stateless_replicas_one_stopped_mid_run(tmp_path:
     assert not failed_lookups, failed_lookups[:5]
     # nothing issued after the replica died ran there
     assert "r1" not in {r for _, _, when, r, _ in outcomes if when == "after" and isinstance(r, str)}
-    # what the balancer saw: one 200 per call that succeeded; a lookup answered 502 was sent again
-    lookups = THREADS * CALLS // 2
-    assert statuses[("lookup", "200")] == lookups, statuses
-    assert statuses[("lookup", "502")] >= 1, f"no safe call was cut by the kill: {statuses}"
-    assert statuses[("record", "200")] == sum(1 for o in outcomes if o[0] == "record" and isinstance(o[3], str))
-    # and every unsafe call reached the balancer exactly once: none was sent twice
-    assert sum(n for (tool, _), n in statuses.items() if tool == "record") == THREADS * CALLS // 2, statuses
+    # what the balancer saw (a status is logged once the headers came: an SSE answer cut
+    # after them shows 200): every unsafe call reached it exactly once, none was sent twice;
+    # safe calls cut by the kill were sent again, so there are more lookups than calls
+    requests: Counter[str] = Counter()
+    for (tool, _), n in statuses.items():
+        requests[tool] += n
+    assert requests["record"] == THREADS * CALLS // 2, statuses
+    assert requests["lookup"] > THREADS * CALLS // 2, f"no safe call was cut by the kill and sent again: {statuses}"
     # no unsafe call executed twice; every one that succeeded was executed once
     records = Counter(key for _, key in _lines(log, "record"))
     assert all(n == 1 for n in records.values()), [k for k, n in records.items() if n > 1]
@@ -131,7 +132,7 @@ def test_nginx_round_robin_over_stateless_replicas_one_stopped_mid_run(tmp_path:
         if tool == "record" and isinstance(result, str):
             assert records[key] == 1, key
     # unsafe calls that failed were not sent again: each ran at most once (above), and the
-    # ones that failed did so at once, with the balancer's 502, not after retries
+    # ones that failed did so at once (a 502, or a stream cut mid-answer), not after retries
     for tool, key, _, result, took in outcomes:
         if tool == "record" and isinstance(result, MCPError):
             assert records[key] <= 1 and took < TIMEOUT, (key, result, took)
