@@ -789,9 +789,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     """``mcpsync bench [options] -- CMD ARGS`` (or ``--url URL``). Returns the exit status."""
     from ._errors import MCPError
 
-    from .cli import _split_command
+    from ._cmdline import split_command
 
-    own, command = _split_command(sys.argv[1:] if argv is None else argv)
+    own, command = split_command(sys.argv[1:] if argv is None else argv)
     parser = _bench_parser()
     opts = parser.parse_args(own)
     try:

@@ -36,6 +36,8 @@ import os
 import sys
 from typing import Any, Sequence
 
+from ._cmdline import split_command
+
 __all__ = ["main"]
 
 EXIT_OK, EXIT_TOOL_ERROR, EXIT_USAGE, EXIT_FAILURE = 0, 1, 2, 3
@@ -43,14 +45,6 @@ EXIT_OK, EXIT_TOOL_ERROR, EXIT_USAGE, EXIT_FAILURE = 0, 1, 2, 3
 
 class UsageError(Exception):
     pass
-
-
-def _split_command(argv: Sequence[str]) -> tuple[list[str], list[str]]:
-    argv = list(argv)
-    if "--" in argv:
-        i = argv.index("--")
-        return argv[:i], argv[i + 1 :]
-    return argv, []
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -423,7 +417,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status."""
     from ._errors import MCPError
 
-    own, command = _split_command(sys.argv[1:] if argv is None else argv)
+    own, command = split_command(sys.argv[1:] if argv is None else argv)
     parser = _parser()
     if own[:1] == ["bench"]:
         from ._bench import main as bench_main
