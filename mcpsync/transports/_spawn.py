@@ -11,16 +11,20 @@ connections on short-lived threads; so children are forked by one long-lived dae
 thread per process (started on first use, again in a forked child), which ends only
 with the process.
 
-Elsewhere (not Linux, or ``prctl`` unavailable), or with ``MCPSYNC_NO_PDEATHSIG=1`` in
-the environment (a server meant to outlive its client), :func:`popen` is
-``subprocess.Popen``.
+In a process that has loaded grpcio (whose fork handlers abort a child that runs Python
+code before exec) the child is started through util-linux's ``setpriv --pdeathsig KILL``
+instead, which sets the same signal and execs the command. Elsewhere (not Linux, or
+``prctl`` unavailable), or with ``MCPSYNC_NO_PDEATHSIG=1`` in the environment (a server
+meant to outlive its client), :func:`popen` is ``subprocess.Popen``.
 """
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import queue
+import shutil
 import signal
 import subprocess
 import sys
@@ -104,7 +108,13 @@ class _Spawner:
         while True:
             job = q.get()
             try:
-                proc: subprocess.Popen[bytes] = subprocess.Popen(job.argv, preexec_fn=_die_with(parent), **job.kwargs)
+                if _fork_unsafe():
+                    if _SETPRIV is not None:
+                        proc: subprocess.Popen[bytes] = subprocess.Popen(_through_setpriv(job.argv, job.kwargs), **job.kwargs)
+                    else:  # no way to tie the child without Python after fork: start it plainly
+                        proc = subprocess.Popen(job.argv, **job.kwargs)
+                else:
+                    proc = subprocess.Popen(job.argv, preexec_fn=_die_with(parent), **job.kwargs)
             except BaseException as exc:  # handed to the caller
                 job.error = exc
                 job.done.set()
@@ -150,3 +160,41 @@ def popen(argv: Any, *, timeout: float = 30.0, **kwargs: Any) -> "subprocess.Pop
     if _prctl is None:
         return subprocess.Popen(argv, **kwargs)
     return _spawner.submit(argv, kwargs, timeout)
+
+
+#: util-linux's ``setpriv``: sets the death signal and execs the command, so that no Python
+#: code runs between fork and exec (see :func:`_fork_unsafe`)
+_SETPRIV = shutil.which("setpriv")
+
+
+def _fork_unsafe() -> bool:
+    """Whether running Python code between fork and exec is unsafe in this process.
+
+    ``preexec_fn`` makes ``Popen`` fork (not spawn) and run the ``prctl`` in the child;
+    grpcio's own fork handlers then abort the child now and then (seen: a bridge process,
+    which serves gRPC, lost about one upstream in ten under load, exit code -6; Ray's
+    workers load grpcio too). Such a process starts its children through ``setpriv``.
+    """
+    return "grpc" in sys.modules
+
+
+def _through_setpriv(argv: Any, kwargs: dict[str, Any]) -> list[str]:
+    """``argv`` run by ``setpriv --pdeathsig KILL``, its command resolved first so that a
+    missing or non-executable one still fails as ``Popen`` itself would."""
+    argv = [os.fspath(a) for a in argv]
+    env = kwargs.get("env")
+    path = (env if env is not None else os.environ).get("PATH", os.defpath)
+    command = argv[0]
+    if os.sep in command:
+        where = os.path.join(os.fspath(kwargs.get("cwd") or "."), command)
+        if not os.path.exists(where):
+            raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), command)
+        if not os.access(where, os.X_OK) or os.path.isdir(where):
+            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), command)
+        resolved = os.path.abspath(where)
+    else:
+        found = shutil.which(command, path=path)
+        if found is None:
+            raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), command)
+        resolved = found
+    return [_SETPRIV, "--pdeathsig", "KILL", "--", resolved, *argv[1:]]  # type: ignore[list-item]

@@ -109,7 +109,7 @@ def test_one_multiclient_over_stdio_websocket_and_grpc(config):
         names = [t.name for t in multi.list_tools()]
         # the same demo behind three transports: every tool is namespaced
         for server in ("local", "ws", "rpc"):
-            assert f"{server}__echo" in names
+            assert f"{server}__echo" in names, [(n, st.state, st.error) for n, st in multi.status().items()]
         assert multi.call_tool("ws__echo", {"message": "a"}).content[0].text == "a"
         assert multi.call_tool("rpc__add", {"a": 1, "b": 2}).structured_content == {"result": 3}
         assert multi.call_tool("local__echo", {"message": "b"}).content[0].text == "b"
