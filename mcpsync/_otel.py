@@ -438,18 +438,13 @@ class Telemetry:
             # it is the only thing that tells two servers apart
             metric_attrs = {k: v for k, v in attrs.items() if k != "mcp.resource.uri"}
             metric_attrs.update(common)
-            if failure is not None:
-                metric_attrs["error.type"] = failure
-                if code is not None:
-                    metric_attrs["rpc.response.status_code"] = str(code)
+            failed = _error_attributes(failure, code)
+            metric_attrs.update(failed)
             span_attrs = dict(common)
             session_id = self._session_id(client)
             if session_id is not None:
                 span_attrs["mcp.session.id"] = session_id
-            if failure is not None:
-                span_attrs["error.type"] = failure
-                if code is not None:
-                    span_attrs["rpc.response.status_code"] = str(code)
+            span_attrs.update(failed)
             span.set_attributes(span_attrs)
             span.end()
             try:
@@ -487,10 +482,7 @@ class Telemetry:
             span.update_name(method)
             attrs = {"mcp.method.name": method, "mcpsync.server": client.name}
             attrs.update(self._connection_attributes(client, conn))
-            if failure is not None:
-                attrs["error.type"] = failure
-                if code is not None:
-                    attrs["rpc.response.status_code"] = str(code)
+            attrs.update(_error_attributes(failure, code))
             span_attrs = dict(attrs)
             session_id = self._session_id(client, conn) if failure is None else None
             if session_id is not None:
@@ -637,3 +629,12 @@ def inject_trace_context(meta: MutableMapping[str, Any] | None = None, propagato
     for k, v in carrier.items():
         out.setdefault(k, v)
     return out
+
+
+def _error_attributes(failure: str | None, code: int | None) -> dict[str, str]:
+    """``error.type`` and, for an error answer, ``rpc.response.status_code`` (nothing for a success)."""
+    if failure is None:
+        return {}
+    if code is None:
+        return {"error.type": failure}
+    return {"error.type": failure, "rpc.response.status_code": str(code)}
