@@ -129,8 +129,6 @@ class StartFailed(ConnectError):
         stderr_tail: the last lines of its stderr (may be empty).
     """
 
-    permanent = True
-
 
 class ConnectionClosed(NetworkError):
     """The connection died while the call was pending (EOF, reset, child exit)."""
@@ -289,7 +287,6 @@ __all__ += [
     "PoolTimeout",
     "PoolClosed",
     "NOT_SENT_ERRORS",
-    "NON_TRANSIENT_CODES",
     "TRANSIENT_CODES",
     "attach_fields",
     "may_have_reached_server",
@@ -309,9 +306,6 @@ __all__ += [
 #: duplicate a side effect. An instance attribute ``sent`` (bool) overrides this.
 NOT_SENT_ERRORS: tuple[type[MCPError], ...] = (ConnectError, CircuitOpen, ServerUnavailable, PoolTimeout, PoolClosed)
 
-#: Codes in the JSON-RPC server-error range (-32099..-32000) that are *not* transient
-#: server faults: they are MCP-defined answers that a retry would only repeat.
-NON_TRANSIENT_CODES: frozenset[int] = frozenset({RESOURCE_NOT_FOUND_OLD, UNSUPPORTED_VERSION, URL_ELICITATION_REQUIRED})
 
 #: JSON-RPC error codes that mark a *transient* fault: an error answer with one of these
 #: is retried (per the retry policy) and counts towards the circuit breaker. Every other
