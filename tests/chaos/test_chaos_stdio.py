@@ -148,6 +148,14 @@ def kill_randomly(client: Client, rng: random.Random, kills: int, gap: tuple[flo
     while len(killed) < kills and time.monotonic() < deadline:
         time.sleep(rng.uniform(*gap))
         pids = pool_pids(client)
+        while not pids and time.monotonic() < deadline:
+            # every server is down and the callers may have finished their share (or be
+            # waiting out a breaker): ask for one, as the next caller would, then look again
+            try:
+                client.ping(timeout=max(0.1, min(5.0, deadline - time.monotonic())))
+            except MCPError:
+                pass
+            pids = pool_pids(client)
         if pids:
             pid = rng.choice(pids)
             if kill(pid):
