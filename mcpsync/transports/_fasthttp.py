@@ -1,0 +1,400 @@
+"""HTTP/1.1 keep-alive exchanges parsed by ``httptools``: the fast path of the HTTP transports.
+
+urllib3 spends most of a small JSON exchange in its own layers (pool-manager lookup,
+``Retry`` bookkeeping, ``http.client``'s line-by-line header parsing); the bytes on the
+wire are the same whoever writes them. This module keeps a pool of plain sockets per
+origin, writes each request in one ``sendall`` and parses answers with ``httptools``
+(the llhttp binding uvicorn uses), and offers the part of urllib3's interface the
+transports use (:meth:`FastPoolManager.request`, and on the answer ``status``,
+``headers``, ``read`` / ``read1``, ``release_conn``, ``drain_conn``, ``close``,
+``shutdown``, ``connection.sock``), so one code path serves both.
+
+It raises urllib3's exception types where urllib3 would (``NewConnectionError``,
+``ConnectTimeoutError``, ``EmptyPoolError``, ``SSLError``, ``ProtocolError``), so the one
+map from HTTP failures to mcpsync's errors (``_http_common.translate``) covers both paths.
+
+Not covered (the transports stay on urllib3 for these): proxies, and a missing
+``httptools`` (it is a plain dependency; ``MCPSYNC_HTTP=urllib3`` picks urllib3 on purpose).
+"""
+
+from __future__ import annotations
+
+import select
+import socket
+import ssl
+import threading
+import time
+from collections import deque
+from typing import Any, Mapping
+from urllib.parse import urlsplit
+
+import httptools
+from urllib3.exceptions import (
+    ConnectTimeoutError,
+    EmptyPoolError,
+    NewConnectionError,
+    ProtocolError,
+    SSLError,
+)
+
+__all__ = ["FastPoolManager", "FastResponse"]
+
+_CHUNK = 65536
+
+
+def _seconds(value: Any) -> float | None:
+    """A urllib3 timeout attribute as seconds (its ``DEFAULT_TIMEOUT`` sentinel: None)."""
+    return value if isinstance(value, (int, float)) else None
+
+
+class _Headers(dict):  # type: ignore[type-arg]
+    """Response headers under lower-case names; lookups ignore case (repeats joined by ``, ``)."""
+
+    def get(self, key: str, default: Any = None) -> Any:  # type: ignore[override]
+        return dict.get(self, key.lower(), default)
+
+    def __getitem__(self, key: str) -> str:
+        return dict.__getitem__(self, key.lower())  # type: ignore[no-any-return]
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, str) and dict.__contains__(self, key.lower())
+
+
+class _Conn:
+    """One socket to the pool's origin (``sock`` is what the transports adjust timeouts on)."""
+
+    __slots__ = ("sock",)
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+
+    def close(self) -> None:
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
+
+class FastResponse:
+    """One answer read from a pooled socket as the caller asks for its body."""
+
+    def __init__(self, pool: "_OriginPool", conn: _Conn, url: str) -> None:
+        self._pool = pool
+        self.connection: _Conn | None = conn
+        self._url = url
+        self.status = 0
+        self.headers = _Headers()
+        self._name = b""
+        self._body: deque[bytes] = deque()
+        self._buffered = 0
+        self._headers_done = False
+        self._complete = False
+        self._eof = False
+        self._keep = False
+        self._parser = httptools.HttpResponseParser(self)
+        self.length_remaining: int | None = None
+
+    # ------------------------------------------------------------- httptools callbacks
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        key = name.decode("latin-1").lower()
+        text = value.decode("latin-1")
+        old = dict.get(self.headers, key)
+        dict.__setitem__(self.headers, key, text if old is None else f"{old}, {text}")
+
+    def on_headers_complete(self) -> None:
+        self.status = self._parser.get_status_code()
+        self._headers_done = True
+        length = dict.get(self.headers, "content-length")
+        if length is not None and length.isdigit():
+            self.length_remaining = int(length)
+
+    def on_body(self, body: bytes) -> None:
+        self._body.append(body)
+        self._buffered += len(body)
+
+    def on_message_complete(self) -> None:
+        self._complete = True
+        self._keep = self._parser.should_keep_alive()  # asked now: the parser resets after
+
+    # ------------------------------------------------------------- reading
+
+    def _fill(self) -> bool:
+        """Read once from the socket into the parser; False when nothing more will come."""
+        conn = self.connection
+        if conn is None or self._complete or self._eof:
+            return False
+        data = conn.sock.recv(_CHUNK)
+        if not data:
+            self._eof = True
+            if not self._headers_done:
+                raise ProtocolError("Connection aborted.", ConnectionResetError("the server closed the connection"))
+            if self.length_remaining is not None or "chunked" in self.headers.get("transfer-encoding", ""):
+                raise ProtocolError("Connection broken: the answer ended early", ConnectionResetError())
+            return False  # a body delimited by the connection's close ends here
+        try:
+            self._parser.feed_data(data)
+        except httptools.HttpParserUpgrade:  # pragma: no cover - never asked for
+            raise ProtocolError("unexpected protocol upgrade") from None
+        except httptools.HttpParserError as exc:
+            raise ProtocolError(f"malformed HTTP answer: {exc}") from None
+        return True
+
+    def _read_head(self) -> None:
+        while not self._headers_done:
+            self._fill()
+
+    def _take(self, amt: int | None) -> bytes:
+        if amt is None or amt >= self._buffered:
+            data = b"".join(self._body) if len(self._body) != 1 else self._body[0]
+            self._body.clear()
+            self._buffered = 0
+        else:
+            out: list[bytes] = []
+            need = amt
+            while need:
+                piece = self._body[0]
+                if len(piece) <= need:
+                    out.append(self._body.popleft())
+                    need -= len(piece)
+                else:
+                    out.append(piece[:need])
+                    self._body[0] = piece[need:]
+                    need = 0
+            self._buffered -= amt
+            data = b"".join(out)
+        if self.length_remaining is not None:
+            self.length_remaining -= len(data)
+        return data
+
+    def read1(self, amt: int | None = None) -> bytes:
+        """What has arrived of the body (up to ``amt``), waiting only when nothing has; b"" at its end."""
+        while not self._buffered and self._fill():
+            pass
+        return self._take(amt) if self._buffered else b""
+
+    def read(self, amt: int | None = None) -> bytes:
+        """``amt`` bytes of the body (fewer at its end), or all of the rest."""
+        while (amt is None or self._buffered < amt) and self._fill():
+            pass
+        return self._take(amt) if self._buffered else b""
+
+    # ------------------------------------------------------------- the connection
+
+    def release_conn(self) -> None:
+        """Give the socket back when the answer was read whole and it may be kept; else close it."""
+        conn, self.connection = self.connection, None
+        if conn is None:
+            return
+        if self._complete and not self._buffered and self._keep:
+            self._pool.put(conn)
+        else:
+            self._pool.discard(conn)
+
+    def drain_conn(self) -> None:
+        """Read the rest of the body (kept short) so the socket can be reused."""
+        try:
+            while self._buffered or self._fill():
+                self._take(None)
+                if self._buffered == 0 and self._complete:
+                    break
+        except (OSError, ProtocolError):
+            self.close()
+
+    def close(self) -> None:
+        """Close the socket; the body's rest is never read."""
+        conn, self.connection = self.connection, None
+        if conn is not None:
+            self._pool.discard(conn)
+
+    def shutdown(self) -> None:
+        """Wake a thread blocked reading this answer (from any thread)."""
+        conn = self.connection
+        if conn is not None:
+            try:
+                conn.sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+
+class _OriginPool:
+    """Idle keep-alive sockets to one origin; at most ``maxsize`` open when ``block``."""
+
+    def __init__(self, scheme: str, host: str, port: int, *, maxsize: int, block: bool,
+                 tls: ssl.SSLContext | None) -> None:
+        self.scheme, self.host, self.port = scheme, host, port
+        default = 443 if scheme == "https" else 80
+        self.host_header = (host if port == default else f"{host}:{port}").encode("idna")
+        if ":" in host and not host.startswith("["):  # an IPv6 literal
+            self.host_header = f"[{host}]".encode() + (b"" if port == default else f":{port}".encode())
+        self.maxsize, self.block, self.tls = maxsize, block, tls
+        self._idle: list[_Conn] = []
+        self._open = 0
+        self._cond = threading.Condition(threading.Lock())
+        self._closed = False
+
+    def get(self, connect_timeout: float | None, pool_timeout: float | None) -> _Conn | None:
+        """An idle socket (None: the caller connects a new one, counted already)."""
+        with self._cond:
+            ends = None if pool_timeout is None else time.monotonic() + pool_timeout
+            while True:
+                while self._idle:
+                    conn = self._idle.pop()
+                    if _dropped(conn.sock):
+                        self._open -= 1
+                        conn.close()
+                        continue
+                    return conn
+                if not self.block or self._open < self.maxsize:
+                    self._open += 1
+                    return None
+                left = None if ends is None else ends - time.monotonic()
+                if left is not None and left <= 0:
+                    raise EmptyPoolError(None, "every pooled connection is busy")  # type: ignore[arg-type]
+                self._cond.wait(left)
+
+    def connect(self, connect_timeout: float | None) -> _Conn:
+        try:
+            sock = socket.create_connection((self.host, self.port), timeout=connect_timeout)
+        except socket.timeout as exc:
+            self.forget()
+            raise ConnectTimeoutError(None, f"connecting to {self.host}:{self.port} timed out") from exc
+        except OSError as exc:
+            self.forget()
+            raise NewConnectionError(None, f"failed to connect: {exc}") from exc  # type: ignore[arg-type]
+        try:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if self.tls is not None:
+                sock = self.tls.wrap_socket(sock, server_hostname=self.host)
+        except ssl.SSLError as exc:
+            sock.close()
+            self.forget()
+            raise SSLError(exc) from exc
+        except OSError as exc:
+            sock.close()
+            self.forget()
+            raise NewConnectionError(None, f"failed to connect: {exc}") from exc  # type: ignore[arg-type]
+        return _Conn(sock)
+
+    def forget(self) -> None:
+        """A counted socket was never made (or is gone): make room for another."""
+        with self._cond:
+            self._open -= 1
+            self._cond.notify()
+
+    def put(self, conn: _Conn) -> None:
+        with self._cond:
+            if not self._closed and len(self._idle) < self.maxsize:
+                self._idle.append(conn)
+                self._cond.notify()
+                return
+            self._open -= 1
+            self._cond.notify()
+        conn.close()
+
+    def discard(self, conn: _Conn) -> None:
+        conn.close()
+        self.forget()
+
+    def clear(self) -> None:
+        with self._cond:
+            idle, self._idle = self._idle, []
+            self._open -= len(idle)
+        for conn in idle:
+            conn.close()
+
+
+def _dropped(sock: socket.socket) -> bool:
+    """An idle socket the server closed (or wrote to unasked): not to be reused."""
+    try:
+        readable, _, _ = select.select([sock], [], [], 0)
+    except (OSError, ValueError):
+        return True
+    return bool(readable)
+
+
+class FastPoolManager:
+    """urllib3's ``PoolManager.request`` for the transports, on the fast path.
+
+    Args:
+        maxsize: sockets kept per origin (and, with ``block``, the most open at once).
+        block: wait (up to ``pool_timeout``) for a free socket rather than open more.
+        tls: the context for ``https`` origins.
+    """
+
+    def __init__(self, *, maxsize: int, block: bool, tls: ssl.SSLContext | None = None) -> None:
+        self._maxsize, self._block, self._tls = maxsize, block, tls
+        self._pools: dict[tuple[str, str, int], _OriginPool] = {}
+        self._lock = threading.Lock()
+
+    def _pool(self, url: str) -> tuple[_OriginPool, bytes]:
+        parts = urlsplit(url)
+        scheme = parts.scheme
+        host = parts.hostname or ""
+        port = parts.port or (443 if scheme == "https" else 80)
+        key = (scheme, host, port)
+        pool = self._pools.get(key)
+        if pool is None:
+            with self._lock:
+                pool = self._pools.get(key)
+                if pool is None:
+                    tls = self._tls if scheme == "https" else None
+                    if scheme == "https" and tls is None:
+                        tls = ssl.create_default_context()
+                    pool = _OriginPool(scheme, host, port, maxsize=self._maxsize, block=self._block, tls=tls)
+                    self._pools[key] = pool
+        target = parts.path or "/"
+        if parts.query:
+            target = f"{target}?{parts.query}"
+        return pool, target.encode("ascii")
+
+    def request(
+        self,
+        method: str,
+        url: str,
+        body: bytes | str | None = None,
+        headers: Mapping[str, str] | None = None,
+        *,
+        timeout: Any = None,
+        pool_timeout: float | None = None,
+        **_urllib3_only: Any,
+    ) -> FastResponse:
+        """Send one request and read the answer's head; the body is read from the answer.
+
+        ``timeout`` is a ``urllib3.Timeout`` (its connect and read parts are read when
+        each phase starts, so a deadline-bound one gives each only what is left) or
+        seconds. Keywords only urllib3 knows (``preload_content``, ``redirect``,
+        ``retries``) are accepted and mean what the transports always ask: stream the
+        body, follow nothing, retry nothing.
+        """
+        pool, target = self._pool(url)
+        if isinstance(body, str):
+            body = body.encode()
+        head = [method.encode("ascii"), b" ", target, b" HTTP/1.1\r\nHost: ", pool.host_header, b"\r\n"]
+        for name, value in (headers or {}).items():
+            head += (name.encode("latin-1"), b": ", value.encode("latin-1"), b"\r\n")
+        if body is not None or method in ("POST", "PUT", "PATCH"):
+            head += (b"Content-Length: ", str(len(body or b"")).encode(), b"\r\n")
+        head.append(b"\r\n")
+        data = b"".join(head) + (body or b"")
+
+        connect_s = _seconds(getattr(timeout, "connect_timeout", timeout))
+        conn = pool.get(connect_s, pool_timeout)
+        if conn is None:
+            conn = pool.connect(_seconds(getattr(timeout, "connect_timeout", timeout)))
+        resp = FastResponse(pool, conn, url)
+        try:
+            conn.sock.settimeout(_seconds(getattr(timeout, "read_timeout", timeout)))
+            conn.sock.sendall(data)
+            resp._read_head()
+        except BaseException:
+            resp.close()
+            raise
+        return resp
+
+    def clear(self) -> None:
+        """Close every idle socket (answers still being read keep theirs until released)."""
+        with self._lock:
+            pools = list(self._pools.values())
+        for pool in pools:
+            pool.clear()
