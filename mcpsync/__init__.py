@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from ._agent_messages import agent_message
 from ._client import Client, ServerSession
+from ._diagnostics import ConnectionDiagnostics, Diagnostics
 from ._errors import (
     AuthError,
     Cancelled,
@@ -105,6 +106,8 @@ __all__ = [
     "ConfigError",
     "load_config",
     "ServerSession",
+    "Diagnostics",
+    "ConnectionDiagnostics",
     "ClientSpec",
     "process_client",
     "close_process_clients",

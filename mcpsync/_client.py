@@ -59,6 +59,7 @@ from ._protocol import ProtocolMixin
 from ._skills import SkillsMixin
 from ._worker import Worker
 from .transports._base import Transport
+from ._diagnostics import Diagnostics, snapshot as _diagnostics_snapshot
 
 __all__ = [
     "Client",
@@ -1657,6 +1658,11 @@ class Client(ProtocolMixin, SkillsMixin):
                 handler(params)
             except Exception:
                 log.exception("handler for %s raised", method)
+
+    def diagnostics(self) -> Diagnostics:
+        """A frozen snapshot of connections, pool, session, breaker, subscriptions and tool cache."""
+        return _diagnostics_snapshot(self)
+
 
 def _call_facts(tool: Tool) -> tuple[bool, bool]:
     """(retry safe, task-only) of a listed tool: worked out on its first call and kept
