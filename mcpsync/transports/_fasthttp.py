@@ -19,6 +19,7 @@ Not covered (the transports stay on urllib3 for these): proxies, and a missing
 
 from __future__ import annotations
 
+import os
 import select
 import socket
 import ssl
@@ -28,7 +29,11 @@ from collections import deque
 from typing import Any, Mapping
 from urllib.parse import urlsplit
 
-import httptools
+try:
+    import httptools
+except ImportError:  # pragma: no cover - a plain dependency; urllib3 serves without it
+    httptools = None
+
 from urllib3.exceptions import (
     ConnectTimeoutError,
     EmptyPoolError,
@@ -37,9 +42,40 @@ from urllib3.exceptions import (
     SSLError,
 )
 
-__all__ = ["FastPoolManager", "FastResponse"]
+__all__ = ["FastPoolManager", "FastResponse", "http_path", "tls_context"]
 
 _CHUNK = 65536
+
+
+def http_path(proxy: str | None) -> str:
+    """Which HTTP path a client takes: ``"fast"`` or ``"urllib3"``.
+
+    urllib3 when ``MCPSYNC_HTTP=urllib3`` is set, when the origin is reached through a
+    proxy (``HTTP(S)_PROXY``), or when ``httptools`` is missing; the fast path otherwise.
+    """
+    if proxy or httptools is None or os.environ.get("MCPSYNC_HTTP", "").strip().lower() == "urllib3":
+        return "urllib3"
+    return "fast"
+
+
+def tls_context(verify: bool | str) -> ssl.SSLContext:
+    """The TLS context of the fast path for a transport's ``verify`` option.
+
+    ``False`` checks nothing; a string is a CA bundle's path; ``True`` uses certifi's
+    bundle where it is installed (as the urllib3 path does), else the system's.
+    """
+    if verify is False:
+        context = ssl.create_default_context()
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+        return context
+    if isinstance(verify, str):
+        return ssl.create_default_context(cafile=verify)
+    try:
+        import certifi
+    except ImportError:  # pragma: no cover - certifi ships with requests
+        return ssl.create_default_context()
+    return ssl.create_default_context(cafile=certifi.where())
 
 
 def _seconds(value: Any) -> float | None:
@@ -325,9 +361,13 @@ class FastPoolManager:
     def __init__(self, *, maxsize: int, block: bool, tls: ssl.SSLContext | None = None) -> None:
         self._maxsize, self._block, self._tls = maxsize, block, tls
         self._pools: dict[tuple[str, str, int], _OriginPool] = {}
+        self._targets: dict[str, tuple[_OriginPool, bytes]] = {}  # a transport asks for few URLs
         self._lock = threading.Lock()
 
     def _pool(self, url: str) -> tuple[_OriginPool, bytes]:
+        known = self._targets.get(url)
+        if known is not None:
+            return known
         parts = urlsplit(url)
         scheme = parts.scheme
         host = parts.hostname or ""
@@ -346,7 +386,10 @@ class FastPoolManager:
         target = parts.path or "/"
         if parts.query:
             target = f"{target}?{parts.query}"
-        return pool, target.encode("ascii")
+        found = (pool, target.encode("ascii"))
+        if len(self._targets) < 256:
+            self._targets[url] = found
+        return found
 
     def request(
         self,
