@@ -17,7 +17,7 @@ def paginate(
     *,
     server: str,
     method: str,
-    next_cursor: Callable[[Any], str | None] = lambda page: page.next_cursor,  # type: ignore[no-any-return]
+    next_cursor: Callable[[Any], str | None] = lambda page: page.next_cursor,
 ) -> Iterator[Any]:
     """Yield every page of a list method, asking ``fetch(cursor)`` for each.
 

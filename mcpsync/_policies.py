@@ -125,7 +125,7 @@ class RetryPolicy:
             return self.backoff
         if retry_number <= 1:
             return 0.0
-        return self.backoff * (2 ** (retry_number - 2))
+        return float(self.backoff * (2 ** (retry_number - 2)))
 
     # -- per-attempt state (urllib3 ``Retry.increment`` style) --------------------
 

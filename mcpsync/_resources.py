@@ -71,6 +71,10 @@ class ResourceState(str, enum.Enum):
     UNSUBSCRIBED = "unsubscribed"
 
 
+#: state changes made under the lock, told to the listener after it (uri, old, new, why)
+_Changes = list[tuple[str, "ResourceState", "ResourceState", str]]
+
+
 @dataclass(frozen=True, slots=True)
 class ResourceInfo:
     """A frozen view of one URI."""
@@ -197,7 +201,7 @@ class ResourceManager:
                     self._history[uri] = deque(maxlen=self._history_len)
         return e
 
-    def _move(self, e: _Entry, new: ResourceState, reason: str, changes: list) -> None:
+    def _move(self, e: _Entry, new: ResourceState, reason: str, changes: _Changes) -> None:
         """Change state (lock held); the listener runs later, from ``_emit``."""
         old = e.state
         if old is new:
@@ -206,7 +210,7 @@ class ResourceManager:
         self._history[e.uri].append((old, new, reason))
         changes.append((e.uri, old, new, reason))
 
-    def _emit(self, changes: list) -> None:
+    def _emit(self, changes: _Changes) -> None:
         if not changes:
             return
         for uri, old, new, reason in changes:
@@ -217,7 +221,7 @@ class ResourceManager:
                 except Exception:
                     log.exception("on_transition listener raised")
 
-    def _expire(self, e: _Entry, now: float, changes: list) -> None:
+    def _expire(self, e: _Entry, now: float, changes: _Changes) -> None:
         if e.state is ResourceState.CACHED and e.expires_at is not None and now >= e.expires_at:
             self._move(e, ResourceState.STALE, "ttl", changes)
 
@@ -259,7 +263,7 @@ class ResourceManager:
                 push = True
             except RemoteError as exc:  # no subscriptions here: TTL-driven lifecycle
                 log.info("%s: %s cannot be subscribed (%s); it is re-read after its TTL", e.server, e.uri, exc)
-            changes: list = []
+            changes: _Changes = []
             with self._lock:
                 e.handle = handle
                 e.push = push
@@ -319,7 +323,7 @@ class ResourceManager:
 
     def _end(self, e: _Entry, reason: str) -> None:
         with e.fetch_lock:
-            changes: list = []
+            changes: _Changes = []
             with self._lock:
                 handle, e.handle = e.handle, None
                 e.push = False
@@ -349,7 +353,7 @@ class ResourceManager:
         e = self._entry(uri, server)
         if e.state in (ResourceState.UNKNOWN, ResourceState.UNSUBSCRIBED):
             self._ensure_subscribed(e)
-        changes: list = []
+        changes: _Changes = []
         with self._lock:
             self._expire(e, self._clock(), changes)
             if e.state is ResourceState.CACHED:
@@ -410,7 +414,7 @@ class ResourceManager:
         e = self._entries.get(uri)
         if e is None:
             return
-        changes: list = []
+        changes: _Changes = []
         with self._lock:
             e.updates += 1
             e.epoch += 1
@@ -426,7 +430,7 @@ class ResourceManager:
 
     def mark_stale(self, uri: str | None = None, reason: str = "explicit") -> int:
         """Make ``uri`` (or every CACHED entry) STALE. Returns how many changed."""
-        changes: list = []
+        changes: _Changes = []
         with self._lock:
             entries = [self._entries[uri]] if uri is not None and uri in self._entries else (
                 list(self._entries.values()) if uri is None else []
@@ -442,7 +446,7 @@ class ResourceManager:
         """Tell the manager a server's connection was restored (the client re-subscribes
         by itself); cached entries of that server go STALE, since updates sent during the
         outage were lost. Returns how many entries changed."""
-        changes: list = []
+        changes: _Changes = []
         with self._lock:
             for e in self._entries.values():
                 if server is None or e.server == server:
@@ -459,7 +463,7 @@ class ResourceManager:
         e = self._entries.get(uri)
         if e is None:
             return ResourceState.UNKNOWN
-        changes: list = []
+        changes: _Changes = []
         with self._lock:
             self._expire(e, self._clock(), changes)
             state = e.state

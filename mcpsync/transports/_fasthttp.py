@@ -32,7 +32,7 @@ from urllib.parse import urlsplit
 try:
     import httptools
 except ImportError:  # pragma: no cover - a plain dependency; urllib3 serves without it
-    httptools = None
+    httptools = None  # type: ignore[assignment]
 
 from urllib3.exceptions import (
     ConnectTimeoutError,
@@ -83,14 +83,14 @@ def _seconds(value: Any) -> float | None:
     return value if isinstance(value, (int, float)) else None
 
 
-class _Headers(dict):  # type: ignore[type-arg]
+class _Headers(dict[str, str]):
     """Response headers under lower-case names; lookups ignore case (repeats joined by ``, ``)."""
 
-    def get(self, key: str, default: Any = None) -> Any:  # type: ignore[override]
+    def get(self, key: str, default: Any = None) -> Any:
         return dict.get(self, key.lower(), default)
 
     def __getitem__(self, key: str) -> str:
-        return dict.__getitem__(self, key.lower())  # type: ignore[no-any-return]
+        return dict.__getitem__(self, key.lower())
 
     def __contains__(self, key: object) -> bool:
         return isinstance(key, str) and dict.__contains__(self, key.lower())
