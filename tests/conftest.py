@@ -50,3 +50,14 @@ def free_port() -> int:
 @pytest.fixture(scope="session")
 def everything_stdio() -> list[str]:
     return everything_command("stdio")
+
+
+@pytest.fixture(params=["fast", "urllib3"])
+def http_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Run an HTTP test on both paths (issue 21): httptools' keep-alive path, and urllib3's
+    (``MCPSYNC_HTTP=urllib3``, the path a proxy takes). Clients made in the test take it."""
+    if request.param == "urllib3":
+        monkeypatch.setenv("MCPSYNC_HTTP", "urllib3")
+    else:
+        monkeypatch.delenv("MCPSYNC_HTTP", raising=False)
+    return str(request.param)

@@ -69,6 +69,7 @@ from .._errors import (
     error_from_http_status,
 )
 from .._speedups import DEFAULT_MAX_MESSAGE_SIZE
+from ._fasthttp import FastPoolManager, http_path, tls_context
 
 __all__ = [
     "AuthHook",
@@ -361,7 +362,7 @@ class Pools:
 
     __slots__ = ("main", "control", "refs")
 
-    def __init__(self, main: urllib3.PoolManager, control: urllib3.PoolManager) -> None:
+    def __init__(self, main: Any, control: Any) -> None:  # urllib3's or the fast path's managers
         self.main = main
         self.control = control
         self.refs = 0
@@ -380,7 +381,8 @@ def _env_proxy(url: str) -> str | None:
 
 
 def _pool_key(url: str, opts: HTTPOptions) -> tuple[Any, ...]:
-    return (origin_of(url), str(opts.verify), _env_proxy(url), opts.pool_size)
+    proxy = _env_proxy(url)
+    return (origin_of(url), str(opts.verify), proxy, opts.pool_size, http_path(proxy))
 
 
 def acquire_pool(url: str, opts: HTTPOptions) -> tuple[tuple[Any, ...], Pools]:
@@ -413,7 +415,13 @@ def release_pool(key: tuple[Any, ...]) -> None:
     entry.control.clear()
 
 
-def _make_manager(url: str, opts: HTTPOptions, *, block: bool) -> urllib3.PoolManager:
+def _make_manager(url: str, opts: HTTPOptions, *, block: bool) -> Any:
+    """A pool manager for ``url``: the fast path's, or urllib3's where the fast path does
+    not fit (a proxy; ``MCPSYNC_HTTP=urllib3``; see :func:`_fasthttp.http_path`)."""
+    proxy = _env_proxy(url)
+    if http_path(proxy) == "fast":
+        tls = tls_context(opts.verify) if urlsplit(url).scheme == "https" else None
+        return FastPoolManager(maxsize=opts.pool_size, block=block, tls=tls)
     kwargs: dict[str, Any] = {
         "num_pools": 4,
         "maxsize": opts.pool_size,
@@ -434,7 +442,6 @@ def _make_manager(url: str, opts: HTTPOptions, *, block: bool) -> urllib3.PoolMa
                     kwargs["ca_certs"] = certifi.where()
                 except ImportError:  # pragma: no cover - certifi ships with requests
                     pass
-    proxy = _env_proxy(url)
     if proxy:
         return urllib3.ProxyManager(proxy, **kwargs)
     return urllib3.PoolManager(**kwargs)

@@ -18,6 +18,8 @@ from tests.conftest import everything_command  # noqa: E402
 from mcpsync._errors import RequestTimeout  # noqa: E402
 from mcpsync.transports.streamable_http import StreamableHTTPTransport, forget_url  # noqa: E402
 
+pytestmark = pytest.mark.usefixtures("http_path")  # both HTTP paths: fast and urllib3
+
 client_mod = pytest.importorskip("mcpsync._client")
 Client = client_mod.Client
 

@@ -20,7 +20,7 @@ from tests.conftest import everything_command  # noqa: E402
 from mcpsync.transports.sse import SSETransport  # noqa: E402
 from mcpsync.transports.streamable_http import StreamableHTTPTransport, forget_url, known_kind  # noqa: E402
 
-pytestmark = pytest.mark.npm
+pytestmark = [pytest.mark.npm, pytest.mark.usefixtures("http_path")]  # both HTTP paths: fast and urllib3
 
 DOC = "demo://resource/static/document/architecture.md"
 

@@ -52,6 +52,8 @@ INIT = json.dumps(
 # the faulty server and the transport maker, shared with the older fault tests
 from tests.integration.test_http_faults import faulty, transport  # noqa: E402,F401
 
+pytestmark = pytest.mark.usefixtures("http_path")  # both HTTP paths: fast and urllib3
+
 
 def _eventually(check: Any, limit: float) -> bool:
     """Poll ``check`` (bounded) until it holds."""

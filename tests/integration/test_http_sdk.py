@@ -22,6 +22,8 @@ from mcpsync._errors import MessageTooLarge  # noqa: E402
 from mcpsync.transports.sse import SSETransport  # noqa: E402
 from mcpsync.transports.streamable_http import StreamableHTTPTransport, forget_url, known_kind  # noqa: E402
 
+pytestmark = pytest.mark.usefixtures("http_path")  # both HTTP paths: fast and urllib3
+
 
 def _serve(*flags: str) -> Iterator[str]:
     port = hs.free_port()

@@ -12,7 +12,7 @@ from mcpsync.auth import MemoryTokenStore, OAuth
 from tests.integration.test_oauth_sdk import auth_server, browser, make_auth, raw, tool, wait_for
 
 transport_mod = pytest.importorskip("mcpsync.transports.streamable_http")
-pytestmark = pytest.mark.timeout(90)
+pytestmark = [pytest.mark.timeout(90), pytest.mark.usefixtures("http_path")]  # both HTTP paths: fast and urllib3
 
 
 @pytest.mark.parametrize("layout", ["one-origin", "split"])

@@ -17,7 +17,7 @@ import http_support as hs  # noqa: E402
 from mcpsync import Client, PoolLimits  # noqa: E402
 from tests.conftest import everything_command  # noqa: E402
 
-pytestmark = [pytest.mark.timeout(60), pytest.mark.npm]
+pytestmark = [pytest.mark.timeout(60), pytest.mark.npm, pytest.mark.usefixtures("http_path")]  # both HTTP paths: fast and urllib3
 
 
 @pytest.fixture(scope="module")

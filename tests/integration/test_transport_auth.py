@@ -10,7 +10,7 @@ import pytest
 from mcpsync import AuthError, Client, ConnectError
 from tests.conftest import free_port
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = [pytest.mark.timeout(60), pytest.mark.usefixtures("http_path")]  # both HTTP paths: fast and urllib3
 
 
 class Hook:
