@@ -83,6 +83,7 @@ class OAuth:
         session: a ``requests.Session`` for the OAuth requests.
 
     Example:
+        >>> from mcpsync.auth import MemoryTokenStore
         >>> auth = OAuth("https://mcp.example.com/mcp", storage=MemoryTokenStore())
         >>> auth.headers("https://mcp.example.com/mcp", "POST")   # no token yet: a 401 starts the flow
         {}
