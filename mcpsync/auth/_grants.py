@@ -24,7 +24,7 @@ import secrets
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, ClassVar, Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Iterable, Iterator, Mapping, Protocol
 from urllib.parse import quote, urlencode, urlsplit
 
 from .._errors import AuthError, TokenEndpointError
@@ -43,7 +43,36 @@ from ._metadata import (
 from .storage import ClientInfo, TokenSet
 
 if TYPE_CHECKING:
-    from .oauth import OAuth
+    import threading
+    from contextlib import AbstractContextManager
+
+    from ._endpoint import TokenEndpoint
+    from ._registration import Registrar
+    from .storage import TokenStore
+
+
+class GrantContext(Protocol):
+    """What a grant uses of the :class:`~mcpsync.auth.OAuth` running it (a protocol, so that
+    this module does not import the one that imports it)."""
+
+    server_url: str
+    _registrar: "Registrar"
+    _endpoint: "TokenEndpoint"
+    _store: "TokenStore"
+    _interactive_timeout: float
+    _device_stop: "threading.Event"
+
+    def _listening(self, listener: LoopbackRedirect) -> "AbstractContextManager[None]": ...
+
+    def initiate_authorization(
+        self,
+        metadata: AuthMetadata | None = None,
+        scopes: Iterable[str] | None = None,
+        *,
+        redirect_uri: str | None = None,
+    ) -> AuthorizationRequest: ...
+
+    def _exchange(self, req: AuthorizationRequest, params: Mapping[str, str], *, check_state: bool) -> TokenSet: ...
 
 __all__ = [
     "Env",
@@ -142,12 +171,14 @@ class Grant:
         key = self.private_key
         return key if key is None or isinstance(key, SigningKey) else SigningKey(key)
 
-    def obtain(self, auth: "OAuth", md: AuthMetadata, scopes: Iterable[str] | None) -> TokenSet:
+    def obtain(self, auth: GrantContext, md: AuthMetadata, scopes: Iterable[str] | None) -> TokenSet:
         """Obtain tokens from the authorization server (they are stored by the caller)."""
         raise NotImplementedError
 
 
-def _machine_grant(auth: "OAuth", md: AuthMetadata, scopes: Iterable[str] | None, form: dict[str, str]) -> TokenSet:
+def _machine_grant(
+    auth: GrantContext, md: AuthMetadata, scopes: Iterable[str] | None, form: dict[str, str]
+) -> TokenSet:
     client = auth._registrar.client_for(md, None)
     chosen = md.choose_scopes(scopes, offline=False)
     if chosen:
@@ -172,7 +203,7 @@ class AuthorizationCode(Grant):
     needs_user: ClassVar[bool] = True
     registers: ClassVar[tuple[str, ...]] = (GRANT_CODE,)
 
-    def obtain(self, auth: "OAuth", md: AuthMetadata, scopes: Iterable[str] | None) -> TokenSet:
+    def obtain(self, auth: GrantContext, md: AuthMetadata, scopes: Iterable[str] | None) -> TokenSet:
         port = self.redirect_port
         stored = auth._store.load_client(md.issuer)
         if not port and stored is not None:
@@ -274,7 +305,7 @@ class DeviceCode(Grant):
     needs_user: ClassVar[bool] = True
     registers: ClassVar[tuple[str, ...]] = (GRANT_DEVICE,)
 
-    def obtain(self, auth: "OAuth", md: AuthMetadata, scopes: Iterable[str] | None) -> TokenSet:
+    def obtain(self, auth: GrantContext, md: AuthMetadata, scopes: Iterable[str] | None) -> TokenSet:
         asm = md.authorization_server
         if not asm.device_authorization_endpoint:
             raise AuthError(f"{asm.issuer} has no device_authorization_endpoint (RFC 8628)")
@@ -328,7 +359,7 @@ class ClientCredentials(Grant):
     """The client credentials grant: machine to machine, the client authenticated with its
     secret or, given ``private_key``, an RFC 7523 ``private_key_jwt`` assertion."""
 
-    def obtain(self, auth: "OAuth", md: AuthMetadata, scopes: Iterable[str] | None) -> TokenSet:
+    def obtain(self, auth: GrantContext, md: AuthMetadata, scopes: Iterable[str] | None) -> TokenSet:
         client = auth._registrar.client_for(md, None)
         if client.token_endpoint_auth_method == "none":
             raise AuthError("the client_credentials grant needs a confidential client (secret or private key)")
@@ -342,7 +373,7 @@ class JWTBearer(Grant):
 
     assertion: Callable[[], str] = field(repr=False)
 
-    def obtain(self, auth: "OAuth", md: AuthMetadata, scopes: Iterable[str] | None) -> TokenSet:
+    def obtain(self, auth: GrantContext, md: AuthMetadata, scopes: Iterable[str] | None) -> TokenSet:
         form = {"grant_type": GRANT_JWT_BEARER, "assertion": self.assertion(), "resource": md.resource}
         return _machine_grant(auth, md, scopes, form)
 
@@ -366,11 +397,11 @@ class IdJag(Grant):
     idp_client_id: str | Env | None = None
     idp_client_secret: str | Env | None = field(default=None, repr=False)
 
-    def obtain(self, auth: "OAuth", md: AuthMetadata, scopes: Iterable[str] | None) -> TokenSet:
+    def obtain(self, auth: GrantContext, md: AuthMetadata, scopes: Iterable[str] | None) -> TokenSet:
         form = {"grant_type": GRANT_JWT_BEARER, "assertion": self.id_jag(auth, md, scopes), "resource": md.resource}
         return _machine_grant(auth, md, scopes, form)
 
-    def id_jag(self, auth: "OAuth", md: AuthMetadata, scopes: Iterable[str] | None) -> str:
+    def id_jag(self, auth: GrantContext, md: AuthMetadata, scopes: Iterable[str] | None) -> str:
         """RFC 8693 at the enterprise IdP: the user's IdP token → an ID-JAG for this server."""
         form = {
             "grant_type": GRANT_TOKEN_EXCHANGE,
