@@ -337,7 +337,8 @@ def test_keyring_store_end_to_end() -> None:
                 assert call(auth, urls["mcp"], initialize()).status_code == 200
                 token = auth.tokens.access_token
             # A new object (a new process, say) finds the token in the keyring: no new authorization.
-            with make_auth(urls, KeyringTokenStore(), AuthorizationCode(open_browser=lambda url: pytest.fail("re-authorized"))) as again:
+            no_browser = AuthorizationCode(open_browser=lambda url: pytest.fail("re-authorized"))
+            with make_auth(urls, KeyringTokenStore(), no_browser) as again:
                 assert again.tokens is not None and again.tokens.access_token == token
                 assert tool_text(call(again, urls["mcp"], tool("whoami")))
                 assert again.stats["authorizations"] == 0
