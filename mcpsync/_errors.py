@@ -805,3 +805,18 @@ def error_from_exception(
         err = _build(cls, text, fields)
     err.__cause__ = exc
     return err
+
+
+# ----------------------------------------------------------------------------- OAuth (mcpsync.auth)
+
+
+class TokenEndpointError(AuthError):
+    """An OAuth authorization server answered a token, device or exchange request with an
+    OAuth error (RFC 6749 §5.2). ``error`` keeps its code (``invalid_grant``,
+    ``authorization_pending``, …), ``status`` the HTTP status."""
+
+    error: str | None
+    status: int
+
+
+__all__ += ["TokenEndpointError"]  # drawn under AuthError in the tree above

@@ -145,9 +145,9 @@ class ClientSpec:
 
         Args:
             url: the MCP endpoint.
-            oauth: the keyword arguments of :class:`mcpsync.auth.OAuth` (``scopes``,
-                ``client_id_env``, ``interactive=False`` ...); each worker builds its own
-                OAuth for ``url`` with the default store, the OS keyring.
+            oauth: the keyword arguments of :class:`mcpsync.auth.OAuth` (``grant`` with
+                secrets as ``Env("NAME")``, ``scopes``, ``interactive=False`` ...); each worker
+                builds its own OAuth for ``url`` with the default storage, the OS keyring.
             **options: the other keyword options of :meth:`Client.http`; header values
                 may be ``${VAR}`` templates, expanded from the worker's environment.
         """

@@ -3,8 +3,13 @@
 :class:`OAuth` is the ``auth=`` object of the HTTP transports (Streamable HTTP and HTTP+SSE): they
 call ``auth.headers(url, method)`` before every request and ``auth.on_response(url, method,
 status, headers)`` on a 401/403, retrying once when it returns True. A first 401 runs the whole
-flow (discovery, registration, authorization, token); tokens are refreshed on a background thread
+flow (discovery, registration, the grant, token); tokens are refreshed on a background thread
 before they expire; a 403 ``insufficient_scope`` steps up to the union of scopes.
+
+How tokens are obtained is the ``grant=``, one small object that also carries the client's
+identity: :class:`AuthorizationCode` (the default), :class:`DeviceCode`,
+:class:`ClientCredentials`, :class:`JWTBearer`, :class:`IdJag`. A secret can be an
+:class:`Env` (read from the environment when the :class:`OAuth` is made).
 
 Lazy: importing :mod:`mcpsync.auth` loads nothing heavy; ``requests`` comes with the OAuth
 machinery on first use, ``keyring`` only when the keyring store is first touched, and
@@ -12,28 +17,28 @@ machinery on first use, ``keyring`` only when the keyring store is first touched
 
 Example:
     >>> from mcpsync.auth import OAuth, MemoryTokenStore
-    >>> auth = OAuth("https://mcp.example.com/mcp", store=MemoryTokenStore())
+    >>> auth = OAuth("https://mcp.example.com/mcp", storage=MemoryTokenStore())
     >>> auth.headers("https://mcp.example.com/mcp", "POST")
     {}
     >>> auth.close()
 
-Typical set-ups (the default store is the OS keyring)::
+Typical set-ups (the default storage is the OS keyring)::
 
     # A user on a desktop: the browser opens, the redirect lands on 127.0.0.1.
     auth = OAuth("https://mcp.example.com/mcp")
-    client = Client(lambda: StreamableHTTPTransport(auth.server_url, auth=auth))
+    client = Client.http(auth.server_url, auth=auth)
 
     # A headless machine with a user somewhere: RFC 8628 device grant.
-    auth = OAuth(url, grant="device_code", client_id_env="MCP_CLIENT_ID",
-                 on_device_code=lambda d: print(d.verification_uri, d.user_code))
+    auth = OAuth(url, DeviceCode(client_id=Env("MCP_CLIENT_ID"),
+                                 on_device_code=lambda d: print(d.verification_uri, d.user_code)))
 
     # Machine to machine: client credentials (secret or RFC 7523 private_key_jwt), DPoP-bound.
-    auth = OAuth(url, grant="client_credentials", client_id_env="MCP_CLIENT_ID",
-                 client_secret_env="MCP_CLIENT_SECRET", dpop=True)
+    auth = OAuth(url, ClientCredentials(client_id=Env("MCP_CLIENT_ID"),
+                                        client_secret=Env("MCP_CLIENT_SECRET")), dpop=True)
 
     # Enterprise-managed: the IdP token → ID-JAG (RFC 8693) → jwt-bearer grant (RFC 7523).
-    auth = OAuth(url, grant="enterprise", client_id=..., client_secret=...,
-                 enterprise=EnterpriseIdentity(idp_token_endpoint, subject_token=get_id_token))
+    auth = OAuth(url, IdJag(idp_token_endpoint, subject_token=get_id_token,
+                            client_id=..., client_secret=Env("MCP_CLIENT_SECRET")))
 
     # A stdio server that wants the token in its environment.
     env = {**os.environ, **auth.token_env("MCP_ACCESS_TOKEN")}
@@ -46,14 +51,16 @@ from typing import TYPE_CHECKING, Any
 
 __all__ = [
     "OAuth",
+    "Env",
+    "Grant",
+    "AuthorizationCode",
+    "DeviceCode",
+    "ClientCredentials",
+    "JWTBearer",
+    "IdJag",
     "AuthorizationRequest",
     "DeviceAuthorization",
-    "EnterpriseIdentity",
     "discover_auth_metadata",
-    "initiate_authorization",
-    "exchange_code",
-    "refresh_access_token",
-    "get_valid_token",
     "clear_metadata_cache",
     "AuthMetadata",
     "AuthServerMetadata",
@@ -74,13 +81,15 @@ __all__ = [
 
 _WHERE = {
     "OAuth": "oauth",
-    "AuthorizationRequest": "oauth",
-    "DeviceAuthorization": "oauth",
-    "EnterpriseIdentity": "oauth",
-    "initiate_authorization": "oauth",
-    "exchange_code": "oauth",
-    "refresh_access_token": "oauth",
-    "get_valid_token": "oauth",
+    "Env": "_grants",
+    "Grant": "_grants",
+    "AuthorizationCode": "_grants",
+    "DeviceCode": "_grants",
+    "ClientCredentials": "_grants",
+    "JWTBearer": "_grants",
+    "IdJag": "_grants",
+    "AuthorizationRequest": "_grants",
+    "DeviceAuthorization": "_grants",
     "discover_auth_metadata": "_metadata",
     "clear_metadata_cache": "_metadata",
     "AuthMetadata": "_metadata",
@@ -96,12 +105,24 @@ _WHERE = {
     "KeyringTokenStore": "storage",
     "default_store": "storage",
     "SigningKey": "_jose",
-    "DPoPKey": "_jose",
+    "DPoPKey": "_dpop",
     "LoopbackRedirect": "_loopback",
 }
 
 if TYPE_CHECKING:
-    from ._jose import DPoPKey, SigningKey
+    from ._dpop import DPoPKey
+    from ._grants import (
+        AuthorizationCode,
+        AuthorizationRequest,
+        ClientCredentials,
+        DeviceAuthorization,
+        DeviceCode,
+        Env,
+        Grant,
+        IdJag,
+        JWTBearer,
+    )
+    from ._jose import SigningKey
     from ._loopback import LoopbackRedirect
     from ._metadata import (
         AuthMetadata,
@@ -113,16 +134,7 @@ if TYPE_CHECKING:
         discover_auth_metadata,
         parse_www_authenticate,
     )
-    from .oauth import (
-        AuthorizationRequest,
-        DeviceAuthorization,
-        EnterpriseIdentity,
-        OAuth,
-        exchange_code,
-        get_valid_token,
-        initiate_authorization,
-        refresh_access_token,
-    )
+    from .oauth import OAuth
     from .storage import ClientInfo, KeyringTokenStore, MemoryTokenStore, TokenSet, TokenStore, default_store
 
 

@@ -1,5 +1,5 @@
-"""The small amount of JOSE the OAuth client needs: PKCE, compact JWS, DPoP proofs (RFC 9449)
-and RFC 7523 client assertions.
+"""The small amount of JOSE the OAuth client needs: PKCE, compact JWS and RFC 7523 client
+assertions (DPoP proofs, RFC 9449, are built on it in :mod:`._dpop`).
 
 Signing uses ``cryptography`` (imported on first use, so the package imports without it).
 Supported keys: EC P-256 (``ES256``) and RSA (``RS256``).
@@ -11,7 +11,6 @@ import base64
 import hashlib
 import json
 import secrets
-import threading
 import time
 import uuid
 from typing import Any
@@ -24,7 +23,6 @@ __all__ = [
     "pkce_pair",
     "s256",
     "SigningKey",
-    "DPoPKey",
     "client_assertion",
     "htu",
 ]
@@ -134,68 +132,6 @@ class SigningKey:
         else:
             sig = self._key.sign(signing_input, padding.PKCS1v15(), hashes.SHA256())
         return signing_input.decode("ascii") + "." + b64url(sig)
-
-
-class DPoPKey:
-    """A DPoP key pair (RFC 9449) and the server nonces it has been given.
-
-    One proof per HTTP request: ``typ: dpop+jwt``, the public JWK in the header, and the
-    ``jti``, ``htm``, ``htu``, ``iat`` claims (plus ``ath`` on resource requests, which are the
-    ones made with an access token, and the latest ``nonce`` that server sent).
-
-    Example:
-        >>> dpop = DPoPKey()
-        >>> proof = dpop.proof("POST", "https://as.example.com/token")
-        >>> proof.count(".")
-        2
-    """
-
-    def __init__(self, key: SigningKey | None = None) -> None:
-        self.key = key or SigningKey.generate()
-        self._nonces: dict[tuple[str, bool], str] = {}
-        self._lock = threading.Lock()
-
-    def __repr__(self) -> str:
-        return f"DPoPKey(jkt={self.key.thumbprint()!r})"
-
-    @property
-    def jkt(self) -> str:
-        """The key's thumbprint (the ``cnf.jkt`` a server binds tokens to)."""
-        return self.key.thumbprint()
-
-    @staticmethod
-    def _origin(url: str) -> str:
-        parts = urlsplit(url)
-        return f"{parts.scheme}://{parts.netloc}"
-
-    def remember_nonce(self, url: str, nonce: str | None, *, resource: bool = True) -> bool:
-        """Record a ``DPoP-Nonce`` a server sent; True if it is new.
-
-        Nonces are kept per origin and per role (authorization server vs resource server), since
-        both may share an origin and still issue different nonces.
-        """
-        if not nonce:
-            return False
-        key = (self._origin(url), resource)
-        with self._lock:
-            changed = self._nonces.get(key) != nonce
-            self._nonces[key] = nonce
-        return changed
-
-    def proof(self, method: str, url: str, access_token: str | None = None) -> str:
-        claims: dict[str, Any] = {
-            "jti": str(uuid.uuid4()),
-            "htm": method.upper(),
-            "htu": htu(url),
-            "iat": int(time.time()),
-        }
-        with self._lock:
-            nonce = self._nonces.get((self._origin(url), access_token is not None))
-        if nonce:
-            claims["nonce"] = nonce
-        if access_token is not None:
-            claims["ath"] = b64url(hashlib.sha256(access_token.encode("ascii")).digest())
-        return self.key.sign_jwt({"typ": "dpop+jwt", "jwk": self.key.public_jwk()}, claims)
 
 
 def client_assertion(key: SigningKey, client_id: str, audience: str, lifetime: float = 60.0) -> str:

@@ -27,10 +27,20 @@ import re
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 from urllib.parse import urlsplit, urlunsplit
 
 from .._errors import AuthError, ConnectError
+
+# OAuth grant types and token types (RFC 6749, 8628, 7523, 8693; ID-JAG).
+GRANT_CODE = "authorization_code"
+GRANT_REFRESH = "refresh_token"
+GRANT_CLIENT_CREDENTIALS = "client_credentials"
+GRANT_DEVICE = "urn:ietf:params:oauth:grant-type:device_code"
+GRANT_JWT_BEARER = "urn:ietf:params:oauth:grant-type:jwt-bearer"
+GRANT_TOKEN_EXCHANGE = "urn:ietf:params:oauth:grant-type:token-exchange"
+TOKEN_TYPE_ID_JAG = "urn:ietf:params:oauth:token-type:id-jag"
+TOKEN_TYPE_ID_TOKEN = "urn:ietf:params:oauth:token-type:id_token"
 
 __all__ = [
     "Challenge",
@@ -338,6 +348,22 @@ class AuthMetadata:
         if self.protected_resource is not None and self.protected_resource.scopes_supported:
             return list(self.protected_resource.scopes_supported)
         return []
+
+    def choose_scopes(self, asked: Iterable[str] | None, offline: bool = True) -> list[str]:
+        """The scopes to request: ``asked`` (the caller's or the configured ones), else
+        :meth:`default_scopes`; ``offline_access`` added for grants that get a refresh token
+        when the server offers it; duplicates dropped, order kept."""
+        chosen = list(asked) if asked is not None else self.default_scopes()
+        asm = self.authorization_server
+        if (
+            offline
+            and "offline_access" not in chosen
+            and asm.scopes_supported is not None
+            and "offline_access" in asm.scopes_supported
+            and asm.supports_grant(GRANT_REFRESH)
+        ):
+            chosen.append("offline_access")
+        return list(dict.fromkeys(chosen))
 
 
 _CACHE_TTL = 3600.0

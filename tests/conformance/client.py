@@ -20,7 +20,7 @@ from typing import Any, Callable, Mapping
 import requests
 
 from mcpsync import Client, MCPError
-from mcpsync.auth import EnterpriseIdentity, MemoryTokenStore, OAuth
+from mcpsync.auth import AuthorizationCode, ClientCredentials, IdJag, JWTBearer, MemoryTokenStore, OAuth
 
 #: the Client ID Metadata Document URL the suite's CIMD scenarios expect a client to present.
 CIMD_URL = "https://conformance-test.local/client-metadata.json"
@@ -71,40 +71,33 @@ def accept_all(params: Mapping[str, Any]) -> dict[str, Any]:
 
 def oauth_for(scenario: str, url: str, ctx: Mapping[str, Any]) -> OAuth:
     """The :class:`OAuth` object a user would configure for this scenario's server."""
-    common: dict[str, Any] = {"store": MemoryTokenStore(), "timeout": TIMEOUT, "interactive_timeout": TIMEOUT}
+    common: dict[str, Any] = {"storage": MemoryTokenStore(), "timeout": TIMEOUT, "interactive_timeout": TIMEOUT}
     if scenario == "auth/client-credentials-jwt":
-        return OAuth(
-            url,
-            grant="client_credentials",
-            client_id=ctx["client_id"],
-            private_key=ctx["private_key_pem"],
-            token_endpoint_auth_method="private_key_jwt",
-            **common,
+        grant = ClientCredentials(
+            client_id=ctx["client_id"], private_key=ctx["private_key_pem"], auth_method="private_key_jwt"
         )
+        return OAuth(url, grant, **common)
     if scenario == "auth/client-credentials-basic":
-        return OAuth(
-            url, grant="client_credentials", client_id=ctx["client_id"], client_secret=ctx["client_secret"], **common
-        )
+        return OAuth(url, ClientCredentials(client_id=ctx["client_id"], client_secret=ctx["client_secret"]), **common)
     if scenario in ("auth/enterprise-managed-authorization", "auth/cross-app-access-complete-flow"):
         token = ctx["idp_id_token"]
-        return OAuth(
-            url,
-            grant="enterprise",
+        jag = IdJag(
+            idp_token_endpoint=ctx["idp_token_endpoint"],
+            subject_token=lambda: token,
+            idp_client_id=ctx.get("idp_client_id"),
             client_id=ctx["client_id"],
             client_secret=ctx["client_secret"],
-            enterprise=EnterpriseIdentity(
-                ctx["idp_token_endpoint"], subject_token=lambda: token, idp_client_id=ctx.get("idp_client_id")
-            ),
-            **common,
         )
+        return OAuth(url, jag, **common)
     if scenario == "auth/wif-jwt-bearer":
         jwt = ctx["valid_jwt"]
-        return OAuth(url, grant="jwt_bearer", client_id=ctx["client_id"], assertion=lambda: jwt, **common)
+        return OAuth(url, JWTBearer(client_id=ctx["client_id"], assertion=lambda: jwt), **common)
     if scenario == "auth/pre-registration":
-        return OAuth(
-            url, client_id=ctx["client_id"], client_secret=ctx["client_secret"], open_browser=follow_redirect, **common
+        grant = AuthorizationCode(
+            client_id=ctx["client_id"], client_secret=ctx["client_secret"], open_browser=follow_redirect
         )
-    return OAuth(url, client_metadata_url=CIMD_URL, open_browser=follow_redirect, **common)
+        return OAuth(url, grant, **common)
+    return OAuth(url, AuthorizationCode(client_metadata_url=CIMD_URL, open_browser=follow_redirect), **common)
 
 
 def exercise(scenario: str, client: Client, ctx: Mapping[str, Any]) -> None:

@@ -17,7 +17,7 @@ import pytest
 import requests
 
 from mcpsync._errors import AuthError
-from mcpsync.auth import MemoryTokenStore, OAuth, SigningKey, clear_metadata_cache
+from mcpsync.auth import ClientCredentials, DeviceCode, MemoryTokenStore, OAuth, SigningKey, clear_metadata_cache
 from tests.conftest import PYTHON, SERVERS, free_port
 from tests.integration.test_oauth_sdk import call, initialize, raw, tool, tool_text, wait_for
 
@@ -69,8 +69,8 @@ def test_device_grant() -> None:
                                                       params={"user_code": info.user_code}, timeout=5)).start()
 
         store = MemoryTokenStore()
-        with OAuth(urls["mcp"], store=store, grant="device_code", client_id="device-client",
-                   on_device_code=user_approves, interactive_timeout=20) as auth:
+        with OAuth(urls["mcp"], DeviceCode(client_id="device-client", on_device_code=user_approves), storage=store,
+                   interactive_timeout=20) as auth:
             assert call(auth, urls["mcp"], initialize()).status_code == 200
             assert shown and shown[0].verification_uri == urls["as"] + "/device"
             who = json.loads(tool_text(call(auth, urls["mcp"], tool("whoami"))))
@@ -89,8 +89,8 @@ def test_device_grant_slow_down_adds_five_seconds_to_every_later_poll() -> None:
                                                       params={"user_code": info.user_code}, timeout=5)).start()
 
         store = MemoryTokenStore()
-        with OAuth(urls["mcp"], store=store, grant="device_code", client_id="device-client",
-                   on_device_code=user_approves, interactive_timeout=40) as auth:
+        with OAuth(urls["mcp"], DeviceCode(client_id="device-client", on_device_code=user_approves), storage=store,
+                   interactive_timeout=40) as auth:
             auth.authorize()
             told = requests.get(urls["as"] + "/device/slow-downs", timeout=5).json()["count"]
             assert told == 1
@@ -105,8 +105,8 @@ def test_device_grant_denied() -> None:
             requests.get(urls["as"] + "/device/approve", params={"user_code": info.user_code, "deny": 1}, timeout=5)
 
         store = MemoryTokenStore()
-        with OAuth(urls["mcp"], store=store, grant="device_code", client_id="device-client",
-                   on_device_code=user_denies, interactive_timeout=20) as auth:
+        with OAuth(urls["mcp"], DeviceCode(client_id="device-client", on_device_code=user_denies), storage=store,
+                   interactive_timeout=20) as auth:
             with pytest.raises(AuthError, match="access_denied"):
                 auth.authorize()
             assert store.load_tokens(urls["mcp"]) is None
@@ -116,8 +116,9 @@ def test_device_grant_denied() -> None:
                                                ("machine-post", "client_secret_post")])
 def test_client_credentials(client_id: str, method: str) -> None:
     with authlib_server() as urls:
-        with OAuth(urls["mcp"], store=MemoryTokenStore(), grant="client_credentials", client_id=client_id,
-                   client_secret="machine-secret", token_endpoint_auth_method=method) as auth:
+        with OAuth(urls["mcp"],
+                   ClientCredentials(client_id=client_id, client_secret="machine-secret", auth_method=method),
+                   storage=MemoryTokenStore()) as auth:
             who = json.loads(tool_text(call(auth, urls["mcp"], tool("whoami"))))
             assert who["client_id"] == client_id
 
@@ -125,8 +126,8 @@ def test_client_credentials(client_id: str, method: str) -> None:
 def test_client_credentials_wrong_secret() -> None:
     with authlib_server() as urls:
         store = MemoryTokenStore()
-        with OAuth(urls["mcp"], store=store, grant="client_credentials", client_id="machine-basic",
-                   client_secret="not-the-secret") as auth:
+        with OAuth(urls["mcp"], ClientCredentials(client_id="machine-basic", client_secret="not-the-secret"),
+                   storage=store) as auth:
             with pytest.raises(AuthError, match="invalid_client"):
                 call(auth, urls["mcp"], initialize())
             assert store.load_tokens(urls["mcp"]) is None
@@ -136,8 +137,8 @@ def test_client_credentials_wrong_secret() -> None:
 def test_private_key_jwt_client_credentials() -> None:
     key = SigningKey.generate()
     with authlib_server("--jwk", json.dumps(key.public_jwk())) as urls:
-        with OAuth(urls["mcp"], store=MemoryTokenStore(), grant="client_credentials", client_id="machine-jwt",
-                   private_key=key) as auth:
+        with OAuth(urls["mcp"], ClientCredentials(client_id="machine-jwt", private_key=key),
+                   storage=MemoryTokenStore()) as auth:
             who = json.loads(tool_text(call(auth, urls["mcp"], tool("whoami"))))
             assert who["client_id"] == "machine-jwt"
 
@@ -147,8 +148,8 @@ def test_private_key_jwt_audience_is_the_issuer() -> None:
     server that accepts only its issuer (as the MCP conformance suite's does) issues a token."""
     key = SigningKey.generate()
     with authlib_server("--jwk", json.dumps(key.public_jwk()), "--jwt-audience", "issuer") as urls:
-        with OAuth(urls["mcp"], store=MemoryTokenStore(), grant="client_credentials", client_id="machine-jwt",
-                   private_key=key) as auth:
+        with OAuth(urls["mcp"], ClientCredentials(client_id="machine-jwt", private_key=key),
+                   storage=MemoryTokenStore()) as auth:
             who = json.loads(tool_text(call(auth, urls["mcp"], tool("whoami"))))
             assert who["client_id"] == "machine-jwt"
 
@@ -156,8 +157,8 @@ def test_private_key_jwt_audience_is_the_issuer() -> None:
 def test_private_key_jwt_wrong_key_is_refused() -> None:
     registered, other = SigningKey.generate(), SigningKey.generate()
     with authlib_server("--jwk", json.dumps(registered.public_jwk())) as urls:
-        with OAuth(urls["mcp"], store=MemoryTokenStore(), grant="client_credentials", client_id="machine-jwt",
-                   private_key=other) as auth:
+        with OAuth(urls["mcp"], ClientCredentials(client_id="machine-jwt", private_key=other),
+                   storage=MemoryTokenStore()) as auth:
             with pytest.raises(AuthError, match="invalid_client"):
                 auth.authorize()
 
@@ -165,8 +166,8 @@ def test_private_key_jwt_wrong_key_is_refused() -> None:
 def test_strict_resource_rejected() -> None:
     with authlib_server("--expected-resource", "http://127.0.0.1:1/elsewhere") as urls:
         store = MemoryTokenStore()
-        with OAuth(urls["mcp"], store=store, grant="client_credentials", client_id="machine-basic",
-                   client_secret="machine-secret") as auth:
+        with OAuth(urls["mcp"], ClientCredentials(client_id="machine-basic", client_secret="machine-secret"),
+                   storage=store) as auth:
             with pytest.raises(AuthError, match="invalid_target"):
                 auth.authorize()
             assert store.load_tokens(urls["mcp"]) is None
@@ -175,8 +176,8 @@ def test_strict_resource_rejected() -> None:
 def test_machine_token_renewed_in_background() -> None:
     """No refresh token for client credentials: the grant itself is re-run before expiry."""
     with authlib_server(lifetime=2) as urls:
-        with OAuth(urls["mcp"], store=MemoryTokenStore(), grant="client_credentials", client_id="machine-basic",
-                   client_secret="machine-secret") as auth:
+        with OAuth(urls["mcp"], ClientCredentials(client_id="machine-basic", client_secret="machine-secret"),
+                   storage=MemoryTokenStore()) as auth:
             assert call(auth, urls["mcp"], initialize()).status_code == 200
             first = auth.tokens.access_token
             assert wait_for(lambda: auth.tokens is not None and auth.tokens.access_token != first, timeout=20)
@@ -190,8 +191,8 @@ def test_dpop_bound_tokens_with_server_nonces() -> None:
     """DPoP (RFC 9449): a proof per token request and per resource request, the DPoP scheme, and
     the use_dpop_nonce dance at both the authorization server and the resource server."""
     with authlib_server("--dpop") as urls:
-        with OAuth(urls["mcp"], store=MemoryTokenStore(), grant="client_credentials", client_id="machine-basic",
-                   client_secret="machine-secret", dpop=True) as auth:
+        with OAuth(urls["mcp"], ClientCredentials(client_id="machine-basic", client_secret="machine-secret"),
+                   storage=MemoryTokenStore(), dpop=True) as auth:
             who = json.loads(tool_text(call(auth, urls["mcp"], tool("whoami"))))
             assert who["client_id"] == "machine-basic"
             assert auth.tokens.token_type == "DPoP"
@@ -207,8 +208,8 @@ def test_dpop_bound_tokens_with_server_nonces() -> None:
 
 def test_dpop_enabled_when_the_resource_requires_it() -> None:
     with authlib_server("--dpop") as urls:
-        with OAuth(urls["mcp"], store=MemoryTokenStore(), grant="client_credentials", client_id="machine-basic",
-                   client_secret="machine-secret") as auth:
+        with OAuth(urls["mcp"], ClientCredentials(client_id="machine-basic", client_secret="machine-secret"),
+                   storage=MemoryTokenStore()) as auth:
             assert tool_text(call(auth, urls["mcp"], tool("whoami")))
             assert auth.tokens.token_type == "DPoP"
 
@@ -216,8 +217,8 @@ def test_dpop_enabled_when_the_resource_requires_it() -> None:
 def test_dpop_refused_when_switched_off() -> None:
     with authlib_server("--dpop") as urls:
         store = MemoryTokenStore()
-        with OAuth(urls["mcp"], store=store, grant="client_credentials", client_id="machine-basic",
-                   client_secret="machine-secret", dpop=False) as auth:
+        with OAuth(urls["mcp"], ClientCredentials(client_id="machine-basic", client_secret="machine-secret"),
+                   storage=store, dpop=False) as auth:
             with pytest.raises(AuthError, match="invalid_dpop_proof"):
                 auth.authorize()
             assert store.load_tokens(urls["mcp"]) is None
@@ -231,8 +232,8 @@ def test_dpop_refused_when_switched_off() -> None:
 ])
 def test_authorization_server_metadata_locations(issuer_path: str, where: str) -> None:
     with authlib_server("--issuer-path", issuer_path, "--metadata-at", where) as urls:
-        with OAuth(urls["mcp"], store=MemoryTokenStore(), grant="client_credentials", client_id="machine-basic",
-                   client_secret="machine-secret") as auth:
+        with OAuth(urls["mcp"], ClientCredentials(client_id="machine-basic", client_secret="machine-secret"),
+                   storage=MemoryTokenStore()) as auth:
             assert tool_text(call(auth, urls["mcp"], tool("whoami")))
             md = auth.discover_auth_metadata()
             assert md.issuer == urls["as"] + issuer_path
@@ -254,8 +255,8 @@ def test_dpop_nonce_challenge_after_authorization_is_answered() -> None:
     """RFC 9449 §9: the request retried with the new token meets ``401 use_dpop_nonce``; the
     transport answers the nonce challenge instead of counting it as its one auth retry."""
     with authlib_server("--dpop-challenge") as urls:
-        with OAuth(urls["mcp"], store=MemoryTokenStore(), grant="client_credentials", client_id="machine-basic",
-                   client_secret="machine-secret", dpop=True) as auth:
+        with OAuth(urls["mcp"], ClientCredentials(client_id="machine-basic", client_secret="machine-secret"),
+                   storage=MemoryTokenStore(), dpop=True) as auth:
             assert _whoami_over_transport(urls["mcp"], auth)["client_id"] == "machine-basic"
             assert auth.tokens.token_type == "DPoP"
             assert auth.stats["authorizations"] == 1
@@ -266,16 +267,16 @@ def test_dpop_followed_from_the_challenge() -> None:
     protected-resource metadata does not require it (the authorization server refuses a token
     request without a proof)."""
     with authlib_server("--dpop-challenge") as urls:
-        with OAuth(urls["mcp"], store=MemoryTokenStore(), grant="client_credentials", client_id="machine-basic",
-                   client_secret="machine-secret") as auth:
+        with OAuth(urls["mcp"], ClientCredentials(client_id="machine-basic", client_secret="machine-secret"),
+                   storage=MemoryTokenStore()) as auth:
             assert _whoami_over_transport(urls["mcp"], auth)["client_id"] == "machine-basic"
             assert auth.tokens.token_type == "DPoP"
 
 
 def test_dpop_challenge_not_followed_when_switched_off() -> None:
     with authlib_server("--dpop-challenge") as urls:
-        with OAuth(urls["mcp"], store=MemoryTokenStore(), grant="client_credentials", client_id="machine-basic",
-                   client_secret="machine-secret", dpop=False) as auth:
+        with OAuth(urls["mcp"], ClientCredentials(client_id="machine-basic", client_secret="machine-secret"),
+                   storage=MemoryTokenStore(), dpop=False) as auth:
             with pytest.raises(AuthError, match="invalid_dpop_proof"):
                 _whoami_over_transport(urls["mcp"], auth)
 
@@ -287,8 +288,8 @@ def test_dpop_nonce_challenges_are_bounded() -> None:
     from mcpsync.transports._http_common import MAX_DPOP_NONCE_RETRIES
 
     with authlib_server("--dpop-challenge", "--dpop-rotate-nonce") as urls:
-        with OAuth(urls["mcp"], store=MemoryTokenStore(), grant="client_credentials", client_id="machine-basic",
-                   client_secret="machine-secret", dpop=True) as auth:
+        with OAuth(urls["mcp"], ClientCredentials(client_id="machine-basic", client_secret="machine-secret"),
+                   storage=MemoryTokenStore(), dpop=True) as auth:
             with pytest.raises(_AuthError, match="401"):
                 _whoami_over_transport(urls["mcp"], auth)
             assert auth.stats["authorizations"] == 1

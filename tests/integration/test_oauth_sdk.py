@@ -22,6 +22,11 @@ import requests
 
 from mcpsync._errors import AuthError, PermissionDenied
 from mcpsync.auth import (
+    AuthorizationCode,
+    Env,
+    Grant,
+    IdJag,
+    JWTBearer,
     KeyringTokenStore,
     LoopbackRedirect,
     MemoryTokenStore,
@@ -135,10 +140,10 @@ def wait_for(predicate, timeout: float = 20.0, step: float = 0.05) -> bool:
     return predicate()
 
 
-def make_auth(urls: dict[str, str], store=None, **kw: Any) -> OAuth:
-    kw.setdefault("open_browser", browser)
+def make_auth(urls: dict[str, str], store=None, grant: Grant | None = None, **kw: Any) -> OAuth:
     kw.setdefault("interactive_timeout", 10.0)
-    return OAuth(urls["mcp"], store=store if store is not None else MemoryTokenStore(), **kw)
+    grant = grant if grant is not None else AuthorizationCode(open_browser=browser)
+    return OAuth(urls["mcp"], grant, storage=store if store is not None else MemoryTokenStore(), **kw)
 
 
 # ---------------------------------------------------------------------------------- full flow
@@ -254,7 +259,7 @@ def test_resource_metadata_naming_another_server_aborts() -> None:
     with auth_server() as urls:
         url = urls["mcp"].replace("127.0.0.1", "localhost")
         store = MemoryTokenStore()
-        with OAuth(url, store=store, open_browser=browser, interactive_timeout=10) as auth:
+        with OAuth(url, AuthorizationCode(open_browser=browser), storage=store, interactive_timeout=10) as auth:
             with pytest.raises(AuthError, match="not the server"):
                 call(auth, url, initialize())
             assert store.load_tokens(canonical_resource(url)) is None
@@ -275,8 +280,9 @@ def test_preregistered_confidential_client_basic_auth(monkeypatch: pytest.Monkey
     monkeypatch.setenv("MY_MCP_CLIENT_SECRET", "pre-secret-value")
     with auth_server("--preregister", json.dumps(client)) as urls:
         store = MemoryTokenStore()
-        with make_auth(urls, store, client_id_env="MY_MCP_CLIENT_ID", client_secret_env="MY_MCP_CLIENT_SECRET",
-                       redirect_port=port) as auth:
+        grant = AuthorizationCode(client_id=Env("MY_MCP_CLIENT_ID"), client_secret=Env("MY_MCP_CLIENT_SECRET"),
+                                  redirect_port=port, open_browser=browser)
+        with make_auth(urls, store, grant) as auth:
             assert call(auth, urls["mcp"], initialize()).status_code == 200
             assert store.load_client(urls["as"]) is None  # pre-registered: nothing registered
             before = auth.tokens
@@ -331,7 +337,8 @@ def test_keyring_store_end_to_end() -> None:
                 assert call(auth, urls["mcp"], initialize()).status_code == 200
                 token = auth.tokens.access_token
             # A new object (a new process, say) finds the token in the keyring: no new authorization.
-            with make_auth(urls, KeyringTokenStore(), open_browser=lambda url: pytest.fail("re-authorized")) as again:
+            no_browser = AuthorizationCode(open_browser=lambda url: pytest.fail("re-authorized"))
+            with make_auth(urls, KeyringTokenStore(), no_browser) as again:
                 assert again.tokens is not None and again.tokens.access_token == token
                 assert tool_text(call(again, urls["mcp"], tool("whoami")))
                 assert again.stats["authorizations"] == 0
@@ -374,9 +381,6 @@ def test_seed_exchange_code_with_right_verifier() -> None:
             tokens = auth.exchange_code(params["code"], req.verifier, state=params["state"])
             assert store.load_tokens(urls["mcp"]) == tokens
             assert auth.get_valid_token() == tokens.access_token
-            from mcpsync.auth import get_valid_token
-
-            assert get_valid_token(auth.server_id) == tokens.access_token
 
 
 @pytest.mark.parametrize(
@@ -424,7 +428,8 @@ def test_foreign_redirect_uri_is_refused() -> None:
             r = requests.get(url, allow_redirects=False, timeout=10)
             seen.append(r.status_code)
 
-        with make_auth(urls, store, client_id="elsewhere", open_browser=strict_browser, interactive_timeout=1.5) as auth:
+        grant = AuthorizationCode(client_id="elsewhere", open_browser=strict_browser)
+        with make_auth(urls, store, grant, interactive_timeout=1.5) as auth:
             with pytest.raises(AuthError, match="no authorization response"):
                 auth.authorize()
         assert seen == [400]
@@ -452,33 +457,28 @@ def test_step_up_is_bounded() -> None:
 @pytest.mark.parametrize("layout", ["one-origin", "split"])
 def test_enterprise_managed_authorization(layout: str) -> None:
     """RFC 8693 at the IdP (ID token → ID-JAG), then the SDK's RFC 7523 jwt-bearer grant."""
-    from mcpsync.auth import EnterpriseIdentity
-
     idp_port = free_port()
     with auth_server("--idp-port", str(idp_port), layout=layout) as urls:
-        ent = EnterpriseIdentity(
+        ent = IdJag(
             idp_token_endpoint=f"http://127.0.0.1:{idp_port}/token",
             subject_token=lambda: "idp-id-token-alice",
+            client_id="enterprise-client",
+            client_secret="enterprise-secret",
         )
         store = MemoryTokenStore()
-        with make_auth(urls, store, grant="enterprise", enterprise=ent, client_id="enterprise-client",
-                       client_secret="enterprise-secret",
-                       open_browser=lambda url: pytest.fail("no browser in the enterprise flow")) as auth:
+        with make_auth(urls, store, ent) as auth:  # an IdJag grant has no browser to open
             who = json.loads(tool_text(call(auth, urls["mcp"], tool("whoami"))))
             assert who["client_id"] == "enterprise-client"
             assert store.load_tokens(urls["mcp"]).refresh_token is None  # the IdP controls the session
 
 
 def test_enterprise_unknown_user_is_refused() -> None:
-    from mcpsync.auth import EnterpriseIdentity
-
     idp_port = free_port()
     with auth_server("--idp-port", str(idp_port)) as urls:
-        ent = EnterpriseIdentity(idp_token_endpoint=f"http://127.0.0.1:{idp_port}/token",
-                                 subject_token=lambda: "not-an-id-token")
+        ent = IdJag(idp_token_endpoint=f"http://127.0.0.1:{idp_port}/token", subject_token=lambda: "not-an-id-token",
+                    client_id="enterprise-client", client_secret="enterprise-secret")
         store = MemoryTokenStore()
-        with make_auth(urls, store, grant="enterprise", enterprise=ent, client_id="enterprise-client",
-                       client_secret="enterprise-secret") as auth:
+        with make_auth(urls, store, ent) as auth:
             with pytest.raises(AuthError, match="identity-provider token exchange.*invalid_grant"):
                 auth.authorize()
             assert store.load_tokens(urls["mcp"]) is None
@@ -526,7 +526,8 @@ def test_client_id_metadata_document_preferred_over_dynamic_registration() -> No
     port = free_port()
     with auth_server("--cimd") as urls, metadata_document(f"http://127.0.0.1:{port}/callback") as doc:
         store = MemoryTokenStore()
-        with make_auth(urls, store, client_metadata_url=doc, redirect_port=port) as auth:
+        with make_auth(urls, store, AuthorizationCode(client_metadata_url=doc, redirect_port=port,
+                                                      open_browser=browser)) as auth:
             assert auth.discover_auth_metadata().authorization_server.client_id_metadata_document_supported
             who = json.loads(tool_text(call(auth, urls["mcp"], tool("whoami"))))
             assert who["client_id"] == doc  # the URL is the client id; nothing was registered
@@ -536,7 +537,8 @@ def test_client_id_metadata_document_preferred_over_dynamic_registration() -> No
 def test_metadata_document_ignored_when_not_advertised() -> None:
     with auth_server() as urls:
         store = MemoryTokenStore()
-        with make_auth(urls, store, client_metadata_url="https://client.example/meta.json") as auth:
+        grant = AuthorizationCode(client_metadata_url="https://client.example/meta.json", open_browser=browser)
+        with make_auth(urls, store, grant) as auth:
             assert call(auth, urls["mcp"], initialize()).status_code == 200
             assert store.load_client(urls["as"]).source == "dynamic"  # fell back to DCR
 
@@ -557,7 +559,7 @@ def test_registration_is_per_issuer() -> None:
 
 
 def test_workload_identity_jwt_bearer_grant() -> None:
-    """grant='jwt_bearer': the assertion comes from the workload's own identity source (here, the
+    """JWTBearer: the assertion comes from the workload's own identity source (here, the
     enterprise IdP's token exchange, fetched by the callable)."""
     idp_port = free_port()
     with auth_server("--idp-port", str(idp_port)) as urls:
@@ -571,8 +573,8 @@ def test_workload_identity_jwt_bearer_grant() -> None:
             }, timeout=10)
             return r.json()["access_token"]
 
-        with make_auth(urls, grant="jwt_bearer", assertion=assertion, client_id="enterprise-client",
-                       client_secret="enterprise-secret") as auth:
+        grant = JWTBearer(assertion=assertion, client_id="enterprise-client", client_secret="enterprise-secret")
+        with make_auth(urls, grant=grant) as auth:
             assert json.loads(tool_text(call(auth, urls["mcp"], tool("whoami"))))["client_id"] == "enterprise-client"
 
 
@@ -587,25 +589,6 @@ def test_step_up_attempts_are_bounded_when_the_server_downscopes() -> None:
             call(auth, urls["mcp"], tool("admin_echo", text="c"))
         assert auth.stats["step_ups"] == 2
         assert tool_text(call(auth, urls["mcp"], tool("whoami")))  # the rest still works
-
-
-def test_seed_free_functions() -> None:
-    """The seed's module-level interface: discover → initiate (URL + verifier) → exchange → refresh."""
-    from mcpsync.auth import discover_auth_metadata, exchange_code, initiate_authorization, refresh_access_token
-
-    with auth_server() as urls, LoopbackRedirect() as lb:
-        md = discover_auth_metadata(urls["mcp"])
-        assert md.authorization_server.token_endpoint == urls["as"] + "/token"
-        req = initiate_authorization(md, ["mcp"], redirect_uri=lb.redirect_uri)
-        url, verifier = req
-        browser(url)
-        params = lb.wait(10)
-        tokens = exchange_code(params["code"], verifier, request=req, state=params["state"])
-        assert raw(urls["mcp"], tokens.access_token, initialize()).status_code == 200
-        assert req.client is not None
-        newer = refresh_access_token(tokens.refresh_token, metadata=md, client=req.client)
-        assert newer.access_token != tokens.access_token
-        assert raw(urls["mcp"], newer.access_token, initialize()).status_code == 200
 
 
 def test_authorization_server_moves_reregisters_and_never_leaks_refresh_token() -> None:

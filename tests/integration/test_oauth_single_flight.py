@@ -17,7 +17,7 @@ import uuid
 import pytest
 import requests
 
-from mcpsync.auth import KeyringTokenStore, MemoryTokenStore, OAuth, TokenSet
+from mcpsync.auth import ClientCredentials, KeyringTokenStore, MemoryTokenStore, OAuth, TokenSet
 from tests.conftest import PYTHON
 from tests.integration.test_oauth_authlib import authlib_server
 
@@ -30,8 +30,8 @@ needs_keyring = pytest.mark.skipif(
     reason="needs the gnome-keyring Secret Service (tests/setup/with-keyring.sh)",
 )
 
-MACHINE = {"grant": "client_credentials", "client_id": "machine-basic", "client_secret": "machine-secret",
-           "token_endpoint_auth_method": "client_secret_basic"}
+MACHINE = ClientCredentials(client_id="machine-basic", client_secret="machine-secret",
+                            auth_method="client_secret_basic")
 
 
 def token_requests(urls: dict[str, str]) -> int:
@@ -69,7 +69,7 @@ def test_threads_of_one_oauth_object_renew_once() -> None:
     with authlib_server() as urls:
         store = MemoryTokenStore()
         store.save_tokens(urls["mcp"], stale(urls))
-        with OAuth(urls["mcp"], store=store, **MACHINE) as auth:
+        with OAuth(urls["mcp"], MACHINE, storage=store) as auth:
             before = token_requests(urls)
             got = run_together(16, lambda i: auth.get_valid_token())
         assert token_requests(urls) - before == 1
@@ -81,7 +81,7 @@ def test_oauth_objects_sharing_a_store_renew_once() -> None:
     with authlib_server() as urls:
         store = MemoryTokenStore()
         store.save_tokens(urls["mcp"], stale(urls))
-        auths = [OAuth(urls["mcp"], store=store, **MACHINE) for _ in range(8)]
+        auths = [OAuth(urls["mcp"], MACHINE, storage=store) for _ in range(8)]
         try:
             before = token_requests(urls)
             got = run_together(8, lambda i: auths[i].get_valid_token())
@@ -96,12 +96,12 @@ def test_oauth_objects_sharing_a_store_renew_once() -> None:
 
 CHILD = r"""
 import hashlib, sys
-from mcpsync.auth import KeyringTokenStore, OAuth
+from mcpsync.auth import ClientCredentials, KeyringTokenStore, OAuth
 url = sys.argv[1]
 print("READY", flush=True)
 sys.stdin.readline()  # the parent releases every child at once
-with OAuth(url, store=KeyringTokenStore(), grant="client_credentials", client_id="machine-basic",
-           client_secret="machine-secret", token_endpoint_auth_method="client_secret_basic") as auth:
+grant = ClientCredentials(client_id="machine-basic", client_secret="machine-secret", auth_method="client_secret_basic")
+with OAuth(url, grant, storage=KeyringTokenStore()) as auth:
     token = auth.get_valid_token()
 print("TOKEN", hashlib.sha256(token.encode()).hexdigest(), flush=True)
 """

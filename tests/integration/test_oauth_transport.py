@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from mcpsync.auth import MemoryTokenStore, OAuth
+from mcpsync.auth import AuthorizationCode, MemoryTokenStore, OAuth
 from tests.integration.test_oauth_sdk import auth_server, browser, make_auth, raw, tool, wait_for
 
 transport_mod = pytest.importorskip("mcpsync.transports.streamable_http")
@@ -59,7 +59,8 @@ def test_client_over_sse_with_oauth(layout: str) -> None:
 
     with auth_server("--sse", layout=layout) as urls:
         sse_url = urls["rs"] + "/sse"
-        with OAuth(sse_url, store=MemoryTokenStore(), open_browser=browser, interactive_timeout=10) as auth:
+        with OAuth(sse_url, AuthorizationCode(open_browser=browser), storage=MemoryTokenStore(),
+                   interactive_timeout=10) as auth:
             client = Client(lambda: sse_mod.SSETransport(sse_url, auth=auth), pool=PoolLimits.SINGLE,
                             retry=RetryPolicy.NONE)
             with client:

@@ -18,6 +18,10 @@ import requests
 
 from mcpsync._errors import AuthError
 from mcpsync.auth import (
+    AuthorizationCode,
+    ClientCredentials,
+    Env,
+    JWTBearer,
     DPoPKey,
     LoopbackRedirect,
     MemoryTokenStore,
@@ -26,7 +30,6 @@ from mcpsync.auth import (
     TokenSet,
     canonical_resource,
     clear_metadata_cache,
-    get_valid_token,
     parse_www_authenticate,
 )
 from mcpsync.auth._jose import client_assertion, pkce_pair, s256
@@ -166,7 +169,7 @@ def test_oauth_dpop_headers_and_nonce_challenge() -> None:
     store = MemoryTokenStore()
     url = "https://rs.example/mcp"
     store.save_tokens(canonical_resource(url), TokenSet("bound-token", token_type="DPoP"))
-    with OAuth(url, store=store, dpop=True) as auth:
+    with OAuth(url, storage=store, dpop=True) as auth:
         h = auth.headers(url, "POST")
         assert h["Authorization"] == "DPoP bound-token"
         claims = jwt.decode(h["DPoP"], options={"verify_signature": False})
@@ -184,22 +187,31 @@ def test_oauth_bearer_header_from_store_and_reprs() -> None:
     store = MemoryTokenStore()
     url = "https://rs.example/mcp"
     store.save_tokens(url, TokenSet("held-token-value", expires_at=time.time() + 3600))
-    with OAuth(url, store=store, client_secret="client-secret-value", client_id="c") as auth:
+    grant = AuthorizationCode(client_secret="client-secret-value", client_id="c")
+    with OAuth(url, grant, storage=store) as auth:
         assert auth.headers(url, "GET") == {"Authorization": "Bearer held-token-value"}
         assert auth.token_env() == {"MCP_ACCESS_TOKEN": "held-token-value"}
         assert auth.token_env("GITHUB_TOKEN") == {"GITHUB_TOKEN": "held-token-value"}
-        assert get_valid_token(url) == "held-token-value"
-        text = repr(auth) + repr(auth.tokens) + repr(store)
+        assert auth.get_valid_token() == "held-token-value"
+        text = repr(auth) + repr(auth.tokens) + repr(store) + repr(grant)
         assert "held-token-value" not in text and "client-secret-value" not in text
-    with pytest.raises(AuthError, match="no OAuth configuration"):
-        get_valid_token(url)  # closed: unregistered
 
 
 def test_bad_grant_configuration() -> None:
-    with pytest.raises(ValueError):
-        OAuth("https://x.example/mcp", store=MemoryTokenStore(), grant="implicit")
-    with pytest.raises(ValueError):
-        OAuth("https://x.example/mcp", store=MemoryTokenStore(), grant="jwt_bearer")
+    with pytest.raises(TypeError, match="grant object"):
+        OAuth("https://x.example/mcp", "implicit", storage=MemoryTokenStore())  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        JWTBearer(client_id="c")  # type: ignore[call-arg]  # the assertion is required
+
+
+def test_env_values_are_read_when_the_oauth_is_made(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MCPSYNC_TEST_CLIENT_ID", "from-env")
+    monkeypatch.delenv("MCPSYNC_TEST_SECRET", raising=False)
+    grant = ClientCredentials(client_id=Env("MCPSYNC_TEST_CLIENT_ID"), client_secret=Env("MCPSYNC_TEST_SECRET"))
+    with OAuth("https://x.example/mcp", grant, storage=MemoryTokenStore()) as auth:
+        client = auth._registrar.known_client(_md())
+        assert client is not None and client.client_id == "from-env"
+        assert client.client_secret is None and client.token_endpoint_auth_method == "none"
 
 
 # ------------------------------------------------------------------------------ loopback listener
@@ -303,7 +315,7 @@ def _seeded(origin: str, expires_in: float) -> tuple[MemoryTokenStore, str]:
 def test_simulated_expiry_is_refreshed_in_background(token_endpoint: str) -> None:
     # Lifetime 4 s, 2 s left: the refresher is due 1 s before expiry (a quarter of the lifetime).
     store, url = _seeded(token_endpoint, expires_in=2.0)
-    with OAuth(url, store=store, interactive=False) as auth:
+    with OAuth(url, storage=store, interactive=False) as auth:
         assert auth.headers(url, "POST") == {"Authorization": "Bearer at-old"}  # still valid now
         deadline = time.monotonic() + 15
         while auth.stats["background_refreshes"] < 1 and time.monotonic() < deadline:
@@ -317,7 +329,7 @@ def test_simulated_expiry_is_refreshed_in_background(token_endpoint: str) -> Non
 
 def test_expired_token_refreshed_inline_by_get_valid_token(token_endpoint: str) -> None:
     store, url = _seeded(token_endpoint, expires_in=-5)  # already expired
-    with OAuth(url, store=store, interactive=False) as auth:
+    with OAuth(url, storage=store, interactive=False) as auth:
         token = auth.get_valid_token()
         assert token.startswith("at-") and token != "at-old"
 
@@ -329,7 +341,7 @@ def test_refused_refresh_drops_tokens_and_raises(token_endpoint: str) -> None:
     url = token_endpoint + "/mcp"
     store.save_tokens(url, TokenSet("at-old", expires_at=time.time() - 5, refresh_token="bogus"))
     store.save_client(token_endpoint, ClientInfo("cid", None, "none", (), token_endpoint))
-    with OAuth(url, store=store, interactive=False) as auth:
+    with OAuth(url, storage=store, interactive=False) as auth:
         with pytest.raises(AuthError) as info:
             auth.get_valid_token()
         assert "bogus" not in str(info.value)
@@ -338,8 +350,8 @@ def test_refused_refresh_drops_tokens_and_raises(token_endpoint: str) -> None:
 
 def test_close_cancels_a_pending_browser_flow(token_endpoint: str) -> None:
     opened: list[str] = []
-    auth = OAuth(token_endpoint + "/mcp", store=MemoryTokenStore(), client_id="cid",
-                 open_browser=opened.append, interactive_timeout=30)
+    auth = OAuth(token_endpoint + "/mcp", AuthorizationCode(client_id="cid", open_browser=opened.append),
+                 storage=MemoryTokenStore(), interactive_timeout=30)
     threading.Timer(0.3, auth.close).start()
     with pytest.raises(AuthError, match="cancelled"):
         auth.authorize()
@@ -353,7 +365,7 @@ def test_unclosed_oauth_is_collected_and_its_refresher_ends(token_endpoint: str)
     import weakref
 
     store, url = _seeded(token_endpoint, expires_in=3600)
-    auth = OAuth(url, store=store, interactive=False)
+    auth = OAuth(url, storage=store, interactive=False)
     assert auth.headers(url, "GET")  # loads the tokens, starts the refresher
     thread = auth._refresher
     assert thread is not None and thread.is_alive()
@@ -383,36 +395,37 @@ def _md(**asm: Any):
 
 
 def test_scope_selection_rules() -> None:
-    with OAuth("https://x.example/mcp", store=MemoryTokenStore()) as auth:
-        # The resource's scopes_supported; offline_access only when the server offers it and refresh.
-        assert auth._choose_scopes(_md(), None) == ["files"]
-        assert auth._choose_scopes(_md(scopes_supported=("files", "offline_access")), None) == ["files"]
-        md = _md(scopes_supported=("files", "offline_access"), grant_types_supported=("authorization_code", "refresh_token"))
-        assert auth._choose_scopes(md, None) == ["files", "offline_access"]
-        assert auth._choose_scopes(md, None, offline=False) == ["files"]
-        # The challenge's scope wins over scopes_supported.
-        from dataclasses import replace
+    # The resource's scopes_supported; offline_access only when the server offers it and refresh.
+    assert _md().choose_scopes(None) == ["files"]
+    assert _md(scopes_supported=("files", "offline_access")).choose_scopes(None) == ["files"]
+    md = _md(scopes_supported=("files", "offline_access"), grant_types_supported=("authorization_code", "refresh_token"))
+    assert md.choose_scopes(None) == ["files", "offline_access"]
+    assert md.choose_scopes(None, offline=False) == ["files"]
+    # The challenge's scope wins over scopes_supported.
+    from dataclasses import replace
 
-        assert auth._choose_scopes(replace(_md(), challenge_scope="a b"), None) == ["a", "b"]
-        assert auth._choose_scopes(_md(), ["explicit"]) == ["explicit"]
+    assert replace(_md(), challenge_scope="a b").choose_scopes(None) == ["a", "b"]
+    assert _md().choose_scopes(["explicit"]) == ["explicit"]
 
 
 def test_token_endpoint_auth_method_choice() -> None:
-    with OAuth("https://x.example/mcp", store=MemoryTokenStore()) as auth:
+    with OAuth("https://x.example/mcp", storage=MemoryTokenStore()) as oauth:
+        auth = oauth._registrar
         asm = _md().authorization_server
-        assert auth._pick_method(asm, has_secret=False) == "none"
-        assert auth._pick_method(asm, has_secret=True) == "client_secret_basic"  # RFC 8414 default
+        assert auth.pick_method(asm, has_secret=False) == "none"
+        assert auth.pick_method(asm, has_secret=True) == "client_secret_basic"  # RFC 8414 default
         post_only = _md(token_endpoint_auth_methods_supported=("client_secret_post",)).authorization_server
-        assert auth._pick_method(post_only, has_secret=True) == "client_secret_post"
+        assert auth.pick_method(post_only, has_secret=True) == "client_secret_post"
         jwt_only = _md(token_endpoint_auth_methods_supported=("private_key_jwt",)).authorization_server
         with pytest.raises(AuthError, match="no token-endpoint auth method"):
-            auth._pick_method(jwt_only, has_secret=True)
-    with OAuth("https://x.example/mcp", store=MemoryTokenStore(), private_key=SigningKey.generate()) as auth:
-        assert auth._pick_method(jwt_only, has_secret=False) == "private_key_jwt"
+            auth.pick_method(jwt_only, has_secret=True)
+    grant = ClientCredentials(client_id="c", private_key=SigningKey.generate())
+    with OAuth("https://x.example/mcp", grant, storage=MemoryTokenStore()) as oauth:
+        assert oauth._registrar.pick_method(jwt_only, has_secret=False) == "private_key_jwt"
 
 
 def test_pkce_s256_refused_when_not_advertised() -> None:
-    with OAuth("https://x.example/mcp", store=MemoryTokenStore(), client_id="c") as auth:
+    with OAuth("https://x.example/mcp", AuthorizationCode(client_id="c"), storage=MemoryTokenStore()) as auth:
         with pytest.raises(AuthError, match="S256"):
             auth.initiate_authorization(_md(code_challenge_methods_supported=("plain",)),
                                         redirect_uri="http://127.0.0.1:1/callback")
