@@ -9,6 +9,7 @@ Example:
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import threading
@@ -22,17 +23,18 @@ from ._channel import Channel, ProgressCallback
 from ._dispatcher import Dispatcher
 from ._errors import (
     METHOD_NOT_FOUND,
-    URL_ELICITATION_REQUIRED,
     AuthError,
     CircuitOpen,
     ConnectError,
     ConnectionClosed,
+    InvalidParams,
     MCPError,
     NetworkError,
     PoolClosed,
     ProtocolError,
     RemoteError,
     RequestTimeout,
+    ResourceNotFound,
     ServerUnavailable,
     StartFailed,
     UnsupportedProtocolVersion,
@@ -43,20 +45,34 @@ from ._messages import (
     DiscoverResult,
     Implementation,
     InitializeResult,
-    ListToolsResult,
     ServerCapabilities,
     Tool,
     decode_result,
     encode,
 )
-from ._cache import EXPLICIT, LIST_CHANGED, RECONNECT, ToolCache
-from ._guard import BreakerState, CircuitBreaker, Guard, ReconnectSchedule, Recorder, tool_is_retry_safe
+from ._cache import LIST_CHANGED, RECONNECT, ResultCache, ToolCache
+from ._guard import BreakerState, CircuitBreaker, Guard, ReconnectSchedule, Recorder
+from ._handlers import LEVELS, Handlers
+from ._mrtr import drive as _drive_input_rounds
 from ._metrics import DISCOVERY_METHODS, MetricsRecorder, fan_out
 from ._policies import BreakerPolicy, PoolLimits, ReconnectPolicy, RetryPolicy, Timeouts
 from ._paging import paginate
 from ._pool import ConnectionPool
-from ._protocol import ProtocolMixin
-from ._skills import SkillsMixin
+from ._protocol_types import (
+    CompleteResult,
+    Completion,
+    GetPromptResult,
+    Prompt,
+    ReadResourceResult,
+    Resource,
+    ResourceTemplate,
+    Task,
+    completion_params,
+)
+from ._skills import Skill, SkillInfo, list_skills, read_skill
+from ._subscriptions import Subscription, Subscriptions
+from ._tasks import Tasks
+from ._tools import Tools
 from ._worker import Worker
 from .transports._base import Transport
 from ._diagnostics import Diagnostics, snapshot as _diagnostics_snapshot
@@ -212,7 +228,7 @@ class _Opening:
         self.claimed = False  # a borrower is waiting for it
 
 
-class Client(ProtocolMixin, SkillsMixin):
+class Client:
     """A blocking, thread-safe MCP client for one server.
 
     Every public method blocks until it has a result or raises one of the errors of
@@ -361,6 +377,7 @@ class Client(ProtocolMixin, SkillsMixin):
         #: the :class:`~mcpsync._routing.Router` of a client made by :meth:`routed`
         self.router: Any = None
         self._endpoint_breakers: dict[str, CircuitBreaker] | None = None
+        self._build_parts()
 
     # ------------------------------------------------------------------ constructors
 
@@ -707,6 +724,25 @@ class Client(ProtocolMixin, SkillsMixin):
             return cls(sdk, **options)
         return cls(lambda: LocalChannel(registry), **options)
 
+    # ------------------------------------------------------------------ parts
+
+    #: Most ``InputRequiredResult`` rounds one call may take.
+    max_input_rounds: int = 8
+    #: Seconds a sampling/elicitation/roots handler may take (None: the request timeout).
+    handler_timeout: float | None = None
+    #: Seconds one ``subscriptions/listen`` request is left open before it is re-sent.
+    listen_timeout: float = 120.0
+    #: Honour modern ``ttlMs``/``cacheScope`` for resources, prompts and ``resources/read``.
+    cache_results: bool = True
+
+    def _build_parts(self) -> None:
+        """The composed parts; each holds this Client and reads its settings at use."""
+        self._handlers = Handlers(self)  # sampling, elicitation, roots, server log messages
+        self._subscriptions = Subscriptions(self)  # subscribe, listen, list_changed, restore
+        self._results = ResultCache()  # modern ttlMs/cacheScope results
+        self._tools = Tools(self)  # tools/list through the tool cache, tools/call
+        self._tasks = Tasks(self)  # the tasks extension
+
     # ------------------------------------------------------------------ lifecycle
 
     def __reduce_ex__(self, protocol: object) -> Any:
@@ -753,12 +789,10 @@ class Client(ProtocolMixin, SkillsMixin):
                     log.debug("closing the connection being made to %s failed", self.name, exc_info=True)
         if resources is not None:
             resources.close()
-        stop_listening = getattr(self, "_stop_listening", None)
-        if stop_listening is not None:
-            try:
-                stop_listening()
-            except Exception:  # pragma: no cover - close is best effort
-                log.debug("stopping the listen stream of %s failed", self.name, exc_info=True)
+        try:
+            self._subscriptions.stop()
+        except Exception:  # pragma: no cover - close is best effort
+            log.debug("stopping the listen stream of %s failed", self.name, exc_info=True)
         if self._telemetry is not None:  # the sessions end now (mcp.client.session.duration)
             self._telemetry.client_closed(self)
         self._pool.close()
@@ -870,9 +904,7 @@ class Client(ProtocolMixin, SkillsMixin):
         if old is not new:
             self._watch_primary(new)
         if old is None:
-            restore = getattr(self, "_restore_session_state", None)
-            if restore is not None:
-                self._worker.submit(restore, True)  # listens asked for before the first connect
+            self._worker.submit(self._subscriptions.restore, True)  # listens asked for before the first connect
         elif old is not new:
             self._primary_replaced(new)
         return new
@@ -887,9 +919,7 @@ class Client(ProtocolMixin, SkillsMixin):
         resources = self._resources
         if resources is not None:
             resources.reconnected(self.name)
-        restore = getattr(self, "_restore_session_state", None)
-        if restore is not None:
-            self._worker.submit(restore)
+        self._worker.submit(self._subscriptions.restore)
 
     def _open_pooled(self) -> _Connection:
         """The pool's factory, on a borrower's thread: wait for a connection being made
@@ -1082,7 +1112,7 @@ class Client(ProtocolMixin, SkillsMixin):
                 request_timeout=self.timeouts.request,
                 progress_cap=self.timeouts.progress_cap,
             )
-            disp.set_handlers(self._on_notification, self._on_request)
+            disp.set_handlers(self._on_notification, self._handlers.on_request)
             disp.start()
             conn = _Connection(disp, made, made.describe())
             conn.closer = self._close_in_background
@@ -1090,7 +1120,7 @@ class Client(ProtocolMixin, SkillsMixin):
                 made.on_new_session = lambda: self._session_renewed(conn)
             return conn
         chan = made
-        chan.set_handlers(self._on_notification, self._on_request)
+        chan.set_handlers(self._on_notification, self._handlers.on_request)
         return _Connection(chan, None, getattr(chan, "describe", lambda: repr(chan))())
 
     def _close_in_background(self, close: Callable[[], None], what: str) -> None:
@@ -1279,14 +1309,14 @@ class Client(ProtocolMixin, SkillsMixin):
         if tool is None and method in DISCOVERY_METHODS:
             tool = method  # kept apart from agent calls in the metrics
         guard = self._guard
-        if self._endpoint_breakers is None and guard.ready():
+        start = guard.begin() if self._endpoint_breakers is None else None
+        if start is not None:
             # the healthy common case, flattened: the first attempt runs here; only an
             # error goes on to the guard's retry loop
-            start = guard._clock()
             try:
                 result = self._attempt(method, params, t, progress)
             except BaseException as exc:
-                deadline = time.monotonic() - (guard._clock() - start) + t
+                deadline = start + t  # the guard's clock is time.monotonic
                 return guard.after_first_failure(
                     exc, lambda: self._retry_attempt(method, params, deadline, t, progress), start,
                     safe_to_retry=safe, tool=tool, retry=retry, budget=t,
@@ -1437,8 +1467,15 @@ class Client(ProtocolMixin, SkillsMixin):
             rt = result.get("resultType") if isinstance(result, dict) else getattr(result, "result_type", None)
             if rt is None or rt == "complete":
                 return result
+            if rt != "input_required":
+                raise ProtocolError(
+                    f"{self.name} answered {method} with resultType {rt!r}, which this client cannot handle", code=-32600
+                )
             # MRTR rounds stay on this connection: a server may seal requestState per process
-            return self._incomplete_result(method, params, raw, rt, timeout=t, progress=progress, connection=conn)
+            return _drive_input_rounds(
+                self.name, method, params, raw, answer=self._handlers.answer, max_rounds=self.max_input_rounds,
+                send=lambda again: self._request_on(conn, method, again, t, progress),
+            )
         raise UnsupportedProtocolVersion(f"{self.name}: no mutually supported protocol version", code=-32022)
 
     def _renegotiate(self, conn: _Connection, exc: UnsupportedProtocolVersion) -> bool:
@@ -1461,10 +1498,7 @@ class Client(ProtocolMixin, SkillsMixin):
 
     def ping(self, *, timeout: float | None = None) -> None:
         """Check the server answers. Modern servers have no ``ping``; ``server/discover`` stands in."""
-        if self.session.era == "modern":
-            self.request("server/discover", None, timeout=timeout)
-        else:
-            self.request("ping", None, timeout=timeout)
+        self.request("server/discover" if self.session.era == "modern" else "ping", None, timeout=timeout)
 
     def list_tools(self, *, timeout: float | None = None, refresh: bool = False) -> list[Tool]:
         """Every tool the server offers, following ``nextCursor`` across pages.
@@ -1474,18 +1508,7 @@ class Client(ProtocolMixin, SkillsMixin):
         the connection is restored after a loss, the server's own ``ttlMs`` runs out,
         or ``refresh=True`` asks for a rediscovery. Tools keep a stable order.
         """
-        if refresh:
-            self._tool_cache.invalidate(self.name, EXPLICIT)
-        found = self._tool_cache.fetch(self.name, lambda: self._tool_pages(timeout), self._cache_credential)
-        return list(found.tools)
-
-    def _tool_pages(self, timeout: float | None, retry: RetryPolicy | None = None) -> list[ListToolsResult]:
-        def fetch(cursor: str | None) -> ListToolsResult:
-            return self.request(  # type: ignore[no-any-return]
-                "tools/list", {"cursor": cursor} if cursor else None, timeout=timeout, retry=retry
-            )
-
-        return list(paginate(fetch, server=self.name, method="tools/list"))
+        return self._tools.list(timeout, refresh)
 
     def get_tool(self, name: str, *, timeout: float | None = None) -> Tool | None:
         """The definition of one tool, from the tool cache (discovering once if needed).
@@ -1496,34 +1519,7 @@ class Client(ProtocolMixin, SkillsMixin):
         discovery is tried for a minute, so a server whose ``tools/list`` is broken
         slows no call down more than once a minute.
         """
-        cache = self._tool_cache
-        cred = self._cache_credential
-        if cache.peek(self.name, cred) is None:
-            if time.monotonic() < self._discovery_backoff_until:
-                return None
-            bound = min(timeout if timeout is not None else self.timeouts.request, 10.0)
-            try:
-                cache.fetch(self.name, lambda: self._tool_pages(bound, retry=RetryPolicy.NONE), cred)
-            except MCPError as exc:
-                self._discovery_backoff_until = time.monotonic() + 60.0
-                log.info("%s: tools/list failed (%s); tool results go unchecked for a minute", self.name, exc)
-                return None
-        return cache.lookup(self.name, name, cred)  # type: ignore[no-any-return]
-
-    def metrics(self) -> Any:
-        """Per-server and per-tool metrics: calls, QPS, P50/P99 latency, error and
-        timeout counts and rates, tool-cache hit rate (a frozen snapshot)."""
-        return self._metrics.snapshot()
-
-    def resources(self) -> Any:
-        """The client's :class:`~mcpsync._resources.ResourceManager` (made on first use):
-        the resource lifecycle UNKNOWN → SUBSCRIBED → CACHED → STALE → UNSUBSCRIBED."""
-        with self._lock:
-            if self._resources is None:
-                from ._resources import ResourceManager
-
-                self._resources = ResourceManager(self)
-            return self._resources
+        return self._tools.get(name, timeout)
 
     def call_tool(
         self,
@@ -1559,87 +1555,272 @@ class Client(ProtocolMixin, SkillsMixin):
         Raises:
             OutputSchemaError: the structured content does not match the output schema.
         """
-        listed = self._tool_cache.peek(self.name, self._cache_credential)  # harness work: not counted
-        definition = listed.by_name.get(name) if listed is not None else None
-        cold = listed is None
-        if cold:  # what the call may spend on learning the tool after its answer
-            ends = time.monotonic() + (self.timeouts.request if timeout is None else timeout)
-        if definition is None:
-            safe: bool | Callable[[], bool] = retry_safe
-            task_only = False
-            if cold and not retry_safe:
-                # the annotations that decide retry safety matter only after a failure:
-                # the call goes out first, and the tool cache is filled only then
-                safe = lambda: self._learned_safe(name, ends)  # noqa: E731
-        else:
-            safe, task_only = _call_facts(definition)
-            safe = safe or retry_safe
-        tel = self._telemetry
-        if (
-            tel is None
-            and task is not True
-            and not task_only
-            and (definition is None or not validate or definition.output_schema is None)
-        ):
-            # the common case, kept short: nothing to validate, no task to run
-            params: dict[str, Any] = {"name": name, "arguments": arguments if arguments is not None else {}}
-            if meta:
-                params["_meta"] = dict(meta)
-            try:
-                result = self.request("tools/call", params, timeout=timeout, progress=progress, tool=name, safe_to_retry=safe)
-            except RemoteError as exc:
-                if exc.code != URL_ELICITATION_REQUIRED:
-                    if cold and task is None:
-                        learned = self._learn_tool(name, ends)
-                        if learned is not None and _task_only(learned):  # learned only now: run it as a task
-                            return self._protocol_call_tool(  # type: ignore[return-value]
-                                name, arguments, timeout=timeout, progress=progress, meta=meta, task=task,
-                                validate=validate, definition=learned, tool=name, safe_to_retry=safe,
-                            )
-                    raise
-                result = None  # the protocol path shows the URLs to the handler, then retries
-            if result is not None:
-                if isinstance(result, CallToolResult):
-                    if cold and validate:
-                        self._check_late(name, result, ends)
-                    return result
-                return self.wait_task(result.task, timeout=timeout)  # type: ignore[attr-defined, no-any-return]  # the server made it a task
-        if tel is None:
-            return self._protocol_call_tool(  # type: ignore[return-value]
-                name, arguments, timeout=timeout, progress=progress, meta=meta, task=task, validate=validate,
-                definition=definition, tool=name, safe_to_retry=safe,
+        return self._tools.call(name, arguments, timeout, progress, meta, retry_safe, task, validate)  # type: ignore[return-value]
+
+    def check_tool_result(self, tool: Tool | str, result: CallToolResult) -> CallToolResult:
+        """Validate ``result.structured_content`` against the tool's ``outputSchema``.
+
+        ``isError`` results are not checked (they describe a failure in ``content``).
+
+        Raises:
+            OutputSchemaError: the structured content does not match (a ProtocolError).
+        """
+        return self._tools.check_result(tool, result)
+
+    def call_tool_task(
+        self,
+        name: str,
+        arguments: Mapping[str, Any] | None = None,
+        *,
+        ttl: int | None = None,
+        timeout: float | None = None,
+        meta: Mapping[str, Any] | None = None,
+    ) -> Task:
+        """Start a tool call as a task (``io.modelcontextprotocol/tasks``) and return its handle.
+
+        Follow it with :meth:`get_task`, :meth:`wait_task` or :meth:`cancel_task`.
+
+        Raises:
+            ProtocolError: the server answered with a plain result instead of a task.
+        """
+        return self._tasks.start(name, arguments, ttl=ttl, timeout=timeout, meta=meta)
+
+    def get_task(self, task: Task | str, *, timeout: float | None = None) -> Task:
+        """The task's current status (``tasks/get``)."""
+        return self._tasks.get(task, timeout)
+
+    def cancel_task(self, task: Task | str, *, timeout: float | None = None) -> Task:
+        """Ask the server to cancel the task (``tasks/cancel``)."""
+        return self._tasks.cancel(task, timeout)
+
+    def list_tasks(self, *, timeout: float | None = None) -> list[Task]:
+        """The tasks the server keeps for this client (``tasks/list``, every page)."""
+        return self._tasks.list(timeout)
+
+    def wait_task(self, task: Task | str, *, timeout: float | None = None) -> CallToolResult:
+        """Poll ``tasks/get`` until the task ends (or needs input), then fetch ``tasks/result``.
+
+        Args:
+            task: the handle (or its id).
+            timeout: seconds for the whole wait (default: the request timeout). On expiry
+                the task is cancelled and :class:`RequestTimeout` is raised.
+
+        Raises:
+            Cancelled: the task was cancelled.
+            RemoteError: the task failed with an error.
+        """
+        return self._tasks.wait(task, timeout)
+
+    def list_resources(self, *, timeout: float | None = None, refresh: bool = False) -> list[Resource]:
+        """Every resource the server lists, following ``nextCursor`` across pages
+        (``refresh=True``: ask the server even if a cached list is still fresh)."""
+        return self._paged("resources/list", "resources", timeout, refresh)
+
+    def list_resource_templates(self, *, timeout: float | None = None, refresh: bool = False) -> list[ResourceTemplate]:
+        """Every resource template, following ``nextCursor`` across pages."""
+        return self._paged("resources/templates/list", "resource_templates", timeout, refresh)
+
+    def read_resource(self, uri: str, *, timeout: float | None = None, refresh: bool = False) -> ReadResourceResult:
+        """Read one resource.
+
+        Args:
+            uri: the resource's URI (a listed one or one matching a template).
+            timeout: seconds to wait.
+            refresh: read from the server even if a cached copy (modern ``ttlMs``) is
+                still fresh.
+
+        Returns:
+            Its contents; ``.text`` joins the text items, ``.blob`` decodes the blobs.
+
+        Raises:
+            ResourceNotFound: the server has no such resource (-32602, or -32002 from
+                older servers).
+        """
+        try:
+            return self._cached_request("resources/read", {"uri": uri}, timeout, refresh)  # type: ignore[no-any-return]
+        except ResourceNotFound:
+            raise
+        except InvalidParams as exc:
+            raise ResourceNotFound(exc.message, code=exc.code, data=exc.data, uri=uri) from None
+
+    def list_prompts(self, *, timeout: float | None = None, refresh: bool = False) -> list[Prompt]:
+        """Every prompt the server offers, following ``nextCursor`` across pages."""
+        return self._paged("prompts/list", "prompts", timeout, refresh)
+
+    def get_prompt(
+        self, name: str, arguments: Mapping[str, Any] | None = None, *, timeout: float | None = None
+    ) -> GetPromptResult:
+        """Render a prompt with its arguments (values are sent as strings)."""
+        params: dict[str, Any] = {"name": name}
+        if arguments:
+            params["arguments"] = {k: v if isinstance(v, str) else json.dumps(v) for k, v in arguments.items()}
+        return self.request("prompts/get", params, timeout=timeout)  # type: ignore[no-any-return]
+
+    def complete(
+        self,
+        ref: Prompt | ResourceTemplate | Mapping[str, Any] | str,
+        argument: Mapping[str, Any] | tuple[str, str],
+        *,
+        context: Mapping[str, Any] | None = None,
+        timeout: float | None = None,
+    ) -> Completion:
+        """Ask for completions of one argument of a prompt or resource template.
+
+        Args:
+            ref: a :class:`Prompt`, a :class:`ResourceTemplate`, a wire reference
+                (``{"type": "ref/prompt", "name": ...}``), a prompt name, or a URI
+                template (a string containing ``://`` or ``{``).
+            argument: ``(name, partial_value)`` or ``{"name": ..., "value": ...}``.
+            context: the values of arguments already chosen (``{"arg": "value"}``).
+            timeout: seconds to wait.
+
+        Returns:
+            The completion values (``values``, ``total``, ``has_more``).
+        """
+        res: CompleteResult = self.request("completion/complete", completion_params(ref, argument, context), timeout=timeout)
+        return res.completion
+
+    def list_skills(self, *, timeout: float | None = None) -> list[SkillInfo]:
+        """Every skill the server lists (``skills/list``, following ``nextCursor``). Reads no file.
+
+        Raises:
+            MethodNotFound: the server does not serve skills.
+            ProtocolError: a malformed listing.
+        """
+        return list_skills(self, timeout)
+
+    def read_skill(self, skill: str | SkillInfo, *, timeout: float | None = None) -> Skill:
+        """Load one skill: read its ``SKILL.md`` and check it against the listing (size, digest,
+        frontmatter). Its other files are read when :meth:`Skill.read` asks for them.
+
+        Raises:
+            ResourceNotFound: the server lists no such skill.
+            SkillIntegrityError: ``SKILL.md`` does not match what the server declared.
+        """
+        return read_skill(self, skill, timeout)
+
+    # ------------------------------------------------------------------ result cache
+
+    def _credential(self) -> Any:
+        """Who is asking, for private cache entries (the tool cache's ``credential`` too)."""
+        return self._cache_credential if self._cache_credential is not None else "anonymous"
+
+    def _cached_request(
+        self, method: str, params: Mapping[str, Any] | None, timeout: float | None, refresh: bool = False
+    ) -> Any:
+        results = self._results
+        cred = self._credential()
+        generation = results.generation
+        if self.cache_results and not refresh:
+            hit = results.get(cred, method, params)
+            if hit is not None:
+                return hit
+        result = self.request(method, params, timeout=timeout)
+        ttl = getattr(result, "ttl_ms", None)
+        if self.cache_results and ttl:
+            results.put(cred, method, params, result, ttl_ms=ttl, scope=getattr(result, "cache_scope", None),
+                        generation=generation)
+        return result
+
+    def _paged(self, method: str, attr: str, timeout: float | None, refresh: bool) -> list[Any]:
+        def fetch(cursor: str | None) -> Any:
+            return self._cached_request(method, {"cursor": cursor} if cursor else None, timeout, refresh)
+
+        return [item for page in paginate(fetch, server=self.name, method=method) for item in getattr(page, attr)]
+
+    def clear_result_cache(self) -> None:
+        """Forget every cached result (resources, prompts, resource contents)."""
+        self._results.clear()
+
+    def metrics(self) -> Any:
+        """Per-server and per-tool metrics: calls, QPS, P50/P99 latency, error and
+        timeout counts and rates, tool-cache hit rate (a frozen snapshot)."""
+        return self._metrics.snapshot()
+
+    def resources(self) -> Any:
+        """The client's :class:`~mcpsync._resources.ResourceManager` (made on first use):
+        the resource lifecycle UNKNOWN → SUBSCRIBED → CACHED → STALE → UNSUBSCRIBED."""
+        with self._lock:
+            if self._resources is None:
+                from ._resources import ResourceManager
+
+                self._resources = ResourceManager(self)
+            return self._resources
+
+    # ------------------------------------------------------------------ subscriptions, handlers, logging
+
+    def subscribe(self, uri: str, callback: Callable[[str], None], *, timeout: float | None = None) -> Subscription:
+        """Call ``callback(uri)`` (on the worker) whenever the server says ``uri`` changed.
+
+        Legacy era: ``resources/subscribe``. Modern era: a ``subscriptions/listen``
+        stream, re-opened with the new set of URIs; returns once the server has
+        acknowledged it. Several callbacks may watch one URI; one that raises is logged
+        and harms no other.
+
+        Returns:
+            A :class:`Subscription`; ``close()`` it (or call :meth:`unsubscribe`) to stop.
+
+        Raises:
+            RemoteError: the server refused the subscription (nothing is kept), or the
+                client was made with ``push_updates=False`` (code -32601).
+        """
+        if not self.push_updates:
+            raise RemoteError(
+                f"{self.name}: push updates are off for this client (push_updates=False, e.g. the "
+                "professional profile): resources are re-read when their TTL runs out",
+                code=METHOD_NOT_FOUND,
             )
-        result = self._protocol_call_tool(  # request() makes the span of each tools/call
-            name, arguments, timeout=timeout, progress=progress, meta=meta,
-            task=task, validate=validate, definition=definition, tool=name, safe_to_retry=safe,
-        )
-        if cold and validate and isinstance(result, CallToolResult):
-            self._check_late(name, result, ends)
-        return result  # type: ignore[return-value]
+        return self._subscriptions.subscribe(uri, callback, timeout)
 
-    def _learn_tool(self, name: str, ends: float) -> Tool | None:
-        """The definition of ``name`` learned after its call's answer or failure: a
-        discovery bounded by what is left of the call's time (at most 10 s, no retries)."""
-        left = ends - time.monotonic()
-        if left <= 0.05:
-            return self._tool_cache.lookup(self.name, name, self._cache_credential) if self._tool_cache.peek(
-                self.name, self._cache_credential) is not None else None
-        return self.get_tool(name, timeout=left)
+    def unsubscribe(self, uri: str, callback: Callable[[str], None] | None = None, *, timeout: float | None = None) -> None:
+        """Stop ``callback`` (or every callback, if None) watching ``uri``."""
+        self._subscriptions.unsubscribe(uri, callback, timeout)
 
-    def _learned_safe(self, name: str, ends: float) -> bool:
-        """After a failed first call of ``name`` on a cold tool cache: whether its
-        annotations make it safe to retry."""
-        definition = self._learn_tool(name, ends)
-        return definition is not None and _call_facts(definition)[0]
+    def on_list_changed(self, kind: str, callback: Callable[[str], None], *, timeout: float | None = None) -> None:
+        """Call ``callback(kind)`` whenever the server's ``kind`` list changes.
 
-    def _check_late(self, name: str, result: CallToolResult, ends: float) -> None:
-        """Check a first call's result against the tool's ``outputSchema``, learned now
-        that there is a result to check (only when it carries structured content)."""
-        if result.structured_content is None or result.is_error:
-            return
-        learned = self._learn_tool(name, ends)
-        if learned is not None and learned.output_schema is not None:
-            self.check_tool_result(learned, result)
+        Args:
+            kind: ``"tools"``, ``"prompts"`` or ``"resources"``.
+            callback: runs on the worker; cached lists of that kind are dropped first.
+            timeout: modern era, connected: how long to wait for the listen stream's
+                acknowledgement.
+
+        Registering before the first connect does not connect; the legacy era then
+        catches the server's first announcements (e.g. tools registered after
+        ``notifications/initialized``).
+        """
+        self._subscriptions.on_list_changed(kind, callback, timeout)
+
+    def remove_list_changed(self, kind: str, callback: Callable[[str], None]) -> None:
+        """Stop a callback given to :meth:`on_list_changed`."""
+        self._subscriptions.remove_list_changed(kind, callback)
+
+    def client_capabilities(self) -> dict[str, Any]:
+        """Capabilities declared to the server: only those whose handler was given."""
+        return self._handlers.capabilities()
+
+    def set_roots(self, roots: Sequence[Mapping[str, Any]] | Callable[[], Sequence[Mapping[str, Any]]]) -> None:
+        """Replace the roots; a legacy-era server is told (``notifications/roots/list_changed``).
+
+        The roots capability is declared at connect time, so a client created without
+        ``roots`` keeps not offering them to an already connected server.
+        """
+        declared = self.roots is not None
+        self.roots = roots
+        if declared and not self._closed and self.session.era == "legacy":
+            self.notify("notifications/roots/list_changed", None)
+
+    def set_log_level(self, level: str, *, timeout: float | None = None) -> None:
+        """Ask the server for log messages at ``level`` and above.
+
+        Legacy era: ``logging/setLevel``. Modern era: the level rides every request's
+        ``_meta`` (``io.modelcontextprotocol/logLevel``), read at send time.
+        """
+        if level not in LEVELS:
+            raise ValueError(f"unknown log level {level!r}; one of {', '.join(LEVELS)}")
+        self.log_level = level
+        if self.session.era == "legacy":
+            self._subscriptions._request("logging/setLevel", {"level": level}, timeout)
 
     # ------------------------------------------------------------------ incoming
 
@@ -1652,7 +1833,13 @@ class Client(ProtocolMixin, SkillsMixin):
         if method == "notifications/tools/list_changed":
             self._discovery_backoff_until = 0.0
             self._tool_cache.invalidate(self.name, LIST_CHANGED)
-        self._protocol_notification(method, params)
+        try:
+            if method == "notifications/message":
+                self._handlers.log_message(params or {})
+            else:
+                self._subscriptions.notification(method, params or {})
+        except Exception:
+            log.exception("%s: handling %s failed", self.name, method)
         for handler in list(self._notification_handlers.get(method, ())):
             try:
                 handler(params)
@@ -1662,20 +1849,6 @@ class Client(ProtocolMixin, SkillsMixin):
     def diagnostics(self) -> Diagnostics:
         """A frozen snapshot of connections, pool, session, breaker, subscriptions and tool cache."""
         return _diagnostics_snapshot(self)
-
-
-def _call_facts(tool: Tool) -> tuple[bool, bool]:
-    """(retry safe, task-only) of a listed tool: worked out on its first call and kept
-    on the Tool, since call_tool asks on every call."""
-    facts: tuple[bool, bool] | None = tool.__dict__.get("_mcpsync_call_facts")
-    if facts is None:
-        facts = tool.__dict__["_mcpsync_call_facts"] = (tool_is_retry_safe(tool), _task_only(tool))
-    return facts
-
-
-def _task_only(tool: Tool) -> bool:
-    execution = tool.execution
-    return bool(execution) and execution.get("taskSupport") == "required"  # type: ignore[union-attr]
 
 
 class _CacheHits:
