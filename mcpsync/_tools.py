@@ -149,6 +149,12 @@ class Tools:
                 return self._as_task(name, arguments, timeout, meta, False, validate, learned)  # learned only now
         if not isinstance(result, CallToolResult):
             result = c._tasks.wait(result.task, timeout)  # the server made it a task
+        elif result.is_error and listed is None and task is None:
+            # some servers refuse a task-only tool called plainly with an isError result
+            # (not an error): learned only now, it is run as a task
+            learned = self._learn(name, ends)
+            if learned is not None and _task_only(learned):
+                return self._as_task(name, arguments, timeout, meta, False, validate, learned)
         if validate:
             if definition is not None:
                 if definition.output_schema is not None:
