@@ -14,47 +14,30 @@ import logging
 import os
 import threading
 import time
-from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Iterable, Literal, Mapping, Sequence, Union
-
-import msgspec
+from dataclasses import replace
+from typing import Any, Callable, Literal, Mapping, Sequence, Union
 
 from ._channel import Channel, ProgressCallback
-from ._dispatcher import Dispatcher
 from ._errors import (
     METHOD_NOT_FOUND,
-    AuthError,
-    CircuitOpen,
     ConnectError,
     ConnectionClosed,
     InvalidParams,
     MCPError,
-    NetworkError,
-    PoolClosed,
-    ProtocolError,
     RemoteError,
-    RequestTimeout,
     ResourceNotFound,
     ServerUnavailable,
-    StartFailed,
-    UnsupportedProtocolVersion,
-    attach_fields,
 )
 from ._messages import (
     CallToolResult,
-    DiscoverResult,
     Implementation,
-    InitializeResult,
     ServerCapabilities,
     Tool,
-    decode_result,
-    encode,
 )
-from ._cache import LIST_CHANGED, RECONNECT, ResultCache, ToolCache
+from ._cache import LIST_CHANGED, ResultCache, ToolCache
 from ._guard import BreakerState, CircuitBreaker, Guard, ReconnectSchedule, Recorder
 from ._handlers import LEVELS, Handlers
-from ._mrtr import drive as _drive_input_rounds
-from ._metrics import DISCOVERY_METHODS, MetricsRecorder, fan_out
+from ._metrics import MetricsRecorder, fan_out
 from ._policies import BreakerPolicy, PoolLimits, ReconnectPolicy, RetryPolicy, Timeouts
 from ._paging import paginate
 from ._pool import ConnectionPool
@@ -73,6 +56,8 @@ from ._skills import Skill, SkillInfo, list_skills, read_skill
 from ._subscriptions import Subscription, Subscriptions
 from ._tasks import Tasks
 from ._tools import Tools
+from ._handshake import LATEST_LEGACY, LATEST_MODERN, LEGACY_VERSIONS, MODERN_VERSIONS, ServerSession, _Connection
+from ._session import Session, _Opening
 from ._worker import Worker
 from .transports._base import Transport
 from ._diagnostics import Diagnostics, snapshot as _diagnostics_snapshot
@@ -88,18 +73,6 @@ __all__ = [
 
 log = logging.getLogger("mcpsync.client")
 
-#: Revisions with the stateless per-request envelope.
-MODERN_VERSIONS: tuple[str, ...] = ("2026-07-28",)
-#: Revisions reached through the initialize handshake, oldest first.
-LEGACY_VERSIONS: tuple[str, ...] = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
-LATEST_MODERN = MODERN_VERSIONS[-1]
-LATEST_LEGACY = LEGACY_VERSIONS[-1]
-
-_META_VERSION = "io.modelcontextprotocol/protocolVersion"
-_META_CAPS = "io.modelcontextprotocol/clientCapabilities"
-_META_INFO = "io.modelcontextprotocol/clientInfo"
-_META_LOG = "io.modelcontextprotocol/logLevel"
-
 Mode = Literal["auto", "modern", "legacy"]
 TransportFactory = Callable[[], Union[Transport, Channel]]
 
@@ -114,26 +87,6 @@ def _after_fork_in_child() -> None:
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
 
-#: Era detected per server address ("modern" / "legacy"), so reconnects skip the probe.
-_ERA_CACHE: dict[str, str] = {}
-_ERA_LOCK = threading.Lock()
-
-
-#: Requests without side effects: retried after any transient failure.
-_SAFE_METHODS = frozenset(
-    {
-        "ping",
-        "server/discover",
-        "tools/list",
-        "resources/list",
-        "resources/templates/list",
-        "resources/read",
-        "prompts/list",
-        "prompts/get",
-        "completion/complete",
-    }
-)
-
 
 def _version() -> str:
     try:
@@ -142,90 +95,6 @@ def _version() -> str:
         return version("mcpsync")
     except Exception:  # pragma: no cover - not installed
         return "0"
-
-
-@dataclass
-class ServerSession:
-    """What one connection learned about its server."""
-
-    era: str
-    protocol_version: str
-    capabilities: ServerCapabilities
-    server_info: Implementation
-    instructions: str | None = None
-    meta: dict[str, Any] = field(default_factory=dict)
-    #: modern era: the discover result's ``ttlMs`` as a ``time.monotonic()`` instant;
-    #: past it, the next look at the session re-discovers (None: no expiry)
-    fresh_until: float | None = None
-
-
-class _Connection:
-    """One live channel to the server plus the facts of its session."""
-
-    def __init__(self, channel: Any, transport: Transport | None, key: str) -> None:
-        self.channel = channel
-        self.transport = transport
-        self.key = key
-        self.session: ServerSession | None = None
-        self.closer: Callable[[Callable[[], None], str], None] | None = None
-        self.meta: dict[str, Any] | None = None  # modern per-request _meta
-        self._wire_meta: tuple[Any, Any] = (None, None)  # (meta, what is sent for it)
-
-    def wire_meta(self, meta: dict[str, Any]) -> Any:
-        """``meta`` as sent: encoded once per value on a connection that sends JSON
-        (a Dispatcher's), the mapping itself on an in-process channel."""
-        known, wire = self._wire_meta
-        if known is not meta:
-            wire = msgspec.Raw(encode(meta)) if self.transport is not None else meta
-            self._wire_meta = (meta, wire)
-        return wire
-
-    def alive(self) -> bool:
-        ch = self.channel
-        if isinstance(ch, Dispatcher):  # cheap: no syscall; the reader notices a dead peer
-            return ch._dead is None and not ch._closed
-        return bool(ch.alive())
-
-    def healthy(self) -> bool:
-        """A thorough check (process running, socket open), for keepalive rounds."""
-        return bool(self.channel.alive())
-
-    def close(self) -> None:
-        """Close it off the calling thread when the client gave a closer (a stubborn
-        server takes seconds to stop: neither a failed call nor the other connections wait
-        for it); the client's own ``close()`` waits for every closer."""
-        closer = self.closer
-        if closer is not None:
-            closer(self._close_now, self.key)
-        else:
-            self._close_now()
-
-    def _close_now(self) -> None:
-        try:
-            self.channel.close()
-        except Exception:  # pragma: no cover - close is best effort
-            log.debug("closing %s failed", self.key, exc_info=True)
-
-
-class _Opening:
-    """One connection being made off the callers' threads.
-
-    Callers wait for it up to their own deadlines; when one's time runs out the
-    attempt goes on, and the connection it makes is kept for the next call. Its
-    ``phase`` says what it is waiting for, for the error a caller then gets.
-    """
-
-    __slots__ = ("done", "conn", "error", "phase", "started", "made", "thread", "claimed")
-
-    def __init__(self) -> None:
-        self.done = threading.Event()
-        self.conn: _Connection | None = None
-        self.error: BaseException | None = None
-        self.phase = "starting the connection"
-        self.started = time.monotonic()
-        self.made: Transport | Channel | None = None  # what close() must close to stop it
-        self.thread: threading.Thread | None = None
-        self.claimed = False  # a borrower is waiting for it
 
 
 class Client:
@@ -742,6 +611,28 @@ class Client:
         self._results = ResultCache()  # modern ttlMs/cacheScope results
         self._tools = Tools(self)  # tools/list through the tool cache, tools/call
         self._tasks = Tasks(self)  # the tasks extension
+        self._session = Session(self)  # connections, handshake, requests
+
+    def _open_pooled(self) -> _Connection:  # the pool's factory
+        return self._session.open_pooled()
+
+    def _keepalive(self, conn: _Connection) -> None:  # the pool's keepalive round
+        self._session.keepalive(conn)
+
+    def _primary_connection(self, timeout: float | None = None) -> _Connection:
+        """The connection that carries session-scoped state (subscriptions, listens)."""
+        return self._session.primary_connection(timeout)
+
+    def _check_usable(self) -> None:
+        if self._closed:
+            raise ConnectionClosed(f"client for {self.name} is closed")
+        if self._fork_gen != _fork_generation:
+            # forked: the pool forgets the parent's connections by itself; the
+            # worker's threads did not survive the fork
+            self._fork_gen = _fork_generation
+            self._worker = Worker(f"mcpsync-{self.name}")
+            self._primary = None
+            self._openings = []  # their threads did not survive the fork
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -827,7 +718,7 @@ class Client:
         facts = conn.session
         if facts is not None and facts.fresh_until is not None and time.monotonic() >= facts.fresh_until:
             try:
-                self._discover(conn, min(self.timeouts.request, 10.0))
+                self._session._handshake.discover(conn, min(self.timeouts.request, 10.0))
             except MCPError as exc:  # keep the facts we have; try again next time
                 log.info("%s: refreshing server/discover failed: %s", self.name, exc)
                 facts.fresh_until = time.monotonic() + 5.0
@@ -871,409 +762,9 @@ class Client:
 
     # ------------------------------------------------------------------ connection
 
-    def _check_usable(self) -> None:
-        if self._closed:
-            raise ConnectionClosed(f"client for {self.name} is closed")
-        if self._fork_gen != _fork_generation:
-            # forked: the pool forgets the parent's connections by itself; the
-            # worker's threads did not survive the fork
-            self._fork_gen = _fork_generation
-            self._worker = Worker(f"mcpsync-{self.name}")
-            self._primary = None
-            self._openings = []  # their threads did not survive the fork
-
-    def _primary_connection(self, timeout: float | None = None) -> _Connection:
-        """The connection that carries session-scoped state (subscriptions, listens).
-
-        It is one of the pool's connections (the first one opened); when it dies or is
-        reclaimed, the next use picks another and the session state is restored on it.
-        """
-        self._check_usable()
-        conn = self._primary
-        if conn is not None and conn.alive():
-            return conn
-        bound = self.timeouts.request if timeout is None else timeout
-        deadline = time.monotonic() + bound
-        lease = self._guard.call(
-            lambda: self._pool.borrow(self._left(deadline)), safe_to_retry=True, tool="initialize", budget=bound
-        )
-        new = lease.connection
-        lease.release()
-        with self._lock:
-            old, self._primary = self._primary, new
-        if old is not new:
-            self._watch_primary(new)
-        if old is None:
-            self._worker.submit(self._subscriptions.restore, True)  # listens asked for before the first connect
-        elif old is not new:
-            self._primary_replaced(new)
-        return new
-
-    def _primary_replaced(self, conn: _Connection) -> None:
-        """The session-scoped connection was replaced: the server may have restarted.
-
-        Tools are rediscovered on next use (cache level 3), cached resources turn
-        STALE, and the session state (subscriptions, listens) is restored.
-        """
-        self._tool_cache.invalidate(self.name, RECONNECT)
-        resources = self._resources
-        if resources is not None:
-            resources.reconnected(self.name)
-        self._worker.submit(self._subscriptions.restore)
-
-    def _open_pooled(self) -> _Connection:
-        """The pool's factory, on a borrower's thread: wait for a connection being made
-        in the background, at most until the borrower's deadline.
-
-        Each connection is made by a thread of its own (:meth:`_make`), claimed by one
-        waiting borrower at a time. When the borrower's time runs out first, it raises a
-        :class:`ConnectError` (``pending``, not counted by the breaker) that says what the
-        connection was waiting for, and lets go of its claim: the attempt goes on, and
-        its connection is kept for the next borrower.
-        """
-        deadline = self._pool.creation_deadline()
-        if deadline is None:
-            deadline = time.monotonic() + self.timeouts.request
-        with self._lock:
-            if self._closed:
-                raise PoolClosed(f"client for {self.name} is closed")
-            openings = self._openings
-            # a stale failure helps nobody: a new attempt replaces it
-            openings[:] = [o for o in openings if not (o.done.is_set() and o.conn is None)]
-            opening = next((o for o in openings if not o.claimed and o.conn is not None), None) or next(
-                (o for o in openings if not o.claimed), None
-            )
-            if opening is None:
-                opening = _Opening()
-                openings.append(opening)
-                opening.thread = threading.Thread(
-                    target=self._make, args=(opening,), name=f"mcpsync-connect-{self.name}", daemon=True
-                )
-                opening.thread.start()
-            opening.claimed = True
-        finished = opening.done.wait(max(deadline - time.monotonic(), 0.0))
-        with self._lock:
-            opening.claimed = False
-            if finished:
-                if opening in self._openings:
-                    self._openings.remove(opening)
-                conn, opening.conn = opening.conn, None  # exactly one borrower gets it
-                if conn is not None:
-                    return conn
-        if not finished:
-            waited = time.monotonic() - opening.started
-            raise ConnectError(
-                f"MCP server {self.name}: {opening.phase} ({waited:.1f} s so far); the call's time ran out, "
-                "the connection goes on in the background",
-                timeout=True, sent=False, pending=True, phase=opening.phase,
-            )
-        error = opening.error
-        if error is None:  # pragma: no cover - done without a connection means an error
-            error = ConnectError(f"MCP server {self.name}: connecting failed", sent=False)
-        raise error
-
-    def _make(self, opening: _Opening) -> None:
-        """The background attempt: a first connect tries once (retried once after a
-        timeout); after a connection was lost, reconnection follows the backoff schedule.
-        ``close()`` ends it at once."""
-        conn: _Connection | None = None
-        error: BaseException | None = None
-        try:
-            if not self._ever_connected:
-                conn = self._open(opening)
-            else:
-                conn = self._reconnect.run(lambda: self._open(opening), sleep=self._stopping.wait)
-        except BaseException as exc:  # delivered to the waiting callers
-            error = exc
-        if conn is not None:
-            with self._lock:
-                closed = self._closed
-                if not closed:
-                    self._ever_connected = True
-                    opening.conn = conn
-            if closed:
-                conn.close()
-                error = PoolClosed(f"client for {self.name} is closed")
-            else:
-                self._connected(conn)
-        opening.error = error
-        opening.done.set()
-
-    def _connected(self, conn: _Connection) -> None:
-        """A connection was made: if the session's connection was lost, this one takes
-        its place, and what the session held (the tool list, subscriptions, cached
-        resources) is renewed."""
-        primary = self._primary
-        if primary is None or primary.alive():
-            return
-        with self._lock:
-            replaced = self._primary is primary
-            if replaced:
-                self._primary = conn
-        if replaced:
-            self._watch_primary(conn)
-            self._primary_replaced(conn)
-
-    def _session_renewed(self, conn: _Connection) -> None:
-        """The transport replaced a lost session (e.g. its replica died behind a balancer
-        and the new one answered 404): what the old session held is renewed as after a
-        reconnect: tools rediscovered, cached resources stale, subscriptions restored."""
-        if not self._closed and self._primary is conn:
-            self._primary_replaced(conn)
-
-    def _watch_primary(self, conn: _Connection) -> None:
-        """When the session's connection dies, replace it at once (not on next use),
-        so subscriptions are restored even while other pooled connections live on."""
-        add = getattr(conn.channel, "add_close_callback", None)
-        if add is not None:
-            add(lambda _reason: self._primary_lost(conn))
-
-    def _primary_lost(self, conn: _Connection) -> None:
-        if self._closed or self._primary is not conn:
-            return
-        try:
-            self._primary_connection()
-        except MCPError as exc:  # the next use tries again
-            log.info("%s: replacing the lost session connection failed: %s", self.name, exc)
-
-    def _keepalive(self, conn: _Connection) -> None:
-        if not conn.healthy():
-            raise ConnectionClosed(f"connection to {self.name} died")
-        if conn.meta is None and conn.session is not None:  # the legacy era has ping
-            conn.channel.request("ping", None, self.timeouts.request)
-
-    def _open(self, opening: _Opening) -> _Connection:
-        """Start a connection and handshake (on the connecting thread).
-
-        A child process that is alive but has said nothing yet is *starting*: its
-        handshake may take the start budget (``timeouts.start``); a remote server gets
-        the connect timeout, retried once after a timeout. A process that exited, or a
-        command that cannot run, fails at once with :class:`StartFailed` (not retried).
-        """
-        errors: list[BaseException] = []
-        for _attempt in range(2):
-            if self._closed:
-                raise PoolClosed(f"client for {self.name} is closed")
-            conn: _Connection | None = None
-            made: Transport | Channel | None = None
-            try:
-                opening.phase = "starting the server" if _attempt == 0 else "starting the server again"
-                made = opening.made = self._factory()
-                if self._closed:  # close() may have run before ``made`` was known
-                    raise PoolClosed(f"client for {self.name} is closed")
-                conn = self._start(made, time.monotonic() + self.timeouts.connect)
-                if self._closed:  # close() ran while the transport started: it must not live on
-                    raise PoolClosed(f"client for {self.name} is closed")
-                starting = conn.transport is not None and conn.transport.starting()
-                budget = self.timeouts.start if starting else self.timeouts.connect
-                opening.phase = (
-                    "waiting for the server process to answer its handshake (it is alive, still starting)"
-                    if starting
-                    else "waiting for the server to answer its handshake"
-                )
-                if self._telemetry is not None:  # the handshake's span; the session's clock starts
-                    self._telemetry.handshake(self, conn, lambda: self._handshake(conn, time.monotonic() + budget, starting))
-                else:
-                    self._handshake(conn, time.monotonic() + budget, starting)
-                return conn
-            except MCPError as exc:
-                failure = None
-                if isinstance(made, Transport) and not isinstance(exc, (RemoteError, AuthError, StartFailed)):
-                    try:
-                        failure = made.start_failure(1.0)
-                    except Exception:  # pragma: no cover - best effort
-                        failure = None
-                if conn is not None:
-                    conn.close()
-                elif made is not None:
-                    try:
-                        made.close()
-                    except Exception:
-                        pass
-                if failure is not None:
-                    raise failure from exc
-                if isinstance(exc, (RemoteError, AuthError, StartFailed, PoolClosed)) or self._closed:
-                    raise  # the server answered, or cannot run: a fresh start would fare the same
-                errors.append(exc)
-                if not getattr(exc, "timeout", isinstance(exc, RequestTimeout)):
-                    break  # SPEC: a connect is retried once after a *timeout*
-        last = errors[-1]
-        raise ConnectError(
-            f"MCP server {self.name} did not respond: {last}", attempts=len(errors)
-        ) from last
-
-    def _start(self, made: Transport | Channel, deadline: float) -> _Connection:
-        if isinstance(made, Transport):
-            made.connect(max(deadline - time.monotonic(), 0.001))
-            disp = Dispatcher(
-                made,
-                name=self.name,
-                worker=self._worker,
-                request_timeout=self.timeouts.request,
-                progress_cap=self.timeouts.progress_cap,
-            )
-            disp.set_handlers(self._on_notification, self._handlers.on_request)
-            disp.start()
-            conn = _Connection(disp, made, made.describe())
-            conn.closer = self._close_in_background
-            if hasattr(made, "on_new_session"):  # Streamable HTTP: a lost session replaced in place
-                made.on_new_session = lambda: self._session_renewed(conn)
-            return conn
-        chan = made
-        chan.set_handlers(self._on_notification, self._handlers.on_request)
-        return _Connection(chan, None, getattr(chan, "describe", lambda: repr(chan))())
-
-    def _close_in_background(self, close: Callable[[], None], what: str) -> None:
-        """Run one connection's close on a thread of its own, tracked so that
-        :meth:`close` can wait for all of them (in parallel, bounded). At interpreter exit
-        (the main thread is done: finalizers and atexit run) it closes here: a daemon thread
-        would die half-way and leave the server process behind."""
-        if not threading.main_thread().is_alive():
-            close()
-            return
-        thread = threading.Thread(target=close, name=f"mcpsync-close-{self.name}", daemon=True)
-        with self._lock:
-            self._closers = [t for t in self._closers if t.is_alive()]
-            self._closers.append(thread)
-        thread.start()
-
     # ------------------------------------------------------------------ handshake
 
-    def _modern_meta(self, version: str) -> dict[str, Any]:
-        meta: dict[str, Any] = {
-            _META_VERSION: version,
-            _META_CAPS: self.client_capabilities(),
-            _META_INFO: self.client_info,
-        }
-        if self.log_level is not None:
-            meta[_META_LOG] = self.log_level
-        return meta
-
-    def _handshake(self, conn: _Connection, deadline: float, starting: bool = False) -> None:
-        """Learn the server's era and session facts (``server/discover``, else
-        ``initialize``). The era is decided here, once per connection: an answer that
-        comes after the handshake moved on changes nothing.
-
-        Args:
-            conn: the new connection.
-            deadline: the ``time.monotonic()`` instant the handshake must end by.
-            starting: the server process has said nothing yet: in ``auto`` mode the
-                probe then waits for the whole handshake budget (a starting server
-                answers it first, whatever its era) instead of 5 s.
-        """
-        mode = self.mode
-        if mode == "auto":
-            with _ERA_LOCK:
-                mode = _ERA_CACHE.get(conn.key, "auto")  # type: ignore[assignment]
-        if mode in ("auto", "modern"):
-            remaining = deadline - time.monotonic()
-            probe = remaining if mode == "modern" or starting else max(min(remaining / 2, 5.0), 0.05)
-            try:
-                self._discover(conn, probe)
-                self._remember(conn.key, "modern")
-                return
-            except (RemoteError, RequestTimeout, ProtocolError) as exc:
-                if mode == "modern":
-                    if isinstance(exc, RequestTimeout):
-                        raise
-                    raise UnsupportedProtocolVersion(
-                        f"{self.name} does not speak the modern protocol ({LATEST_MODERN}): {exc}",
-                        code=getattr(exc, "code", -32022),
-                        data=getattr(exc, "data", None),
-                    ) from exc
-                log.debug("%s: server/discover failed (%s); falling back to initialize", self.name, exc)
-                if isinstance(exc, RequestTimeout):
-                    try:
-                        self._initialize(conn, deadline)
-                    except UnsupportedProtocolVersion:
-                        # the probe was only late: the server took it and now serves the
-                        # modern era on this connection; ask again rather than fail
-                        self._discover(conn, max(deadline - time.monotonic(), 0.05))
-                        self._remember(conn.key, "modern")
-                        return
-                    self._remember(conn.key, "legacy")
-                    return
-        self._initialize(conn, deadline)
-        if self.mode == "auto":
-            self._remember(conn.key, "legacy")
-
-    @staticmethod
-    def _remember(key: str, era: str) -> None:
-        with _ERA_LOCK:
-            _ERA_CACHE[key] = era
-
-    def _discover(self, conn: _Connection, timeout: float) -> None:
-        version = LATEST_MODERN
-        for attempt in range(2):
-            meta = self._modern_meta(version)
-            try:
-                raw = conn.channel.request("server/discover", {"_meta": meta}, timeout)
-            except UnsupportedProtocolVersion as exc:
-                supported = _supported_from(exc.data)
-                choice = next((v for v in reversed(MODERN_VERSIONS) if v in supported), None)
-                if choice is None or attempt:  # one retry with the listed version (even the one sent)
-                    raise
-                version = choice
-                continue
-            res: DiscoverResult = decode_result("server/discover", raw)
-            supported = res.supported_versions
-            if not supported:
-                raise ProtocolError(f"{self.name} answered server/discover without supportedVersions")
-            if supported and version not in supported:
-                choice = next((v for v in reversed(MODERN_VERSIONS) if v in supported), None)
-                if choice is None:
-                    raise UnsupportedProtocolVersion(
-                        f"{self.name} supports only {supported}", code=-32022, data={"supported": supported}
-                    )
-                version = choice
-                meta = self._modern_meta(version)
-            conn.meta = meta
-            conn.session = ServerSession(
-                era="modern",
-                protocol_version=version,
-                capabilities=res.capabilities,
-                server_info=res.server_info,
-                instructions=res.instructions,
-                meta=dict(res.meta or {}),
-                fresh_until=time.monotonic() + res.ttl_ms / 1000.0 if res.ttl_ms else None,
-            )
-            if conn.transport is not None:
-                conn.transport.set_protocol_version(version)
-            return
-        raise UnsupportedProtocolVersion(f"{self.name}: no mutually supported protocol version", code=-32022)
-
-    def _initialize(self, conn: _Connection, deadline: float) -> None:
-        params = {
-            "protocolVersion": LATEST_LEGACY,
-            "capabilities": self.client_capabilities(),
-            "clientInfo": self.client_info,
-        }
-        timeout = max(deadline - time.monotonic(), 0.05)
-        raw = conn.channel.request("initialize", params, timeout)
-        res: InitializeResult = decode_result("initialize", raw)
-        if res.protocol_version not in LEGACY_VERSIONS:
-            raise UnsupportedProtocolVersion(
-                f"{self.name} answered initialize with protocol version {res.protocol_version!r}, "
-                f"which this client does not support ({', '.join(LEGACY_VERSIONS)})",
-                code=-32022,
-                data={"supported": list(LEGACY_VERSIONS), "requested": res.protocol_version},
-            )
-        if conn.transport is not None:
-            conn.transport.set_protocol_version(res.protocol_version)
-        conn.session = ServerSession(
-            era="legacy",
-            protocol_version=res.protocol_version,
-            capabilities=res.capabilities,
-            server_info=res.server_info,
-            instructions=res.instructions,
-            meta=dict(res.meta or {}),
-        )
-        conn.channel.notify("notifications/initialized", None)
-        if self.log_level is not None and res.capabilities.logging is not None:
-            try:
-                conn.channel.request("logging/setLevel", {"level": self.log_level}, timeout)
-            except RemoteError as exc:
-                log.debug("%s: logging/setLevel failed: %s", self.name, exc)
+    # ------------------------------------------------------------------ requests
 
     # ------------------------------------------------------------------ requests
 
@@ -1300,199 +791,11 @@ class Client:
         """
         if self._closed or self._fork_gen != _fork_generation:
             self._check_usable()
-        tel = self._telemetry
-        if tel is not None and not tel.inside():  # one span and one duration per request
-            return tel.request(self, method, params, timeout=timeout, progress=progress,
-                               safe_to_retry=safe_to_retry, tool=tool, retry=retry)
-        t = self.timeouts.request if timeout is None else timeout
-        safe = (method in _SAFE_METHODS) if safe_to_retry is None else safe_to_retry
-        if tool is None and method in DISCOVERY_METHODS:
-            tool = method  # kept apart from agent calls in the metrics
-        guard = self._guard
-        start = guard.begin() if self._endpoint_breakers is None else None
-        if start is not None:
-            # the healthy common case, flattened: the first attempt runs here; only an
-            # error goes on to the guard's retry loop
-            try:
-                result = self._attempt(method, params, t, progress)
-            except BaseException as exc:
-                deadline = start + t  # the guard's clock is time.monotonic
-                return guard.after_first_failure(
-                    exc, lambda: self._retry_attempt(method, params, deadline, t, progress), start,
-                    safe_to_retry=safe, tool=tool, retry=retry, budget=t,
-                )
-            guard.succeeded(tool, start)
-            return result
-        deadline = time.monotonic() + t
-        first = [True]
-
-        def attempt() -> Any:
-            if first[0]:
-                first[0] = False
-                return self._attempt(method, params, t, progress)
-            return self._retry_attempt(method, params, deadline, t, progress)
-
-        return guard.call(attempt, safe_to_retry=safe, tool=tool, retry=retry, budget=t)
-
-    @staticmethod
-    def _left(deadline: float) -> float:
-        """Seconds left until ``deadline``; :class:`RequestTimeout` (never sent) if none."""
-        left = deadline - time.monotonic()
-        if left <= 0.0:
-            raise RequestTimeout("the call's time ran out before this attempt", sent=False, truncated=True)
-        return left
-
-    def _retry_attempt(
-        self, method: str, params: Mapping[str, Any] | None, deadline: float, t: float, progress: ProgressCallback | None
-    ) -> Any:
-        """A retry gets only what is left of its call's time; when that is less than a
-        whole timeout, its timeout is the call's, not a sign of an unwell server
-        (``truncated``: the breaker does not count it)."""
-        if self._closed:
-            raise PoolClosed(f"client for {self.name} is closed")
-        left = self._left(deadline)
-        try:
-            return self._attempt(method, params, left, progress)
-        except RequestTimeout as exc:
-            if left < t:
-                attach_fields(exc, truncated=True)
-            raise
-
-    def _attempt(self, method: str, params: Mapping[str, Any] | None, t: float, progress: ProgressCallback | None) -> Any:
-        if self._endpoint_breakers is not None:
-            return self._routed_attempt(method, params, t, progress)
-        pool = self._pool
-        # no Lease object: this frame gives it back on every path; the wait for a
-        # connection (and for it to be made) is part of the call's timeout unless the
-        # pool fixes one, and the request gets what is left
-        entry = pool.take_idle()
-        if entry is None:
-            began = time.monotonic()
-            entry = pool.borrow(t if self._borrow_wait is None else self._borrow_wait)._entry
-            t -= time.monotonic() - began
-            if t <= 0.0:
-                pool.give_back(entry)
-                raise RequestTimeout(
-                    f"{self.name}: the call's time ran out while it waited for a connection", sent=False, truncated=True
-                )
-        conn = entry.conn
-        try:
-            result = self._request_on(conn, method, params, t, progress)
-        except BaseException:
-            pool.give_back(entry, broken=not conn.alive())
-            raise
-        pool.give_back(entry)
-        return result
-
-    def _routed_attempt(
-        self, method: str, params: Mapping[str, Any] | None, t: float, progress: ProgressCallback | None
-    ) -> Any:
-        """One attempt of a routed client: under the breaker of the connection's endpoint.
-
-        A connection whose endpoint's breaker is open is retired and another borrowed
-        (a new one goes to the next endpoint); after the call, a connection whose
-        endpoint is no longer the router's choice is retired once idle.
-        """
-        router = self.router
-        breakers: dict[str, CircuitBreaker] = self._endpoint_breakers  # type: ignore[assignment]
-        router.probe_in_background()
-        if all(b.state is BreakerState.OPEN for b in breakers.values()):
-            wait = min(b.retry_after() for b in breakers.values())
-            raise CircuitOpen(f"the circuit breaker of every endpoint of {self.name} is open",
-                              retry_after=wait, server=self.name, state="open")
-        for _ in range(self.pool.max + 2):
-            lease = self._pool.borrow(t if self._borrow_wait is None else self._borrow_wait)
-            conn = lease.connection
-            endpoint = getattr(conn.transport, "endpoint", None)
-            breaker = breakers.get(endpoint.name) if endpoint is not None else None
-            if breaker is None:
-                ticket = None
-                break
-            try:
-                ticket = breaker.acquire()
-                break
-            except CircuitOpen:
-                if breaker.state is BreakerState.OPEN:
-                    lease.release(retire=True)  # the next borrow opens one elsewhere
-                    continue
-                ticket = None  # HALF_OPEN with its trial calls taken: run, but do not count
-                break
-        else:
-            raise CircuitOpen(f"{self.name}: every connection leads to an endpoint behind an open breaker",
-                              server=self.name, state="open")
-        try:
-            result = self._request_on(conn, method, params, t, progress)
-        except BaseException as exc:
-            if ticket is not None:
-                breaker.release(ticket, exc)  # type: ignore[union-attr]
-            lease.release(broken=not conn.alive(), retire=self._should_leave(endpoint, breaker))
-            raise
-        if ticket is not None:
-            breaker.release(ticket)  # type: ignore[union-attr]
-        lease.release(retire=self._should_leave(endpoint, breaker))
-        return result
-
-    def _should_leave(self, endpoint: Any, breaker: CircuitBreaker | None) -> bool:
-        """Whether a routed connection should move: its breaker opened, or another
-        endpoint became the router's choice (a recovered or clearly nearer one)."""
-        if endpoint is None:
-            return False
-        if breaker is not None and breaker.state is BreakerState.OPEN:
-            return True
-        try:
-            return bool(self.router.choose(probe=False) != endpoint)
-        except ServerUnavailable:
-            return False  # nowhere better to go
-
-    def _request_on(
-        self, conn: _Connection, method: str, params: Mapping[str, Any] | None, t: float, progress: ProgressCallback | None
-    ) -> Any:
-        for attempt in range(2):
-            sent = params
-            base = conn.meta
-            if base is not None:
-                if self.log_level is not None and base.get(_META_LOG) != self.log_level:
-                    base = conn.meta = {**base, _META_LOG: self.log_level}
-                p = dict(params) if params else {}
-                extra = p.get("_meta")
-                p["_meta"] = {**base, **extra} if extra else conn.wire_meta(base)
-                sent = p
-            try:
-                raw = conn.channel.request(method, sent, t, progress)
-            except UnsupportedProtocolVersion as exc:
-                if attempt or conn.meta is None or not self._renegotiate(conn, exc):
-                    raise
-                continue
-            result = decode_result(method, raw)
-            rt = result.get("resultType") if isinstance(result, dict) else getattr(result, "result_type", None)
-            if rt is None or rt == "complete":
-                return result
-            if rt != "input_required":
-                raise ProtocolError(
-                    f"{self.name} answered {method} with resultType {rt!r}, which this client cannot handle", code=-32600
-                )
-            # MRTR rounds stay on this connection: a server may seal requestState per process
-            return _drive_input_rounds(
-                self.name, method, params, raw, answer=self._handlers.answer, max_rounds=self.max_input_rounds,
-                send=lambda again: self._request_on(conn, method, again, t, progress),
-            )
-        raise UnsupportedProtocolVersion(f"{self.name}: no mutually supported protocol version", code=-32022)
-
-    def _renegotiate(self, conn: _Connection, exc: UnsupportedProtocolVersion) -> bool:
-        supported = _supported_from(exc.data)
-        choice = next((v for v in reversed(MODERN_VERSIONS) if v in supported), None)
-        if choice is None:
-            return False
-        conn.meta = self._modern_meta(choice)
-        if conn.session is not None:
-            conn.session.protocol_version = choice
-        if conn.transport is not None:
-            conn.transport.set_protocol_version(choice)
-        return True
+        return self._session.request(method, params, timeout, progress, safe_to_retry, tool, retry)
 
     def notify(self, method: str, params: Mapping[str, Any] | None = None) -> None:
         """Send a notification to the server (on the session-scoped connection)."""
-        self._primary_connection().channel.notify(method, params)
+        self._session.primary_connection().channel.notify(method, params)
 
     # ------------------------------------------------------------------ MCP methods
 
@@ -1862,10 +1165,3 @@ class _CacheHits:
     def record_discovery(self, server: str, *args: Any, **kwargs: Any) -> None:
         pass
 
-
-def _supported_from(data: Any) -> list[str]:
-    if isinstance(data, Mapping):
-        sup = data.get("supported") or data.get("supportedVersions") or []
-        if isinstance(sup, list):
-            return [str(v) for v in sup]
-    return []

@@ -124,10 +124,11 @@ class Subscriptions:
         """A request carrying session-scoped state, on the session connection."""
         c = self._client
         t = c.timeouts.request if timeout is None else timeout
-        conn = c._primary_connection()
+        session = c._session
+        conn = session.primary_connection()
         if attempt is not None:
             attempt.channel = conn.channel
-        return c._request_on(conn, method, params, t, None)
+        return session.request_on(conn, method, params, t, None)
 
     # ------------------------------------------------------------------ public
 
