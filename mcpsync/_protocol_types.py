@@ -17,6 +17,7 @@ from msgspec import Raw, Struct, field
 from ._messages import (
     RESULT_DECODERS,
     Annotations,
+    CallToolResult,
     ContentBlock,
     Icon,
     Resource,
@@ -266,6 +267,7 @@ decode_input_required = _typed(InputRequiredResult)
 decode_create_task = _typed(CreateTaskResult)
 
 _decode_plain_call = RESULT_DECODERS["tools/call"]
+_decode_call_typed = msgspec.json.Decoder(CallToolResult).decode  # the usual result, in this one frame
 
 
 def _decode_call_or_task(raw: Any) -> Any:
@@ -274,7 +276,10 @@ def _decode_call_or_task(raw: Any) -> Any:
     Only a result with no content, no structured content and a ``"task"`` member is
     looked at twice, so ordinary results pay nothing.
     """
-    res = _decode_plain_call(raw)
+    try:
+        res = _decode_call_typed(raw)
+    except msgspec.ValidationError:
+        res = _decode_plain_call(raw)  # content of a kind the typed decoder does not know: block by block
     if not res.content and res.structured_content is None and b'"task"' in bytes(raw):
         try:
             return decode_create_task(raw)
