@@ -789,8 +789,6 @@ class Client:
         info) is added, and an unsupported-version error is answered by one retry with a
         version the server supports.
         """
-        if self._closed or self._fork_gen != _fork_generation:
-            self._check_usable()
         return self._session.request(method, params, timeout, progress, safe_to_retry, tool, retry)
 
     def notify(self, method: str, params: Mapping[str, Any] | None = None) -> None:

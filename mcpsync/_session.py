@@ -18,8 +18,10 @@ builds.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
+import weakref
 from typing import Any, Callable, Mapping
 
 from ._cache import RECONNECT
@@ -89,12 +91,26 @@ class _Opening:
         self.claimed = False  # a borrower is waiting for it
 
 
+#: Every live Session, told when the process forks (their connections and threads are the parent's).
+_SESSIONS: "weakref.WeakSet[Session]" = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    for session in list(_SESSIONS):
+        session.forked = True
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 class Session:
     """The connections and requests of one Client (see the module's docstring)."""
 
     def __init__(self, client: Any) -> None:
         self._client = client
         self._handshake = Handshake(client)
+        self.forked = False  # set in a child after os.fork(): cheaper to test than getpid() per call
+        _SESSIONS.add(self)
 
     def primary_connection(self, timeout: float | None = None) -> _Connection:
         """The connection that carries session-scoped state (subscriptions, listens).
@@ -372,8 +388,11 @@ class Session:
         tool: str | None,
         retry: RetryPolicy | None,
     ) -> Any:
-        """``Client.request`` (see there), once the client is known usable."""
+        """``Client.request`` (see there)."""
         c = self._client
+        if c._closed or self.forked:
+            self.forked = False
+            c._check_usable()
         tel = c._telemetry
         if tel is not None and not tel.inside():  # one span and one duration per request
             return tel.request(c, method, params, timeout=timeout, progress=progress,

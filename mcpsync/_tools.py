@@ -136,12 +136,13 @@ class Tools:
         params: dict[str, Any] = {"name": name, "arguments": arguments if arguments is not None else {}}
         if meta:
             params["_meta"] = dict(meta)
+        request = c._session.request  # Client.request's body, without its frame: this runs on every call
         try:
-            result = c.request("tools/call", params, timeout=timeout, progress=progress, tool=name, safe_to_retry=safe)
+            result = request("tools/call", params, timeout, progress, safe, name, None)
         except RemoteError as exc:
             if exc.code == URL_ELICITATION_REQUIRED and c._handlers.url_prerequisites(exc):
                 # every prerequisite was accepted: one retry of the same call
-                result = c.request("tools/call", params, timeout=timeout, progress=progress, tool=name, safe_to_retry=safe)
+                result = request("tools/call", params, timeout, progress, safe, name, None)
             else:
                 learned = self._learn(name, ends) if listed is None and task is None else None
                 if learned is None or not _task_only(learned):
