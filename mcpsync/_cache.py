@@ -636,6 +636,30 @@ class ResultCache:
                 self._entries.clear()
             self._entries[(owner, method, self.key(params))] = (time.monotonic() + ttl_ms / 1000.0, result)
 
+    def fetch(
+        self, cred: Any, method: str, params: Mapping[str, Any] | None, ask: Callable[[], Any], *,
+        use: bool = True, refresh: bool = False,
+    ) -> Any:
+        """The fresh entry, else ``ask()``'s result, kept when it carries ``ttlMs``.
+
+        Args:
+            cred: who is asking (private entries are theirs alone).
+            ask: the request.
+            use: False: neither read nor keep (the client's ``cache_results``).
+            refresh: ask even if a fresh entry is kept (the answer replaces it).
+        """
+        generation = self.generation
+        if use and not refresh:
+            hit = self.get(cred, method, params)
+            if hit is not None:
+                return hit
+        result = ask()
+        ttl = getattr(result, "ttl_ms", None)
+        if use and ttl:
+            self.put(cred, method, params, result, ttl_ms=ttl, scope=getattr(result, "cache_scope", None),
+                     generation=generation)
+        return result
+
     def invalidate(self, methods: Iterable[str], uri: str | None = None) -> None:
         """Drop the entries of ``methods`` (only those for ``uri``, if given)."""
         methods = tuple(methods)

@@ -13,7 +13,6 @@ import json
 import logging
 import os
 import threading
-import time
 from dataclasses import replace
 from typing import Any, Callable, Literal, Mapping, Sequence, Union
 
@@ -23,7 +22,6 @@ from ._errors import (
     ConnectError,
     ConnectionClosed,
     InvalidParams,
-    MCPError,
     RemoteError,
     ResourceNotFound,
     ServerUnavailable,
@@ -663,45 +661,7 @@ class Client:
 
     def close(self) -> None:
         """Close every connection and stop the client's threads. Idempotent."""
-        with self._lock:
-            if self._closed:
-                return
-            self._closed = True
-            self._stopping.set()
-            self._primary = None
-            resources, self._resources = self._resources, None
-            openings, self._openings = self._openings, []
-        for opening in openings:
-            made = opening.made  # a start still under way ends now, not at its timeout
-            if made is not None and not opening.done.is_set():
-                try:
-                    made.close()
-                except Exception:  # pragma: no cover - close is best effort
-                    log.debug("closing the connection being made to %s failed", self.name, exc_info=True)
-        if resources is not None:
-            resources.close()
-        try:
-            self._subscriptions.stop()
-        except Exception:  # pragma: no cover - close is best effort
-            log.debug("stopping the listen stream of %s failed", self.name, exc_info=True)
-        if self._telemetry is not None:  # the sessions end now (mcp.client.session.duration)
-            self._telemetry.client_closed(self)
-        self._pool.close()
-        for opening in openings:
-            if opening.thread is not None and opening.thread is not threading.current_thread():
-                opening.thread.join(self.timeouts.close + 1.0)
-            with self._lock:
-                left, opening.conn = opening.conn, None
-            if left is not None:  # made just before close(): never handed out
-                left.close()
-        # every connection closes at once, each on its own thread: wait for all, bounded by
-        # one stdio escalation (stdin closed, SIGTERM, SIGKILL), not one per connection
-        ends = time.monotonic() + 2 * self.timeouts.close + 2.0
-        with self._lock:
-            closers, self._closers = self._closers, []
-        for thread in closers:
-            thread.join(max(ends - time.monotonic(), 0.0))
-        self._worker.close()
+        self._session.close()
 
     @property
     def closed(self) -> bool:
@@ -714,16 +674,7 @@ class Client:
         In the modern era the facts come from ``server/discover`` and are kept for the
         ``ttlMs`` the server gave; after that the next look re-discovers them.
         """
-        conn = self._primary_connection()
-        facts = conn.session
-        if facts is not None and facts.fresh_until is not None and time.monotonic() >= facts.fresh_until:
-            try:
-                self._session._handshake.discover(conn, min(self.timeouts.request, 10.0))
-            except MCPError as exc:  # keep the facts we have; try again next time
-                log.info("%s: refreshing server/discover failed: %s", self.name, exc)
-                facts.fresh_until = time.monotonic() + 5.0
-            facts = conn.session
-        return facts  # type: ignore[return-value]
+        return self._session.facts()
 
     @property
     def era(self) -> str:
@@ -1002,26 +953,15 @@ class Client:
 
     # ------------------------------------------------------------------ result cache
 
-    def _credential(self) -> Any:
-        """Who is asking, for private cache entries (the tool cache's ``credential`` too)."""
-        return self._cache_credential if self._cache_credential is not None else "anonymous"
-
     def _cached_request(
         self, method: str, params: Mapping[str, Any] | None, timeout: float | None, refresh: bool = False
     ) -> Any:
-        results = self._results
-        cred = self._credential()
-        generation = results.generation
-        if self.cache_results and not refresh:
-            hit = results.get(cred, method, params)
-            if hit is not None:
-                return hit
-        result = self.request(method, params, timeout=timeout)
-        ttl = getattr(result, "ttl_ms", None)
-        if self.cache_results and ttl:
-            results.put(cred, method, params, result, ttl_ms=ttl, scope=getattr(result, "cache_scope", None),
-                        generation=generation)
-        return result
+        """A request whose result may be kept for its ``ttlMs`` (``cache_results``)."""
+        cred = self._cache_credential if self._cache_credential is not None else "anonymous"
+        return self._results.fetch(
+            cred, method, params, lambda: self.request(method, params, timeout=timeout),
+            use=self.cache_results, refresh=refresh,
+        )
 
     def _paged(self, method: str, attr: str, timeout: float | None, refresh: bool) -> list[Any]:
         def fetch(cursor: str | None) -> Any:

@@ -43,7 +43,7 @@ from ._errors import (
     attach_fields,
 )
 from ._guard import BreakerState, CircuitBreaker
-from ._handshake import _META_LOG, Handshake, _Connection
+from ._handshake import _META_LOG, Handshake, ServerSession, _Connection
 from ._messages import decode_result
 from ._metrics import DISCOVERY_METHODS
 from ._mrtr import drive as _drive_input_rounds
@@ -111,6 +111,63 @@ class Session:
         self._handshake = Handshake(client)
         self.forked = False  # set in a child after os.fork(): cheaper to test than getpid() per call
         _SESSIONS.add(self)
+
+    def close(self) -> None:
+        """``Client.close``: every connection closed, the client's threads stopped. Idempotent."""
+        c = self._client
+        with c._lock:
+            if c._closed:
+                return
+            c._closed = True
+            c._stopping.set()
+            c._primary = None
+            resources, c._resources = c._resources, None
+            openings, c._openings = c._openings, []
+        for opening in openings:
+            made = opening.made  # a start still under way ends now, not at its timeout
+            if made is not None and not opening.done.is_set():
+                try:
+                    made.close()
+                except Exception:  # pragma: no cover - close is best effort
+                    log.debug("closing the connection being made to %s failed", c.name, exc_info=True)
+        if resources is not None:
+            resources.close()
+        try:
+            c._subscriptions.stop()
+        except Exception:  # pragma: no cover - close is best effort
+            log.debug("stopping the listen stream of %s failed", c.name, exc_info=True)
+        if c._telemetry is not None:  # the sessions end now (mcp.client.session.duration)
+            c._telemetry.client_closed(self)
+        c._pool.close()
+        for opening in openings:
+            if opening.thread is not None and opening.thread is not threading.current_thread():
+                opening.thread.join(c.timeouts.close + 1.0)
+            with c._lock:
+                left, opening.conn = opening.conn, None
+            if left is not None:  # made just before close(): never handed out
+                left.close()
+        # every connection closes at once, each on its own thread: wait for all, bounded by
+        # one stdio escalation (stdin closed, SIGTERM, SIGKILL), not one per connection
+        ends = time.monotonic() + 2 * c.timeouts.close + 2.0
+        with c._lock:
+            closers, c._closers = c._closers, []
+        for thread in closers:
+            thread.join(max(ends - time.monotonic(), 0.0))
+        c._worker.close()
+
+    def facts(self) -> ServerSession:
+        """``Client.session``: the session connection's facts, re-discovered once their ``ttlMs`` ran out."""
+        c = self._client
+        conn = self.primary_connection()
+        facts = conn.session
+        if facts is not None and facts.fresh_until is not None and time.monotonic() >= facts.fresh_until:
+            try:
+                self._handshake.discover(conn, min(c.timeouts.request, 10.0))
+            except MCPError as exc:  # keep the facts we have; try again next time
+                log.info("%s: refreshing server/discover failed: %s", c.name, exc)
+                facts.fresh_until = time.monotonic() + 5.0
+            facts = conn.session
+        return facts  # type: ignore[return-value]
 
     def primary_connection(self, timeout: float | None = None) -> _Connection:
         """The connection that carries session-scoped state (subscriptions, listens).
