@@ -369,7 +369,6 @@ def test_subscriptions_restored_after_the_server_restarts():
     got = threading.Event()
     with Client.stdio(cmd[0], cmd[1:], pool=PoolLimits.SINGLE) as c:
         c.subscribe(uri, lambda u: got.set())
-        st = c._subscriptions
         os.kill(c._primary.transport.pid, signal.SIGKILL)
         for _ in range(200):
             if not c._primary.alive():
@@ -377,9 +376,9 @@ def test_subscriptions_restored_after_the_server_restarts():
             threading.Event().wait(0.025)
         assert c.call_tool("echo", {"message": "back"}).text == "Echo: back"  # reconnected
         for _ in range(400):
-            if st.restores:
+            if c.diagnostics().subscription_restores:
                 break
             threading.Event().wait(0.025)
-        assert st.restores == 1
+        assert c.diagnostics().subscription_restores == 1
         c.call_tool("toggle-subscriber-updates", {})
         assert got.wait(10)

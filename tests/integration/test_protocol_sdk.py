@@ -326,11 +326,10 @@ def test_relisten_after_stream_ends():
         c.listen_timeout = 0.5
         got = threading.Event()
         c.subscribe("test://greeting", lambda u: got.set())
-        st = c._subscriptions
 
         def acks_reach(n):
             for _ in range(400):
-                if st.acks >= n:
+                if c.diagnostics().listen_acks >= n:
                     return True
                 threading.Event().wait(0.025)
             return False
@@ -407,9 +406,8 @@ def test_subscribe_from_a_callback():
         c.on_list_changed("tools", on_tools_changed)  # connected: returns once acknowledged
         c.call_tool("change_lists", {})
         assert done.wait(10)
-        st = c._subscriptions
         for _ in range(400):
-            if st.acks >= 2 and st.attempt is not None and st.attempt.acked.is_set():
+            if (d := c.diagnostics()).listen_acks >= 2 and d.listen_acknowledged:
                 break
             threading.Event().wait(0.025)
         c.call_tool("touch", {"uri": "test://blob"})
@@ -423,14 +421,13 @@ def test_modern_relisten_after_the_server_dies():
     with _client("modern", pool=PoolLimits.SINGLE) as c:
         got = threading.Event()
         c.subscribe("test://greeting", lambda u: got.set())
-        st = c._subscriptions
-        assert st.acks == 1
+        assert c.diagnostics().listen_acks == 1
         os.kill(c._primary.transport.pid, signal.SIGKILL)
         for _ in range(400):  # the listen thread reconnects and listens again
-            if st.acks >= 2:
+            if c.diagnostics().listen_acks >= 2:
                 break
             threading.Event().wait(0.025)
-        assert st.acks >= 2
+        assert c.diagnostics().listen_acks >= 2
         c.call_tool("touch", {"uri": "test://greeting"})
         assert got.wait(10)
 
