@@ -1,5 +1,17 @@
 """The Client: typed, blocking MCP methods over either protocol era.
 
+The Client is a facade: its constructors build it, and each MCP method is a few lines
+handing the work to one of the parts it holds (built in ``Client._build_parts``):
+
+* ``_session`` (:mod:`mcpsync._session`): connections, the session connection, every
+  request (breaker, retries, per-request ``_meta``, MRTR rounds); the handshake and the
+  era memory are :mod:`mcpsync._handshake`;
+* ``_tools`` (:mod:`mcpsync._tools`): ``tools/list`` through the tool cache and the one
+  ``tools/call`` body; ``_tasks`` (:mod:`mcpsync._tasks`): the tasks extension;
+* ``_subscriptions`` (:mod:`mcpsync._subscriptions`): subscribe, listen, list_changed;
+* ``_handlers`` (:mod:`mcpsync._handlers`): sampling, elicitation, roots, log messages;
+* ``_results`` (:class:`mcpsync._cache.ResultCache`): modern ``ttlMs``/``cacheScope`` results.
+
 Example:
     >>> from mcpsync import Client
     >>> with Client.stdio("python", ["-m", "mcpsync.server.demo"]) as client:   # doctest: +SKIP
@@ -760,7 +772,7 @@ class Client:
         the connection is restored after a loss, the server's own ``ttlMs`` runs out,
         or ``refresh=True`` asks for a rediscovery. Tools keep a stable order.
         """
-        return self._tools.list(timeout, refresh)
+        return self._tools.list_tools(timeout, refresh)
 
     def get_tool(self, name: str, *, timeout: float | None = None) -> Tool | None:
         """The definition of one tool, from the tool cache (discovering once if needed).
@@ -847,7 +859,7 @@ class Client:
 
     def list_tasks(self, *, timeout: float | None = None) -> list[Task]:
         """The tasks the server keeps for this client (``tasks/list``, every page)."""
-        return self._tasks.list(timeout)
+        return self._tasks.list_tasks(timeout)
 
     def wait_task(self, task: Task | str, *, timeout: float | None = None) -> CallToolResult:
         """Poll ``tasks/get`` until the task ends (or needs input), then fetch ``tasks/result``.

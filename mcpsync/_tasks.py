@@ -63,7 +63,7 @@ class Tasks:
     def cancel(self, task: Task | str, timeout: float | None = None) -> Task:
         return self._client.request("tasks/cancel", {"taskId": _task_id(task)}, timeout=timeout)  # type: ignore[no-any-return]
 
-    def list(self, timeout: float | None = None) -> list[Task]:
+    def list_tasks(self, timeout: float | None = None) -> list[Task]:
         c = self._client
 
         def fetch(cursor: str | None) -> ListTasksResult:

@@ -58,7 +58,7 @@ class Tools:
 
     # ------------------------------------------------------------------ listing
 
-    def list(self, timeout: float | None, refresh: bool) -> list[Tool]:
+    def list_tools(self, timeout: float | None, refresh: bool) -> list[Tool]:
         c = self._client
         if refresh:
             c._tool_cache.invalidate(c.name, EXPLICIT)
