@@ -44,7 +44,7 @@ from ._messages import (
     ServerCapabilities,
     Tool,
 )
-from ._cache import LIST_CHANGED, ResultCache, ToolCache
+from ._cache import ResultCache, ToolCache
 from ._guard import BreakerState, CircuitBreaker, Guard, ReconnectSchedule, Recorder
 from ._handlers import LEVELS, Handlers
 from ._metrics import MetricsRecorder, fan_out
@@ -1084,8 +1084,7 @@ class Client:
 
     def _on_notification(self, method: str, params: Mapping[str, Any] | None) -> None:
         if method == "notifications/tools/list_changed":
-            self._discovery_backoff_until = 0.0
-            self._tool_cache.invalidate(self.name, LIST_CHANGED)
+            self._tools.list_changed()
         try:
             if method == "notifications/message":
                 self._handlers.log_message(params or {})

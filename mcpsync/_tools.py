@@ -19,7 +19,7 @@ import logging
 import time
 from typing import Any, Callable, Mapping
 
-from ._cache import EXPLICIT
+from ._cache import EXPLICIT, LIST_CHANGED
 from ._errors import URL_ELICITATION_REQUIRED, MCPError, RemoteError
 from ._guard import tool_is_retry_safe
 from ._messages import CallToolResult, ListToolsResult, Tool
@@ -64,6 +64,13 @@ class Tools:
             c._tool_cache.invalidate(c.name, EXPLICIT)
         found = c._tool_cache.fetch(c.name, lambda: self.pages(timeout), c._cache_credential)
         return list(found.tools)
+
+    def list_changed(self) -> None:
+        """``notifications/tools/list_changed``: rediscover on next use, and at once if a
+        failed discovery was holding lookups back."""
+        c = self._client
+        c._discovery_backoff_until = 0.0
+        c._tool_cache.invalidate(c.name, LIST_CHANGED)
 
     def pages(self, timeout: float | None, retry: RetryPolicy | None = None) -> list[ListToolsResult]:
         c = self._client
