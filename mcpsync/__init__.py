@@ -53,7 +53,9 @@ from ._skills import Skill, SkillFile, SkillInfo
 from ._cache import ToolCache
 from ._guard import BreakerState
 from ._metrics import MetricsRecorder, MetricsSnapshot
-from ._protocol import InputRequestError, OutputSchemaError, Subscription
+from ._mrtr import InputRequestError
+from ._schema import OutputSchemaError
+from ._subscriptions import Subscription
 from ._protocol_types import (
     Completion,
     GetPromptResult,

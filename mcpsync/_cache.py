@@ -56,6 +56,7 @@ Example:
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from dataclasses import dataclass, field
@@ -66,6 +67,7 @@ from ._speedups import TTLCache
 
 __all__ = [
     "ToolCache",
+    "ResultCache",
     "ToolSet",
     "CacheStats",
     "merge_cache_hints",
@@ -576,3 +578,101 @@ class ToolCache:
 
     def __len__(self) -> int:
         return len(self._store)
+
+
+class ResultCache:
+    """Modern-era results kept for their ``ttlMs`` (resources, prompts, ``resources/read``).
+
+    ``cacheScope: "public"`` entries are shared by every credential; any other entry is
+    keyed by the credential that fetched it, so it is never served to another one. An
+    invalidation that lands while a request is in flight keeps that request's result
+    out (``generation``).
+
+    Example:
+        >>> rc = ResultCache()
+        >>> gen = rc.generation
+        >>> rc.put("me", "prompts/list", None, "listing", ttl_ms=60_000, scope="private", generation=gen)
+        >>> rc.get("me", "prompts/list", None), rc.get("you", "prompts/list", None)
+        ('listing', None)
+        >>> rc.invalidate(("prompts/list",)); rc.get("me", "prompts/list", None) is None
+        True
+    """
+
+    #: Entries kept at most; past it the cache starts again empty.
+    MAX_ENTRIES = 1024
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._entries: dict[tuple[Any, str, str], tuple[float, Any]] = {}
+        self.generation = 0  # bumped by every invalidation
+
+    @staticmethod
+    def key(params: Mapping[str, Any] | None) -> str:
+        return json.dumps(params or {}, sort_keys=True, default=str)
+
+    def get(self, cred: Any, method: str, params: Mapping[str, Any] | None) -> Any:
+        """The fresh entry for ``cred`` (or a public one), else None."""
+        pkey = self.key(params)
+        now = time.monotonic()
+        with self._lock:
+            for scope in (cred, None):
+                hit = self._entries.get((scope, method, pkey))
+                if hit is not None:
+                    if hit[0] > now:
+                        return hit[1]
+                    del self._entries[(scope, method, pkey)]
+        return None
+
+    def put(
+        self, cred: Any, method: str, params: Mapping[str, Any] | None, result: Any, *, ttl_ms: float,
+        scope: str | None, generation: int,
+    ) -> None:
+        """Keep ``result`` for ``ttl_ms``, unless an invalidation came since ``generation``."""
+        owner = None if scope == PUBLIC else cred
+        with self._lock:
+            if self.generation != generation:
+                return  # a change was announced while this was in flight
+            if len(self._entries) > self.MAX_ENTRIES:
+                self._entries.clear()
+            self._entries[(owner, method, self.key(params))] = (time.monotonic() + ttl_ms / 1000.0, result)
+
+    def fetch(
+        self, cred: Any, method: str, params: Mapping[str, Any] | None, ask: Callable[[], Any], *,
+        use: bool = True, refresh: bool = False,
+    ) -> Any:
+        """The fresh entry, else ``ask()``'s result, kept when it carries ``ttlMs``.
+
+        Args:
+            cred: who is asking (private entries are theirs alone).
+            ask: the request.
+            use: False: neither read nor keep (the client's ``cache_results``).
+            refresh: ask even if a fresh entry is kept (the answer replaces it).
+        """
+        generation = self.generation
+        if use and not refresh:
+            hit = self.get(cred, method, params)
+            if hit is not None:
+                return hit
+        result = ask()
+        ttl = getattr(result, "ttl_ms", None)
+        if use and ttl:
+            self.put(cred, method, params, result, ttl_ms=ttl, scope=getattr(result, "cache_scope", None),
+                     generation=generation)
+        return result
+
+    def invalidate(self, methods: Iterable[str], uri: str | None = None) -> None:
+        """Drop the entries of ``methods`` (only those for ``uri``, if given)."""
+        methods = tuple(methods)
+        with self._lock:
+            self.generation += 1
+            for k in [k for k in self._entries if k[1] in methods]:
+                if uri is None or json.loads(k[2]).get("uri") == uri:
+                    del self._entries[k]
+
+    def clear(self) -> None:
+        with self._lock:
+            self.generation += 1
+            self._entries.clear()
+
+    def __len__(self) -> int:
+        return len(self._entries)

@@ -1,5 +1,17 @@
 """The Client: typed, blocking MCP methods over either protocol era.
 
+The Client is a facade: its constructors build it, and each MCP method is a few lines
+handing the work to one of the parts it holds (built in ``Client._build_parts``):
+
+* ``_session`` (:mod:`mcpsync._session`): connections, the session connection, every
+  request (breaker, retries, per-request ``_meta``, MRTR rounds); the handshake and the
+  era memory are :mod:`mcpsync._handshake`;
+* ``_tools`` (:mod:`mcpsync._tools`): ``tools/list`` through the tool cache and the one
+  ``tools/call`` body; ``_tasks`` (:mod:`mcpsync._tasks`): the tasks extension;
+* ``_subscriptions`` (:mod:`mcpsync._subscriptions`): subscribe, listen, list_changed;
+* ``_handlers`` (:mod:`mcpsync._handlers`): sampling, elicitation, roots, log messages;
+* ``_results`` (:class:`mcpsync._cache.ResultCache`): modern ``ttlMs``/``cacheScope`` results.
+
 Example:
     >>> from mcpsync import Client
     >>> with Client.stdio("python", ["-m", "mcpsync.server.demo"]) as client:   # doctest: +SKIP
@@ -9,54 +21,53 @@ Example:
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import threading
-import time
-from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Iterable, Literal, Mapping, Sequence, Union
-
-import msgspec
+from dataclasses import replace
+from typing import Any, Callable, Literal, Mapping, Sequence, Union
 
 from ._channel import Channel, ProgressCallback
-from ._dispatcher import Dispatcher
 from ._errors import (
     METHOD_NOT_FOUND,
-    URL_ELICITATION_REQUIRED,
-    AuthError,
-    CircuitOpen,
     ConnectError,
     ConnectionClosed,
-    MCPError,
-    NetworkError,
-    PoolClosed,
-    ProtocolError,
+    InvalidParams,
     RemoteError,
-    RequestTimeout,
+    ResourceNotFound,
     ServerUnavailable,
-    StartFailed,
-    UnsupportedProtocolVersion,
-    attach_fields,
 )
 from ._messages import (
     CallToolResult,
-    DiscoverResult,
     Implementation,
-    InitializeResult,
-    ListToolsResult,
     ServerCapabilities,
     Tool,
-    decode_result,
-    encode,
 )
-from ._cache import EXPLICIT, LIST_CHANGED, RECONNECT, ToolCache
-from ._guard import BreakerState, CircuitBreaker, Guard, ReconnectSchedule, Recorder, tool_is_retry_safe
-from ._metrics import DISCOVERY_METHODS, MetricsRecorder, fan_out
+from ._cache import ResultCache, ToolCache
+from ._guard import BreakerState, CircuitBreaker, Guard, ReconnectSchedule, Recorder
+from ._handlers import LEVELS, Handlers
+from ._metrics import MetricsRecorder, fan_out
 from ._policies import BreakerPolicy, PoolLimits, ReconnectPolicy, RetryPolicy, Timeouts
 from ._paging import paginate
 from ._pool import ConnectionPool
-from ._protocol import ProtocolMixin
-from ._skills import SkillsMixin
+from ._protocol_types import (
+    CompleteResult,
+    Completion,
+    GetPromptResult,
+    Prompt,
+    ReadResourceResult,
+    Resource,
+    ResourceTemplate,
+    Task,
+    completion_params,
+)
+from ._skills import Skill, SkillInfo, list_skills, read_skill
+from ._subscriptions import Subscription, Subscriptions
+from ._tasks import Tasks
+from ._tools import Tools
+from ._handshake import LATEST_LEGACY, LATEST_MODERN, LEGACY_VERSIONS, MODERN_VERSIONS, ServerSession, _Connection
+from ._session import Session, _Opening
 from ._worker import Worker
 from .transports._base import Transport
 from ._diagnostics import Diagnostics, snapshot as _diagnostics_snapshot
@@ -72,18 +83,6 @@ __all__ = [
 
 log = logging.getLogger("mcpsync.client")
 
-#: Revisions with the stateless per-request envelope.
-MODERN_VERSIONS: tuple[str, ...] = ("2026-07-28",)
-#: Revisions reached through the initialize handshake, oldest first.
-LEGACY_VERSIONS: tuple[str, ...] = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
-LATEST_MODERN = MODERN_VERSIONS[-1]
-LATEST_LEGACY = LEGACY_VERSIONS[-1]
-
-_META_VERSION = "io.modelcontextprotocol/protocolVersion"
-_META_CAPS = "io.modelcontextprotocol/clientCapabilities"
-_META_INFO = "io.modelcontextprotocol/clientInfo"
-_META_LOG = "io.modelcontextprotocol/logLevel"
-
 Mode = Literal["auto", "modern", "legacy"]
 TransportFactory = Callable[[], Union[Transport, Channel]]
 
@@ -98,26 +97,6 @@ def _after_fork_in_child() -> None:
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
 
-#: Era detected per server address ("modern" / "legacy"), so reconnects skip the probe.
-_ERA_CACHE: dict[str, str] = {}
-_ERA_LOCK = threading.Lock()
-
-
-#: Requests without side effects: retried after any transient failure.
-_SAFE_METHODS = frozenset(
-    {
-        "ping",
-        "server/discover",
-        "tools/list",
-        "resources/list",
-        "resources/templates/list",
-        "resources/read",
-        "prompts/list",
-        "prompts/get",
-        "completion/complete",
-    }
-)
-
 
 def _version() -> str:
     try:
@@ -128,91 +107,7 @@ def _version() -> str:
         return "0"
 
 
-@dataclass
-class ServerSession:
-    """What one connection learned about its server."""
-
-    era: str
-    protocol_version: str
-    capabilities: ServerCapabilities
-    server_info: Implementation
-    instructions: str | None = None
-    meta: dict[str, Any] = field(default_factory=dict)
-    #: modern era: the discover result's ``ttlMs`` as a ``time.monotonic()`` instant;
-    #: past it, the next look at the session re-discovers (None: no expiry)
-    fresh_until: float | None = None
-
-
-class _Connection:
-    """One live channel to the server plus the facts of its session."""
-
-    def __init__(self, channel: Any, transport: Transport | None, key: str) -> None:
-        self.channel = channel
-        self.transport = transport
-        self.key = key
-        self.session: ServerSession | None = None
-        self.closer: Callable[[Callable[[], None], str], None] | None = None
-        self.meta: dict[str, Any] | None = None  # modern per-request _meta
-        self._wire_meta: tuple[Any, Any] = (None, None)  # (meta, what is sent for it)
-
-    def wire_meta(self, meta: dict[str, Any]) -> Any:
-        """``meta`` as sent: encoded once per value on a connection that sends JSON
-        (a Dispatcher's), the mapping itself on an in-process channel."""
-        known, wire = self._wire_meta
-        if known is not meta:
-            wire = msgspec.Raw(encode(meta)) if self.transport is not None else meta
-            self._wire_meta = (meta, wire)
-        return wire
-
-    def alive(self) -> bool:
-        ch = self.channel
-        if isinstance(ch, Dispatcher):  # cheap: no syscall; the reader notices a dead peer
-            return ch._dead is None and not ch._closed
-        return bool(ch.alive())
-
-    def healthy(self) -> bool:
-        """A thorough check (process running, socket open), for keepalive rounds."""
-        return bool(self.channel.alive())
-
-    def close(self) -> None:
-        """Close it off the calling thread when the client gave a closer (a stubborn
-        server takes seconds to stop: neither a failed call nor the other connections wait
-        for it); the client's own ``close()`` waits for every closer."""
-        closer = self.closer
-        if closer is not None:
-            closer(self._close_now, self.key)
-        else:
-            self._close_now()
-
-    def _close_now(self) -> None:
-        try:
-            self.channel.close()
-        except Exception:  # pragma: no cover - close is best effort
-            log.debug("closing %s failed", self.key, exc_info=True)
-
-
-class _Opening:
-    """One connection being made off the callers' threads.
-
-    Callers wait for it up to their own deadlines; when one's time runs out the
-    attempt goes on, and the connection it makes is kept for the next call. Its
-    ``phase`` says what it is waiting for, for the error a caller then gets.
-    """
-
-    __slots__ = ("done", "conn", "error", "phase", "started", "made", "thread", "claimed")
-
-    def __init__(self) -> None:
-        self.done = threading.Event()
-        self.conn: _Connection | None = None
-        self.error: BaseException | None = None
-        self.phase = "starting the connection"
-        self.started = time.monotonic()
-        self.made: Transport | Channel | None = None  # what close() must close to stop it
-        self.thread: threading.Thread | None = None
-        self.claimed = False  # a borrower is waiting for it
-
-
-class Client(ProtocolMixin, SkillsMixin):
+class Client:
     """A blocking, thread-safe MCP client for one server.
 
     Every public method blocks until it has a result or raises one of the errors of
@@ -361,6 +256,7 @@ class Client(ProtocolMixin, SkillsMixin):
         #: the :class:`~mcpsync._routing.Router` of a client made by :meth:`routed`
         self.router: Any = None
         self._endpoint_breakers: dict[str, CircuitBreaker] | None = None
+        self._build_parts()
 
     # ------------------------------------------------------------------ constructors
 
@@ -707,6 +603,47 @@ class Client(ProtocolMixin, SkillsMixin):
             return cls(sdk, **options)
         return cls(lambda: LocalChannel(registry), **options)
 
+    # ------------------------------------------------------------------ parts
+
+    #: Most ``InputRequiredResult`` rounds one call may take.
+    max_input_rounds: int = 8
+    #: Seconds a sampling/elicitation/roots handler may take (None: the request timeout).
+    handler_timeout: float | None = None
+    #: Seconds one ``subscriptions/listen`` request is left open before it is re-sent.
+    listen_timeout: float = 120.0
+    #: Honour modern ``ttlMs``/``cacheScope`` for resources, prompts and ``resources/read``.
+    cache_results: bool = True
+
+    def _build_parts(self) -> None:
+        """The composed parts; each holds this Client and reads its settings at use."""
+        self._handlers = Handlers(self)  # sampling, elicitation, roots, server log messages
+        self._subscriptions = Subscriptions(self)  # subscribe, listen, list_changed, restore
+        self._results = ResultCache()  # modern ttlMs/cacheScope results
+        self._tools = Tools(self)  # tools/list through the tool cache, tools/call
+        self._tasks = Tasks(self)  # the tasks extension
+        self._session = Session(self)  # connections, handshake, requests
+
+    def _open_pooled(self) -> _Connection:  # the pool's factory
+        return self._session.open_pooled()
+
+    def _keepalive(self, conn: _Connection) -> None:  # the pool's keepalive round
+        self._session.keepalive(conn)
+
+    def _primary_connection(self, timeout: float | None = None) -> _Connection:
+        """The connection that carries session-scoped state (subscriptions, listens)."""
+        return self._session.primary_connection(timeout)
+
+    def _check_usable(self) -> None:
+        if self._closed:
+            raise ConnectionClosed(f"client for {self.name} is closed")
+        if self._fork_gen != _fork_generation:
+            # forked: the pool forgets the parent's connections by itself; the
+            # worker's threads did not survive the fork
+            self._fork_gen = _fork_generation
+            self._worker = Worker(f"mcpsync-{self.name}")
+            self._primary = None
+            self._openings = []  # their threads did not survive the fork
+
     # ------------------------------------------------------------------ lifecycle
 
     def __reduce_ex__(self, protocol: object) -> Any:
@@ -736,47 +673,7 @@ class Client(ProtocolMixin, SkillsMixin):
 
     def close(self) -> None:
         """Close every connection and stop the client's threads. Idempotent."""
-        with self._lock:
-            if self._closed:
-                return
-            self._closed = True
-            self._stopping.set()
-            self._primary = None
-            resources, self._resources = self._resources, None
-            openings, self._openings = self._openings, []
-        for opening in openings:
-            made = opening.made  # a start still under way ends now, not at its timeout
-            if made is not None and not opening.done.is_set():
-                try:
-                    made.close()
-                except Exception:  # pragma: no cover - close is best effort
-                    log.debug("closing the connection being made to %s failed", self.name, exc_info=True)
-        if resources is not None:
-            resources.close()
-        stop_listening = getattr(self, "_stop_listening", None)
-        if stop_listening is not None:
-            try:
-                stop_listening()
-            except Exception:  # pragma: no cover - close is best effort
-                log.debug("stopping the listen stream of %s failed", self.name, exc_info=True)
-        if self._telemetry is not None:  # the sessions end now (mcp.client.session.duration)
-            self._telemetry.client_closed(self)
-        self._pool.close()
-        for opening in openings:
-            if opening.thread is not None and opening.thread is not threading.current_thread():
-                opening.thread.join(self.timeouts.close + 1.0)
-            with self._lock:
-                left, opening.conn = opening.conn, None
-            if left is not None:  # made just before close(): never handed out
-                left.close()
-        # every connection closes at once, each on its own thread: wait for all, bounded by
-        # one stdio escalation (stdin closed, SIGTERM, SIGKILL), not one per connection
-        ends = time.monotonic() + 2 * self.timeouts.close + 2.0
-        with self._lock:
-            closers, self._closers = self._closers, []
-        for thread in closers:
-            thread.join(max(ends - time.monotonic(), 0.0))
-        self._worker.close()
+        self._session.close()
 
     @property
     def closed(self) -> bool:
@@ -789,16 +686,7 @@ class Client(ProtocolMixin, SkillsMixin):
         In the modern era the facts come from ``server/discover`` and are kept for the
         ``ttlMs`` the server gave; after that the next look re-discovers them.
         """
-        conn = self._primary_connection()
-        facts = conn.session
-        if facts is not None and facts.fresh_until is not None and time.monotonic() >= facts.fresh_until:
-            try:
-                self._discover(conn, min(self.timeouts.request, 10.0))
-            except MCPError as exc:  # keep the facts we have; try again next time
-                log.info("%s: refreshing server/discover failed: %s", self.name, exc)
-                facts.fresh_until = time.monotonic() + 5.0
-            facts = conn.session
-        return facts  # type: ignore[return-value]
+        return self._session.facts()
 
     @property
     def era(self) -> str:
@@ -837,413 +725,9 @@ class Client(ProtocolMixin, SkillsMixin):
 
     # ------------------------------------------------------------------ connection
 
-    def _check_usable(self) -> None:
-        if self._closed:
-            raise ConnectionClosed(f"client for {self.name} is closed")
-        if self._fork_gen != _fork_generation:
-            # forked: the pool forgets the parent's connections by itself; the
-            # worker's threads did not survive the fork
-            self._fork_gen = _fork_generation
-            self._worker = Worker(f"mcpsync-{self.name}")
-            self._primary = None
-            self._openings = []  # their threads did not survive the fork
-
-    def _primary_connection(self, timeout: float | None = None) -> _Connection:
-        """The connection that carries session-scoped state (subscriptions, listens).
-
-        It is one of the pool's connections (the first one opened); when it dies or is
-        reclaimed, the next use picks another and the session state is restored on it.
-        """
-        self._check_usable()
-        conn = self._primary
-        if conn is not None and conn.alive():
-            return conn
-        bound = self.timeouts.request if timeout is None else timeout
-        deadline = time.monotonic() + bound
-        lease = self._guard.call(
-            lambda: self._pool.borrow(self._left(deadline)), safe_to_retry=True, tool="initialize", budget=bound
-        )
-        new = lease.connection
-        lease.release()
-        with self._lock:
-            old, self._primary = self._primary, new
-        if old is not new:
-            self._watch_primary(new)
-        if old is None:
-            restore = getattr(self, "_restore_session_state", None)
-            if restore is not None:
-                self._worker.submit(restore, True)  # listens asked for before the first connect
-        elif old is not new:
-            self._primary_replaced(new)
-        return new
-
-    def _primary_replaced(self, conn: _Connection) -> None:
-        """The session-scoped connection was replaced: the server may have restarted.
-
-        Tools are rediscovered on next use (cache level 3), cached resources turn
-        STALE, and the session state (subscriptions, listens) is restored.
-        """
-        self._tool_cache.invalidate(self.name, RECONNECT)
-        resources = self._resources
-        if resources is not None:
-            resources.reconnected(self.name)
-        restore = getattr(self, "_restore_session_state", None)
-        if restore is not None:
-            self._worker.submit(restore)
-
-    def _open_pooled(self) -> _Connection:
-        """The pool's factory, on a borrower's thread: wait for a connection being made
-        in the background, at most until the borrower's deadline.
-
-        Each connection is made by a thread of its own (:meth:`_make`), claimed by one
-        waiting borrower at a time. When the borrower's time runs out first, it raises a
-        :class:`ConnectError` (``pending``, not counted by the breaker) that says what the
-        connection was waiting for, and lets go of its claim: the attempt goes on, and
-        its connection is kept for the next borrower.
-        """
-        deadline = self._pool.creation_deadline()
-        if deadline is None:
-            deadline = time.monotonic() + self.timeouts.request
-        with self._lock:
-            if self._closed:
-                raise PoolClosed(f"client for {self.name} is closed")
-            openings = self._openings
-            # a stale failure helps nobody: a new attempt replaces it
-            openings[:] = [o for o in openings if not (o.done.is_set() and o.conn is None)]
-            opening = next((o for o in openings if not o.claimed and o.conn is not None), None) or next(
-                (o for o in openings if not o.claimed), None
-            )
-            if opening is None:
-                opening = _Opening()
-                openings.append(opening)
-                opening.thread = threading.Thread(
-                    target=self._make, args=(opening,), name=f"mcpsync-connect-{self.name}", daemon=True
-                )
-                opening.thread.start()
-            opening.claimed = True
-        finished = opening.done.wait(max(deadline - time.monotonic(), 0.0))
-        with self._lock:
-            opening.claimed = False
-            if finished:
-                if opening in self._openings:
-                    self._openings.remove(opening)
-                conn, opening.conn = opening.conn, None  # exactly one borrower gets it
-                if conn is not None:
-                    return conn
-        if not finished:
-            waited = time.monotonic() - opening.started
-            raise ConnectError(
-                f"MCP server {self.name}: {opening.phase} ({waited:.1f} s so far); the call's time ran out, "
-                "the connection goes on in the background",
-                timeout=True, sent=False, pending=True, phase=opening.phase,
-            )
-        error = opening.error
-        if error is None:  # pragma: no cover - done without a connection means an error
-            error = ConnectError(f"MCP server {self.name}: connecting failed", sent=False)
-        raise error
-
-    def _make(self, opening: _Opening) -> None:
-        """The background attempt: a first connect tries once (retried once after a
-        timeout); after a connection was lost, reconnection follows the backoff schedule.
-        ``close()`` ends it at once."""
-        conn: _Connection | None = None
-        error: BaseException | None = None
-        try:
-            if not self._ever_connected:
-                conn = self._open(opening)
-            else:
-                conn = self._reconnect.run(lambda: self._open(opening), sleep=self._stopping.wait)
-        except BaseException as exc:  # delivered to the waiting callers
-            error = exc
-        if conn is not None:
-            with self._lock:
-                closed = self._closed
-                if not closed:
-                    self._ever_connected = True
-                    opening.conn = conn
-            if closed:
-                conn.close()
-                error = PoolClosed(f"client for {self.name} is closed")
-            else:
-                self._connected(conn)
-        opening.error = error
-        opening.done.set()
-
-    def _connected(self, conn: _Connection) -> None:
-        """A connection was made: if the session's connection was lost, this one takes
-        its place, and what the session held (the tool list, subscriptions, cached
-        resources) is renewed."""
-        primary = self._primary
-        if primary is None or primary.alive():
-            return
-        with self._lock:
-            replaced = self._primary is primary
-            if replaced:
-                self._primary = conn
-        if replaced:
-            self._watch_primary(conn)
-            self._primary_replaced(conn)
-
-    def _session_renewed(self, conn: _Connection) -> None:
-        """The transport replaced a lost session (e.g. its replica died behind a balancer
-        and the new one answered 404): what the old session held is renewed as after a
-        reconnect: tools rediscovered, cached resources stale, subscriptions restored."""
-        if not self._closed and self._primary is conn:
-            self._primary_replaced(conn)
-
-    def _watch_primary(self, conn: _Connection) -> None:
-        """When the session's connection dies, replace it at once (not on next use),
-        so subscriptions are restored even while other pooled connections live on."""
-        add = getattr(conn.channel, "add_close_callback", None)
-        if add is not None:
-            add(lambda _reason: self._primary_lost(conn))
-
-    def _primary_lost(self, conn: _Connection) -> None:
-        if self._closed or self._primary is not conn:
-            return
-        try:
-            self._primary_connection()
-        except MCPError as exc:  # the next use tries again
-            log.info("%s: replacing the lost session connection failed: %s", self.name, exc)
-
-    def _keepalive(self, conn: _Connection) -> None:
-        if not conn.healthy():
-            raise ConnectionClosed(f"connection to {self.name} died")
-        if conn.meta is None and conn.session is not None:  # the legacy era has ping
-            conn.channel.request("ping", None, self.timeouts.request)
-
-    def _open(self, opening: _Opening) -> _Connection:
-        """Start a connection and handshake (on the connecting thread).
-
-        A child process that is alive but has said nothing yet is *starting*: its
-        handshake may take the start budget (``timeouts.start``); a remote server gets
-        the connect timeout, retried once after a timeout. A process that exited, or a
-        command that cannot run, fails at once with :class:`StartFailed` (not retried).
-        """
-        errors: list[BaseException] = []
-        for _attempt in range(2):
-            if self._closed:
-                raise PoolClosed(f"client for {self.name} is closed")
-            conn: _Connection | None = None
-            made: Transport | Channel | None = None
-            try:
-                opening.phase = "starting the server" if _attempt == 0 else "starting the server again"
-                made = opening.made = self._factory()
-                if self._closed:  # close() may have run before ``made`` was known
-                    raise PoolClosed(f"client for {self.name} is closed")
-                conn = self._start(made, time.monotonic() + self.timeouts.connect)
-                if self._closed:  # close() ran while the transport started: it must not live on
-                    raise PoolClosed(f"client for {self.name} is closed")
-                starting = conn.transport is not None and conn.transport.starting()
-                budget = self.timeouts.start if starting else self.timeouts.connect
-                opening.phase = (
-                    "waiting for the server process to answer its handshake (it is alive, still starting)"
-                    if starting
-                    else "waiting for the server to answer its handshake"
-                )
-                if self._telemetry is not None:  # the handshake's span; the session's clock starts
-                    self._telemetry.handshake(self, conn, lambda: self._handshake(conn, time.monotonic() + budget, starting))
-                else:
-                    self._handshake(conn, time.monotonic() + budget, starting)
-                return conn
-            except MCPError as exc:
-                failure = None
-                if isinstance(made, Transport) and not isinstance(exc, (RemoteError, AuthError, StartFailed)):
-                    try:
-                        failure = made.start_failure(1.0)
-                    except Exception:  # pragma: no cover - best effort
-                        failure = None
-                if conn is not None:
-                    conn.close()
-                elif made is not None:
-                    try:
-                        made.close()
-                    except Exception:
-                        pass
-                if failure is not None:
-                    raise failure from exc
-                if isinstance(exc, (RemoteError, AuthError, StartFailed, PoolClosed)) or self._closed:
-                    raise  # the server answered, or cannot run: a fresh start would fare the same
-                errors.append(exc)
-                if not getattr(exc, "timeout", isinstance(exc, RequestTimeout)):
-                    break  # SPEC: a connect is retried once after a *timeout*
-        last = errors[-1]
-        raise ConnectError(
-            f"MCP server {self.name} did not respond: {last}", attempts=len(errors)
-        ) from last
-
-    def _start(self, made: Transport | Channel, deadline: float) -> _Connection:
-        if isinstance(made, Transport):
-            made.connect(max(deadline - time.monotonic(), 0.001))
-            disp = Dispatcher(
-                made,
-                name=self.name,
-                worker=self._worker,
-                request_timeout=self.timeouts.request,
-                progress_cap=self.timeouts.progress_cap,
-            )
-            disp.set_handlers(self._on_notification, self._on_request)
-            disp.start()
-            conn = _Connection(disp, made, made.describe())
-            conn.closer = self._close_in_background
-            if hasattr(made, "on_new_session"):  # Streamable HTTP: a lost session replaced in place
-                made.on_new_session = lambda: self._session_renewed(conn)
-            return conn
-        chan = made
-        chan.set_handlers(self._on_notification, self._on_request)
-        return _Connection(chan, None, getattr(chan, "describe", lambda: repr(chan))())
-
-    def _close_in_background(self, close: Callable[[], None], what: str) -> None:
-        """Run one connection's close on a thread of its own, tracked so that
-        :meth:`close` can wait for all of them (in parallel, bounded). At interpreter exit
-        (the main thread is done: finalizers and atexit run) it closes here: a daemon thread
-        would die half-way and leave the server process behind."""
-        if not threading.main_thread().is_alive():
-            close()
-            return
-        thread = threading.Thread(target=close, name=f"mcpsync-close-{self.name}", daemon=True)
-        with self._lock:
-            self._closers = [t for t in self._closers if t.is_alive()]
-            self._closers.append(thread)
-        thread.start()
-
     # ------------------------------------------------------------------ handshake
 
-    def _modern_meta(self, version: str) -> dict[str, Any]:
-        meta: dict[str, Any] = {
-            _META_VERSION: version,
-            _META_CAPS: self.client_capabilities(),
-            _META_INFO: self.client_info,
-        }
-        if self.log_level is not None:
-            meta[_META_LOG] = self.log_level
-        return meta
-
-    def _handshake(self, conn: _Connection, deadline: float, starting: bool = False) -> None:
-        """Learn the server's era and session facts (``server/discover``, else
-        ``initialize``). The era is decided here, once per connection: an answer that
-        comes after the handshake moved on changes nothing.
-
-        Args:
-            conn: the new connection.
-            deadline: the ``time.monotonic()`` instant the handshake must end by.
-            starting: the server process has said nothing yet: in ``auto`` mode the
-                probe then waits for the whole handshake budget (a starting server
-                answers it first, whatever its era) instead of 5 s.
-        """
-        mode = self.mode
-        if mode == "auto":
-            with _ERA_LOCK:
-                mode = _ERA_CACHE.get(conn.key, "auto")  # type: ignore[assignment]
-        if mode in ("auto", "modern"):
-            remaining = deadline - time.monotonic()
-            probe = remaining if mode == "modern" or starting else max(min(remaining / 2, 5.0), 0.05)
-            try:
-                self._discover(conn, probe)
-                self._remember(conn.key, "modern")
-                return
-            except (RemoteError, RequestTimeout, ProtocolError) as exc:
-                if mode == "modern":
-                    if isinstance(exc, RequestTimeout):
-                        raise
-                    raise UnsupportedProtocolVersion(
-                        f"{self.name} does not speak the modern protocol ({LATEST_MODERN}): {exc}",
-                        code=getattr(exc, "code", -32022),
-                        data=getattr(exc, "data", None),
-                    ) from exc
-                log.debug("%s: server/discover failed (%s); falling back to initialize", self.name, exc)
-                if isinstance(exc, RequestTimeout):
-                    try:
-                        self._initialize(conn, deadline)
-                    except UnsupportedProtocolVersion:
-                        # the probe was only late: the server took it and now serves the
-                        # modern era on this connection; ask again rather than fail
-                        self._discover(conn, max(deadline - time.monotonic(), 0.05))
-                        self._remember(conn.key, "modern")
-                        return
-                    self._remember(conn.key, "legacy")
-                    return
-        self._initialize(conn, deadline)
-        if self.mode == "auto":
-            self._remember(conn.key, "legacy")
-
-    @staticmethod
-    def _remember(key: str, era: str) -> None:
-        with _ERA_LOCK:
-            _ERA_CACHE[key] = era
-
-    def _discover(self, conn: _Connection, timeout: float) -> None:
-        version = LATEST_MODERN
-        for attempt in range(2):
-            meta = self._modern_meta(version)
-            try:
-                raw = conn.channel.request("server/discover", {"_meta": meta}, timeout)
-            except UnsupportedProtocolVersion as exc:
-                supported = _supported_from(exc.data)
-                choice = next((v for v in reversed(MODERN_VERSIONS) if v in supported), None)
-                if choice is None or attempt:  # one retry with the listed version (even the one sent)
-                    raise
-                version = choice
-                continue
-            res: DiscoverResult = decode_result("server/discover", raw)
-            supported = res.supported_versions
-            if not supported:
-                raise ProtocolError(f"{self.name} answered server/discover without supportedVersions")
-            if supported and version not in supported:
-                choice = next((v for v in reversed(MODERN_VERSIONS) if v in supported), None)
-                if choice is None:
-                    raise UnsupportedProtocolVersion(
-                        f"{self.name} supports only {supported}", code=-32022, data={"supported": supported}
-                    )
-                version = choice
-                meta = self._modern_meta(version)
-            conn.meta = meta
-            conn.session = ServerSession(
-                era="modern",
-                protocol_version=version,
-                capabilities=res.capabilities,
-                server_info=res.server_info,
-                instructions=res.instructions,
-                meta=dict(res.meta or {}),
-                fresh_until=time.monotonic() + res.ttl_ms / 1000.0 if res.ttl_ms else None,
-            )
-            if conn.transport is not None:
-                conn.transport.set_protocol_version(version)
-            return
-        raise UnsupportedProtocolVersion(f"{self.name}: no mutually supported protocol version", code=-32022)
-
-    def _initialize(self, conn: _Connection, deadline: float) -> None:
-        params = {
-            "protocolVersion": LATEST_LEGACY,
-            "capabilities": self.client_capabilities(),
-            "clientInfo": self.client_info,
-        }
-        timeout = max(deadline - time.monotonic(), 0.05)
-        raw = conn.channel.request("initialize", params, timeout)
-        res: InitializeResult = decode_result("initialize", raw)
-        if res.protocol_version not in LEGACY_VERSIONS:
-            raise UnsupportedProtocolVersion(
-                f"{self.name} answered initialize with protocol version {res.protocol_version!r}, "
-                f"which this client does not support ({', '.join(LEGACY_VERSIONS)})",
-                code=-32022,
-                data={"supported": list(LEGACY_VERSIONS), "requested": res.protocol_version},
-            )
-        if conn.transport is not None:
-            conn.transport.set_protocol_version(res.protocol_version)
-        conn.session = ServerSession(
-            era="legacy",
-            protocol_version=res.protocol_version,
-            capabilities=res.capabilities,
-            server_info=res.server_info,
-            instructions=res.instructions,
-            meta=dict(res.meta or {}),
-        )
-        conn.channel.notify("notifications/initialized", None)
-        if self.log_level is not None and res.capabilities.logging is not None:
-            try:
-                conn.channel.request("logging/setLevel", {"level": self.log_level}, timeout)
-            except RemoteError as exc:
-                log.debug("%s: logging/setLevel failed: %s", self.name, exc)
+    # ------------------------------------------------------------------ requests
 
     # ------------------------------------------------------------------ requests
 
@@ -1268,203 +752,17 @@ class Client(ProtocolMixin, SkillsMixin):
         info) is added, and an unsupported-version error is answered by one retry with a
         version the server supports.
         """
-        if self._closed or self._fork_gen != _fork_generation:
-            self._check_usable()
-        tel = self._telemetry
-        if tel is not None and not tel.inside():  # one span and one duration per request
-            return tel.request(self, method, params, timeout=timeout, progress=progress,
-                               safe_to_retry=safe_to_retry, tool=tool, retry=retry)
-        t = self.timeouts.request if timeout is None else timeout
-        safe = (method in _SAFE_METHODS) if safe_to_retry is None else safe_to_retry
-        if tool is None and method in DISCOVERY_METHODS:
-            tool = method  # kept apart from agent calls in the metrics
-        guard = self._guard
-        if self._endpoint_breakers is None and guard.ready():
-            # the healthy common case, flattened: the first attempt runs here; only an
-            # error goes on to the guard's retry loop
-            start = guard._clock()
-            try:
-                result = self._attempt(method, params, t, progress)
-            except BaseException as exc:
-                deadline = time.monotonic() - (guard._clock() - start) + t
-                return guard.after_first_failure(
-                    exc, lambda: self._retry_attempt(method, params, deadline, t, progress), start,
-                    safe_to_retry=safe, tool=tool, retry=retry, budget=t,
-                )
-            guard.succeeded(tool, start)
-            return result
-        deadline = time.monotonic() + t
-        first = [True]
-
-        def attempt() -> Any:
-            if first[0]:
-                first[0] = False
-                return self._attempt(method, params, t, progress)
-            return self._retry_attempt(method, params, deadline, t, progress)
-
-        return guard.call(attempt, safe_to_retry=safe, tool=tool, retry=retry, budget=t)
-
-    @staticmethod
-    def _left(deadline: float) -> float:
-        """Seconds left until ``deadline``; :class:`RequestTimeout` (never sent) if none."""
-        left = deadline - time.monotonic()
-        if left <= 0.0:
-            raise RequestTimeout("the call's time ran out before this attempt", sent=False, truncated=True)
-        return left
-
-    def _retry_attempt(
-        self, method: str, params: Mapping[str, Any] | None, deadline: float, t: float, progress: ProgressCallback | None
-    ) -> Any:
-        """A retry gets only what is left of its call's time; when that is less than a
-        whole timeout, its timeout is the call's, not a sign of an unwell server
-        (``truncated``: the breaker does not count it)."""
-        if self._closed:
-            raise PoolClosed(f"client for {self.name} is closed")
-        left = self._left(deadline)
-        try:
-            return self._attempt(method, params, left, progress)
-        except RequestTimeout as exc:
-            if left < t:
-                attach_fields(exc, truncated=True)
-            raise
-
-    def _attempt(self, method: str, params: Mapping[str, Any] | None, t: float, progress: ProgressCallback | None) -> Any:
-        if self._endpoint_breakers is not None:
-            return self._routed_attempt(method, params, t, progress)
-        pool = self._pool
-        # no Lease object: this frame gives it back on every path; the wait for a
-        # connection (and for it to be made) is part of the call's timeout unless the
-        # pool fixes one, and the request gets what is left
-        entry = pool.take_idle()
-        if entry is None:
-            began = time.monotonic()
-            entry = pool.borrow(t if self._borrow_wait is None else self._borrow_wait)._entry
-            t -= time.monotonic() - began
-            if t <= 0.0:
-                pool.give_back(entry)
-                raise RequestTimeout(
-                    f"{self.name}: the call's time ran out while it waited for a connection", sent=False, truncated=True
-                )
-        conn = entry.conn
-        try:
-            result = self._request_on(conn, method, params, t, progress)
-        except BaseException:
-            pool.give_back(entry, broken=not conn.alive())
-            raise
-        pool.give_back(entry)
-        return result
-
-    def _routed_attempt(
-        self, method: str, params: Mapping[str, Any] | None, t: float, progress: ProgressCallback | None
-    ) -> Any:
-        """One attempt of a routed client: under the breaker of the connection's endpoint.
-
-        A connection whose endpoint's breaker is open is retired and another borrowed
-        (a new one goes to the next endpoint); after the call, a connection whose
-        endpoint is no longer the router's choice is retired once idle.
-        """
-        router = self.router
-        breakers: dict[str, CircuitBreaker] = self._endpoint_breakers  # type: ignore[assignment]
-        router.probe_in_background()
-        if all(b.state is BreakerState.OPEN for b in breakers.values()):
-            wait = min(b.retry_after() for b in breakers.values())
-            raise CircuitOpen(f"the circuit breaker of every endpoint of {self.name} is open",
-                              retry_after=wait, server=self.name, state="open")
-        for _ in range(self.pool.max + 2):
-            lease = self._pool.borrow(t if self._borrow_wait is None else self._borrow_wait)
-            conn = lease.connection
-            endpoint = getattr(conn.transport, "endpoint", None)
-            breaker = breakers.get(endpoint.name) if endpoint is not None else None
-            if breaker is None:
-                ticket = None
-                break
-            try:
-                ticket = breaker.acquire()
-                break
-            except CircuitOpen:
-                if breaker.state is BreakerState.OPEN:
-                    lease.release(retire=True)  # the next borrow opens one elsewhere
-                    continue
-                ticket = None  # HALF_OPEN with its trial calls taken: run, but do not count
-                break
-        else:
-            raise CircuitOpen(f"{self.name}: every connection leads to an endpoint behind an open breaker",
-                              server=self.name, state="open")
-        try:
-            result = self._request_on(conn, method, params, t, progress)
-        except BaseException as exc:
-            if ticket is not None:
-                breaker.release(ticket, exc)  # type: ignore[union-attr]
-            lease.release(broken=not conn.alive(), retire=self._should_leave(endpoint, breaker))
-            raise
-        if ticket is not None:
-            breaker.release(ticket)  # type: ignore[union-attr]
-        lease.release(retire=self._should_leave(endpoint, breaker))
-        return result
-
-    def _should_leave(self, endpoint: Any, breaker: CircuitBreaker | None) -> bool:
-        """Whether a routed connection should move: its breaker opened, or another
-        endpoint became the router's choice (a recovered or clearly nearer one)."""
-        if endpoint is None:
-            return False
-        if breaker is not None and breaker.state is BreakerState.OPEN:
-            return True
-        try:
-            return bool(self.router.choose(probe=False) != endpoint)
-        except ServerUnavailable:
-            return False  # nowhere better to go
-
-    def _request_on(
-        self, conn: _Connection, method: str, params: Mapping[str, Any] | None, t: float, progress: ProgressCallback | None
-    ) -> Any:
-        for attempt in range(2):
-            sent = params
-            base = conn.meta
-            if base is not None:
-                if self.log_level is not None and base.get(_META_LOG) != self.log_level:
-                    base = conn.meta = {**base, _META_LOG: self.log_level}
-                p = dict(params) if params else {}
-                extra = p.get("_meta")
-                p["_meta"] = {**base, **extra} if extra else conn.wire_meta(base)
-                sent = p
-            try:
-                raw = conn.channel.request(method, sent, t, progress)
-            except UnsupportedProtocolVersion as exc:
-                if attempt or conn.meta is None or not self._renegotiate(conn, exc):
-                    raise
-                continue
-            result = decode_result(method, raw)
-            rt = result.get("resultType") if isinstance(result, dict) else getattr(result, "result_type", None)
-            if rt is None or rt == "complete":
-                return result
-            # MRTR rounds stay on this connection: a server may seal requestState per process
-            return self._incomplete_result(method, params, raw, rt, timeout=t, progress=progress, connection=conn)
-        raise UnsupportedProtocolVersion(f"{self.name}: no mutually supported protocol version", code=-32022)
-
-    def _renegotiate(self, conn: _Connection, exc: UnsupportedProtocolVersion) -> bool:
-        supported = _supported_from(exc.data)
-        choice = next((v for v in reversed(MODERN_VERSIONS) if v in supported), None)
-        if choice is None:
-            return False
-        conn.meta = self._modern_meta(choice)
-        if conn.session is not None:
-            conn.session.protocol_version = choice
-        if conn.transport is not None:
-            conn.transport.set_protocol_version(choice)
-        return True
+        return self._session.request(method, params, timeout, progress, safe_to_retry, tool, retry)
 
     def notify(self, method: str, params: Mapping[str, Any] | None = None) -> None:
         """Send a notification to the server (on the session-scoped connection)."""
-        self._primary_connection().channel.notify(method, params)
+        self._session.primary_connection().channel.notify(method, params)
 
     # ------------------------------------------------------------------ MCP methods
 
     def ping(self, *, timeout: float | None = None) -> None:
         """Check the server answers. Modern servers have no ``ping``; ``server/discover`` stands in."""
-        if self.session.era == "modern":
-            self.request("server/discover", None, timeout=timeout)
-        else:
-            self.request("ping", None, timeout=timeout)
+        self.request("server/discover" if self.session.era == "modern" else "ping", None, timeout=timeout)
 
     def list_tools(self, *, timeout: float | None = None, refresh: bool = False) -> list[Tool]:
         """Every tool the server offers, following ``nextCursor`` across pages.
@@ -1474,18 +772,7 @@ class Client(ProtocolMixin, SkillsMixin):
         the connection is restored after a loss, the server's own ``ttlMs`` runs out,
         or ``refresh=True`` asks for a rediscovery. Tools keep a stable order.
         """
-        if refresh:
-            self._tool_cache.invalidate(self.name, EXPLICIT)
-        found = self._tool_cache.fetch(self.name, lambda: self._tool_pages(timeout), self._cache_credential)
-        return list(found.tools)
-
-    def _tool_pages(self, timeout: float | None, retry: RetryPolicy | None = None) -> list[ListToolsResult]:
-        def fetch(cursor: str | None) -> ListToolsResult:
-            return self.request(  # type: ignore[no-any-return]
-                "tools/list", {"cursor": cursor} if cursor else None, timeout=timeout, retry=retry
-            )
-
-        return list(paginate(fetch, server=self.name, method="tools/list"))
+        return self._tools.list_tools(timeout, refresh)
 
     def get_tool(self, name: str, *, timeout: float | None = None) -> Tool | None:
         """The definition of one tool, from the tool cache (discovering once if needed).
@@ -1496,34 +783,7 @@ class Client(ProtocolMixin, SkillsMixin):
         discovery is tried for a minute, so a server whose ``tools/list`` is broken
         slows no call down more than once a minute.
         """
-        cache = self._tool_cache
-        cred = self._cache_credential
-        if cache.peek(self.name, cred) is None:
-            if time.monotonic() < self._discovery_backoff_until:
-                return None
-            bound = min(timeout if timeout is not None else self.timeouts.request, 10.0)
-            try:
-                cache.fetch(self.name, lambda: self._tool_pages(bound, retry=RetryPolicy.NONE), cred)
-            except MCPError as exc:
-                self._discovery_backoff_until = time.monotonic() + 60.0
-                log.info("%s: tools/list failed (%s); tool results go unchecked for a minute", self.name, exc)
-                return None
-        return cache.lookup(self.name, name, cred)  # type: ignore[no-any-return]
-
-    def metrics(self) -> Any:
-        """Per-server and per-tool metrics: calls, QPS, P50/P99 latency, error and
-        timeout counts and rates, tool-cache hit rate (a frozen snapshot)."""
-        return self._metrics.snapshot()
-
-    def resources(self) -> Any:
-        """The client's :class:`~mcpsync._resources.ResourceManager` (made on first use):
-        the resource lifecycle UNKNOWN → SUBSCRIBED → CACHED → STALE → UNSUBSCRIBED."""
-        with self._lock:
-            if self._resources is None:
-                from ._resources import ResourceManager
-
-                self._resources = ResourceManager(self)
-            return self._resources
+        return self._tools.get(name, timeout)
 
     def call_tool(
         self,
@@ -1559,87 +819,261 @@ class Client(ProtocolMixin, SkillsMixin):
         Raises:
             OutputSchemaError: the structured content does not match the output schema.
         """
-        listed = self._tool_cache.peek(self.name, self._cache_credential)  # harness work: not counted
-        definition = listed.by_name.get(name) if listed is not None else None
-        cold = listed is None
-        if cold:  # what the call may spend on learning the tool after its answer
-            ends = time.monotonic() + (self.timeouts.request if timeout is None else timeout)
-        if definition is None:
-            safe: bool | Callable[[], bool] = retry_safe
-            task_only = False
-            if cold and not retry_safe:
-                # the annotations that decide retry safety matter only after a failure:
-                # the call goes out first, and the tool cache is filled only then
-                safe = lambda: self._learned_safe(name, ends)  # noqa: E731
-        else:
-            safe, task_only = _call_facts(definition)
-            safe = safe or retry_safe
-        tel = self._telemetry
-        if (
-            tel is None
-            and task is not True
-            and not task_only
-            and (definition is None or not validate or definition.output_schema is None)
-        ):
-            # the common case, kept short: nothing to validate, no task to run
-            params: dict[str, Any] = {"name": name, "arguments": arguments if arguments is not None else {}}
-            if meta:
-                params["_meta"] = dict(meta)
-            try:
-                result = self.request("tools/call", params, timeout=timeout, progress=progress, tool=name, safe_to_retry=safe)
-            except RemoteError as exc:
-                if exc.code != URL_ELICITATION_REQUIRED:
-                    if cold and task is None:
-                        learned = self._learn_tool(name, ends)
-                        if learned is not None and _task_only(learned):  # learned only now: run it as a task
-                            return self._protocol_call_tool(  # type: ignore[return-value]
-                                name, arguments, timeout=timeout, progress=progress, meta=meta, task=task,
-                                validate=validate, definition=learned, tool=name, safe_to_retry=safe,
-                            )
-                    raise
-                result = None  # the protocol path shows the URLs to the handler, then retries
-            if result is not None:
-                if isinstance(result, CallToolResult):
-                    if cold and validate:
-                        self._check_late(name, result, ends)
-                    return result
-                return self.wait_task(result.task, timeout=timeout)  # type: ignore[attr-defined, no-any-return]  # the server made it a task
-        if tel is None:
-            return self._protocol_call_tool(  # type: ignore[return-value]
-                name, arguments, timeout=timeout, progress=progress, meta=meta, task=task, validate=validate,
-                definition=definition, tool=name, safe_to_retry=safe,
-            )
-        result = self._protocol_call_tool(  # request() makes the span of each tools/call
-            name, arguments, timeout=timeout, progress=progress, meta=meta,
-            task=task, validate=validate, definition=definition, tool=name, safe_to_retry=safe,
+        return self._tools.call(name, arguments, timeout, progress, meta, retry_safe, task, validate)  # type: ignore[return-value]
+
+    def check_tool_result(self, tool: Tool | str, result: CallToolResult) -> CallToolResult:
+        """Validate ``result.structured_content`` against the tool's ``outputSchema``.
+
+        ``isError`` results are not checked (they describe a failure in ``content``).
+
+        Raises:
+            OutputSchemaError: the structured content does not match (a ProtocolError).
+        """
+        return self._tools.check_result(tool, result)
+
+    def call_tool_task(
+        self,
+        name: str,
+        arguments: Mapping[str, Any] | None = None,
+        *,
+        ttl: int | None = None,
+        timeout: float | None = None,
+        meta: Mapping[str, Any] | None = None,
+    ) -> Task:
+        """Start a tool call as a task (``io.modelcontextprotocol/tasks``) and return its handle.
+
+        Follow it with :meth:`get_task`, :meth:`wait_task` or :meth:`cancel_task`.
+
+        Raises:
+            ProtocolError: the server answered with a plain result instead of a task.
+        """
+        return self._tasks.start(name, arguments, ttl=ttl, timeout=timeout, meta=meta)
+
+    def get_task(self, task: Task | str, *, timeout: float | None = None) -> Task:
+        """The task's current status (``tasks/get``)."""
+        return self._tasks.get(task, timeout)
+
+    def cancel_task(self, task: Task | str, *, timeout: float | None = None) -> Task:
+        """Ask the server to cancel the task (``tasks/cancel``)."""
+        return self._tasks.cancel(task, timeout)
+
+    def list_tasks(self, *, timeout: float | None = None) -> list[Task]:
+        """The tasks the server keeps for this client (``tasks/list``, every page)."""
+        return self._tasks.list_tasks(timeout)
+
+    def wait_task(self, task: Task | str, *, timeout: float | None = None) -> CallToolResult:
+        """Poll ``tasks/get`` until the task ends (or needs input), then fetch ``tasks/result``.
+
+        Args:
+            task: the handle (or its id).
+            timeout: seconds for the whole wait (default: the request timeout). On expiry
+                the task is cancelled and :class:`RequestTimeout` is raised.
+
+        Raises:
+            Cancelled: the task was cancelled.
+            RemoteError: the task failed with an error.
+        """
+        return self._tasks.wait(task, timeout)
+
+    def list_resources(self, *, timeout: float | None = None, refresh: bool = False) -> list[Resource]:
+        """Every resource the server lists, following ``nextCursor`` across pages
+        (``refresh=True``: ask the server even if a cached list is still fresh)."""
+        return self._paged("resources/list", "resources", timeout, refresh)
+
+    def list_resource_templates(self, *, timeout: float | None = None, refresh: bool = False) -> list[ResourceTemplate]:
+        """Every resource template, following ``nextCursor`` across pages."""
+        return self._paged("resources/templates/list", "resource_templates", timeout, refresh)
+
+    def read_resource(self, uri: str, *, timeout: float | None = None, refresh: bool = False) -> ReadResourceResult:
+        """Read one resource.
+
+        Args:
+            uri: the resource's URI (a listed one or one matching a template).
+            timeout: seconds to wait.
+            refresh: read from the server even if a cached copy (modern ``ttlMs``) is
+                still fresh.
+
+        Returns:
+            Its contents; ``.text`` joins the text items, ``.blob`` decodes the blobs.
+
+        Raises:
+            ResourceNotFound: the server has no such resource (-32602, or -32002 from
+                older servers).
+        """
+        try:
+            return self._cached_request("resources/read", {"uri": uri}, timeout, refresh)  # type: ignore[no-any-return]
+        except ResourceNotFound:
+            raise
+        except InvalidParams as exc:
+            raise ResourceNotFound(exc.message, code=exc.code, data=exc.data, uri=uri) from None
+
+    def list_prompts(self, *, timeout: float | None = None, refresh: bool = False) -> list[Prompt]:
+        """Every prompt the server offers, following ``nextCursor`` across pages."""
+        return self._paged("prompts/list", "prompts", timeout, refresh)
+
+    def get_prompt(
+        self, name: str, arguments: Mapping[str, Any] | None = None, *, timeout: float | None = None
+    ) -> GetPromptResult:
+        """Render a prompt with its arguments (values are sent as strings)."""
+        params: dict[str, Any] = {"name": name}
+        if arguments:
+            params["arguments"] = {k: v if isinstance(v, str) else json.dumps(v) for k, v in arguments.items()}
+        return self.request("prompts/get", params, timeout=timeout)  # type: ignore[no-any-return]
+
+    def complete(
+        self,
+        ref: Prompt | ResourceTemplate | Mapping[str, Any] | str,
+        argument: Mapping[str, Any] | tuple[str, str],
+        *,
+        context: Mapping[str, Any] | None = None,
+        timeout: float | None = None,
+    ) -> Completion:
+        """Ask for completions of one argument of a prompt or resource template.
+
+        Args:
+            ref: a :class:`Prompt`, a :class:`ResourceTemplate`, a wire reference
+                (``{"type": "ref/prompt", "name": ...}``), a prompt name, or a URI
+                template (a string containing ``://`` or ``{``).
+            argument: ``(name, partial_value)`` or ``{"name": ..., "value": ...}``.
+            context: the values of arguments already chosen (``{"arg": "value"}``).
+            timeout: seconds to wait.
+
+        Returns:
+            The completion values (``values``, ``total``, ``has_more``).
+        """
+        res: CompleteResult = self.request("completion/complete", completion_params(ref, argument, context), timeout=timeout)
+        return res.completion
+
+    def list_skills(self, *, timeout: float | None = None) -> list[SkillInfo]:
+        """Every skill the server lists (``skills/list``, following ``nextCursor``). Reads no file.
+
+        Raises:
+            MethodNotFound: the server does not serve skills.
+            ProtocolError: a malformed listing.
+        """
+        return list_skills(self, timeout)
+
+    def read_skill(self, skill: str | SkillInfo, *, timeout: float | None = None) -> Skill:
+        """Load one skill: read its ``SKILL.md`` and check it against the listing (size, digest,
+        frontmatter). Its other files are read when :meth:`Skill.read` asks for them.
+
+        Raises:
+            ResourceNotFound: the server lists no such skill.
+            SkillIntegrityError: ``SKILL.md`` does not match what the server declared.
+        """
+        return read_skill(self, skill, timeout)
+
+    # ------------------------------------------------------------------ result cache
+
+    def _cached_request(
+        self, method: str, params: Mapping[str, Any] | None, timeout: float | None, refresh: bool = False
+    ) -> Any:
+        """A request whose result may be kept for its ``ttlMs`` (``cache_results``)."""
+        cred = self._cache_credential if self._cache_credential is not None else "anonymous"
+        return self._results.fetch(
+            cred, method, params, lambda: self.request(method, params, timeout=timeout),
+            use=self.cache_results, refresh=refresh,
         )
-        if cold and validate and isinstance(result, CallToolResult):
-            self._check_late(name, result, ends)
-        return result  # type: ignore[return-value]
 
-    def _learn_tool(self, name: str, ends: float) -> Tool | None:
-        """The definition of ``name`` learned after its call's answer or failure: a
-        discovery bounded by what is left of the call's time (at most 10 s, no retries)."""
-        left = ends - time.monotonic()
-        if left <= 0.05:
-            return self._tool_cache.lookup(self.name, name, self._cache_credential) if self._tool_cache.peek(
-                self.name, self._cache_credential) is not None else None
-        return self.get_tool(name, timeout=left)
+    def _paged(self, method: str, attr: str, timeout: float | None, refresh: bool) -> list[Any]:
+        def fetch(cursor: str | None) -> Any:
+            return self._cached_request(method, {"cursor": cursor} if cursor else None, timeout, refresh)
 
-    def _learned_safe(self, name: str, ends: float) -> bool:
-        """After a failed first call of ``name`` on a cold tool cache: whether its
-        annotations make it safe to retry."""
-        definition = self._learn_tool(name, ends)
-        return definition is not None and _call_facts(definition)[0]
+        return [item for page in paginate(fetch, server=self.name, method=method) for item in getattr(page, attr)]
 
-    def _check_late(self, name: str, result: CallToolResult, ends: float) -> None:
-        """Check a first call's result against the tool's ``outputSchema``, learned now
-        that there is a result to check (only when it carries structured content)."""
-        if result.structured_content is None or result.is_error:
-            return
-        learned = self._learn_tool(name, ends)
-        if learned is not None and learned.output_schema is not None:
-            self.check_tool_result(learned, result)
+    def clear_result_cache(self) -> None:
+        """Forget every cached result (resources, prompts, resource contents)."""
+        self._results.clear()
+
+    def metrics(self) -> Any:
+        """Per-server and per-tool metrics: calls, QPS, P50/P99 latency, error and
+        timeout counts and rates, tool-cache hit rate (a frozen snapshot)."""
+        return self._metrics.snapshot()
+
+    def resources(self) -> Any:
+        """The client's :class:`~mcpsync._resources.ResourceManager` (made on first use):
+        the resource lifecycle UNKNOWN → SUBSCRIBED → CACHED → STALE → UNSUBSCRIBED."""
+        with self._lock:
+            if self._resources is None:
+                from ._resources import ResourceManager
+
+                self._resources = ResourceManager(self)
+            return self._resources
+
+    # ------------------------------------------------------------------ subscriptions, handlers, logging
+
+    def subscribe(self, uri: str, callback: Callable[[str], None], *, timeout: float | None = None) -> Subscription:
+        """Call ``callback(uri)`` (on the worker) whenever the server says ``uri`` changed.
+
+        Legacy era: ``resources/subscribe``. Modern era: a ``subscriptions/listen``
+        stream, re-opened with the new set of URIs; returns once the server has
+        acknowledged it. Several callbacks may watch one URI; one that raises is logged
+        and harms no other.
+
+        Returns:
+            A :class:`Subscription`; ``close()`` it (or call :meth:`unsubscribe`) to stop.
+
+        Raises:
+            RemoteError: the server refused the subscription (nothing is kept), or the
+                client was made with ``push_updates=False`` (code -32601).
+        """
+        if not self.push_updates:
+            raise RemoteError(
+                f"{self.name}: push updates are off for this client (push_updates=False, e.g. the "
+                "professional profile): resources are re-read when their TTL runs out",
+                code=METHOD_NOT_FOUND,
+            )
+        return self._subscriptions.subscribe(uri, callback, timeout)
+
+    def unsubscribe(self, uri: str, callback: Callable[[str], None] | None = None, *, timeout: float | None = None) -> None:
+        """Stop ``callback`` (or every callback, if None) watching ``uri``."""
+        self._subscriptions.unsubscribe(uri, callback, timeout)
+
+    def on_list_changed(self, kind: str, callback: Callable[[str], None], *, timeout: float | None = None) -> None:
+        """Call ``callback(kind)`` whenever the server's ``kind`` list changes.
+
+        Args:
+            kind: ``"tools"``, ``"prompts"`` or ``"resources"``.
+            callback: runs on the worker; cached lists of that kind are dropped first.
+            timeout: modern era, connected: how long to wait for the listen stream's
+                acknowledgement.
+
+        Registering before the first connect does not connect; the legacy era then
+        catches the server's first announcements (e.g. tools registered after
+        ``notifications/initialized``).
+        """
+        self._subscriptions.on_list_changed(kind, callback, timeout)
+
+    def remove_list_changed(self, kind: str, callback: Callable[[str], None]) -> None:
+        """Stop a callback given to :meth:`on_list_changed`."""
+        self._subscriptions.remove_list_changed(kind, callback)
+
+    def client_capabilities(self) -> dict[str, Any]:
+        """Capabilities declared to the server: only those whose handler was given."""
+        return self._handlers.capabilities()
+
+    def set_roots(self, roots: Sequence[Mapping[str, Any]] | Callable[[], Sequence[Mapping[str, Any]]]) -> None:
+        """Replace the roots; a legacy-era server is told (``notifications/roots/list_changed``).
+
+        The roots capability is declared at connect time, so a client created without
+        ``roots`` keeps not offering them to an already connected server.
+        """
+        declared = self.roots is not None
+        self.roots = roots
+        if declared and not self._closed and self.session.era == "legacy":
+            self.notify("notifications/roots/list_changed", None)
+
+    def set_log_level(self, level: str, *, timeout: float | None = None) -> None:
+        """Ask the server for log messages at ``level`` and above.
+
+        Legacy era: ``logging/setLevel``. Modern era: the level rides every request's
+        ``_meta`` (``io.modelcontextprotocol/logLevel``), read at send time.
+        """
+        if level not in LEVELS:
+            raise ValueError(f"unknown log level {level!r}; one of {', '.join(LEVELS)}")
+        self.log_level = level
+        if self.session.era == "legacy":
+            self._subscriptions._request("logging/setLevel", {"level": level}, timeout)
 
     # ------------------------------------------------------------------ incoming
 
@@ -1650,9 +1084,14 @@ class Client(ProtocolMixin, SkillsMixin):
 
     def _on_notification(self, method: str, params: Mapping[str, Any] | None) -> None:
         if method == "notifications/tools/list_changed":
-            self._discovery_backoff_until = 0.0
-            self._tool_cache.invalidate(self.name, LIST_CHANGED)
-        self._protocol_notification(method, params)
+            self._tools.list_changed()
+        try:
+            if method == "notifications/message":
+                self._handlers.log_message(params or {})
+            else:
+                self._subscriptions.notification(method, params or {})
+        except Exception:
+            log.exception("%s: handling %s failed", self.name, method)
         for handler in list(self._notification_handlers.get(method, ())):
             try:
                 handler(params)
@@ -1662,20 +1101,6 @@ class Client(ProtocolMixin, SkillsMixin):
     def diagnostics(self) -> Diagnostics:
         """A frozen snapshot of connections, pool, session, breaker, subscriptions and tool cache."""
         return _diagnostics_snapshot(self)
-
-
-def _call_facts(tool: Tool) -> tuple[bool, bool]:
-    """(retry safe, task-only) of a listed tool: worked out on its first call and kept
-    on the Tool, since call_tool asks on every call."""
-    facts: tuple[bool, bool] | None = tool.__dict__.get("_mcpsync_call_facts")
-    if facts is None:
-        facts = tool.__dict__["_mcpsync_call_facts"] = (tool_is_retry_safe(tool), _task_only(tool))
-    return facts
-
-
-def _task_only(tool: Tool) -> bool:
-    execution = tool.execution
-    return bool(execution) and execution.get("taskSupport") == "required"  # type: ignore[union-attr]
 
 
 class _CacheHits:
@@ -1689,10 +1114,3 @@ class _CacheHits:
     def record_discovery(self, server: str, *args: Any, **kwargs: Any) -> None:
         pass
 
-
-def _supported_from(data: Any) -> list[str]:
-    if isinstance(data, Mapping):
-        sup = data.get("supported") or data.get("supportedVersions") or []
-        if isinstance(sup, list):
-            return [str(v) for v in sup]
-    return []

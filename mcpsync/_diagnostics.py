@@ -179,7 +179,7 @@ def snapshot(client: Any) -> Diagnostics:
     reconnect = client._reconnect
     with client._lock:
         openings = tuple(o.phase for o in client._openings if not o.done.is_set())
-    st = client._pstate()
+    st = client._subscriptions
     with st.lock:
         subscriptions = tuple(sorted(st.subs))
         watches = tuple(k for k, cbs in st.list_cbs.items() if cbs)

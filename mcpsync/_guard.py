@@ -778,6 +778,20 @@ class Guard:
         reconnect = self.reconnect
         return self.breaker._state is BreakerState.CLOSED and (reconnect is None or reconnect._unavailable is None)
 
+    def begin(self) -> float | None:
+        """Start a call whose first attempt the caller runs itself (its fast path).
+
+        Returns:
+            The start on the guard's clock when the first attempt may run unguarded (the
+            breaker is CLOSED and the server is not marked unavailable), else ``None``:
+            go through :meth:`call`. After an unguarded attempt, report a success with
+            :meth:`succeeded` or hand its exception to :meth:`after_first_failure`.
+        """
+        reconnect = self.reconnect
+        if self.breaker._state is BreakerState.CLOSED and (reconnect is None or reconnect._unavailable is None):
+            return self._clock()
+        return None
+
     def succeeded(self, tool: str | None, start: float) -> None:
         """Count a first attempt that succeeded on the fast path (``start`` from the
         guard's clock, taken before it)."""

@@ -9,7 +9,7 @@ them typed.
 
 from __future__ import annotations
 
-from typing import Any, Union
+from typing import Any, Mapping, Union
 
 import msgspec
 from msgspec import Raw, Struct, field
@@ -17,6 +17,7 @@ from msgspec import Raw, Struct, field
 from ._messages import (
     RESULT_DECODERS,
     Annotations,
+    CallToolResult,
     ContentBlock,
     Icon,
     Resource,
@@ -264,5 +265,66 @@ RESULT_DECODERS.update(
 #: Decoder for an ``input_required`` result of any method.
 decode_input_required = _typed(InputRequiredResult)
 decode_create_task = _typed(CreateTaskResult)
+
+_decode_plain_call = RESULT_DECODERS["tools/call"]
+_decode_call_typed = msgspec.json.Decoder(CallToolResult).decode  # the usual result, in this one frame
+
+
+def _decode_call_or_task(raw: Any) -> Any:
+    """``tools/call``: a ``CallToolResult``, or a ``CreateTaskResult`` (tasks extension).
+
+    Only a result with no content, no structured content and a ``"task"`` member is
+    looked at twice, so ordinary results pay nothing.
+    """
+    try:
+        res = _decode_call_typed(raw)
+    except msgspec.ValidationError:
+        res = _decode_plain_call(raw)  # content of a kind the typed decoder does not know: block by block
+    if not res.content and res.structured_content is None and b'"task"' in bytes(raw):
+        try:
+            return decode_create_task(raw)
+        except msgspec.ValidationError:
+            pass
+    return res
+
+
+RESULT_DECODERS["tools/call"] = _decode_call_or_task
+RESULT_DECODERS["tasks/result"] = _decode_plain_call
+
+
+
+def completion_params(
+    ref: Prompt | ResourceTemplate | Mapping[str, Any] | str,
+    argument: Mapping[str, Any] | tuple[str, str],
+    context: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The params of ``completion/complete`` (see ``Client.complete``).
+
+    Example:
+        >>> completion_params("greet", ("name", "Al"))["ref"]
+        {'type': 'ref/prompt', 'name': 'greet'}
+    """
+    if isinstance(ref, Prompt):
+        wire_ref: dict[str, Any] = {"type": "ref/prompt", "name": ref.name}
+    elif isinstance(ref, ResourceTemplate):
+        wire_ref = {"type": "ref/resource", "uri": ref.uri_template}
+    elif isinstance(ref, str):
+        if "://" in ref or "{" in ref:
+            wire_ref = {"type": "ref/resource", "uri": ref}
+        else:
+            wire_ref = {"type": "ref/prompt", "name": ref}
+    else:
+        wire_ref = dict(ref)
+    if isinstance(argument, tuple):
+        arg = {"name": argument[0], "value": argument[1]}
+    else:
+        arg = {"name": argument["name"], "value": argument.get("value", "")}
+    params: dict[str, Any] = {"ref": wire_ref, "argument": arg}
+    if context:
+        nested = context.get("arguments")
+        inner: Mapping[str, Any] = nested if isinstance(nested, Mapping) else context
+        params["context"] = {"arguments": {k: str(v) for k, v in inner.items()}}
+    return params
+
 
 _ = ContentBlock  # re-exported type for annotations

@@ -5,8 +5,8 @@ of its ``SKILL.md``, the frontmatter of that file (as JSON) and a manifest of ev
 skill with its SHA-256 ``digest`` and ``size`` in bytes. The files themselves are ordinary
 resources, read with ``resources/read``.
 
-mcpsync reads nothing ahead of need: :meth:`SkillsMixin.list_skills` reads only the listing;
-:meth:`SkillsMixin.read_skill` loads one skill (reads its ``SKILL.md``); each other file is read
+mcpsync reads nothing ahead of need: :meth:`Client.list_skills` reads only the listing;
+:meth:`Client.read_skill` loads one skill (reads its ``SKILL.md``); each other file is read
 when :meth:`Skill.read` asks for it. Every file is checked against the manifest before it is
 handed out: its size, its digest and, for ``SKILL.md``, its YAML frontmatter compared field by
 field with the frontmatter the listing declared. A mismatch raises :class:`SkillIntegrityError`
@@ -28,12 +28,12 @@ import hmac
 import re
 import threading
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import Any, Mapping
 
 from ._errors import INVALID_PARAMS, ProtocolError, ResourceNotFound, SkillIntegrityError
 from ._paging import paginate
 
-__all__ = ["SKILLS_EXTENSION", "SkillFile", "SkillInfo", "Skill", "SkillsMixin", "parse_frontmatter"]
+__all__ = ["SKILLS_EXTENSION", "SkillFile", "SkillInfo", "Skill", "list_skills", "read_skill", "parse_frontmatter"]
 
 #: the extension's identifier in the server's ``capabilities.extensions``.
 SKILLS_EXTENSION = "io.modelcontextprotocol/skills"
@@ -137,7 +137,7 @@ class Skill:
         body: ``SKILL.md`` after its frontmatter: the instructions.
     """
 
-    def __init__(self, client: "SkillsMixin", info: SkillInfo, *, timeout: float | None = None) -> None:
+    def __init__(self, client: Any, info: SkillInfo, *, timeout: float | None = None) -> None:
         self.info = info
         self._client = client
         self._timeout = timeout
@@ -309,48 +309,40 @@ def _normal(value: Any) -> Any:
     return str(value)
 
 
-class SkillsMixin:
-    """The Client's skills methods (mixed into :class:`mcpsync.Client`)."""
+def list_skills(client: Any, timeout: float | None = None) -> list[SkillInfo]:
+    """Every skill ``client``'s server lists (``skills/list``, following ``nextCursor``). Reads no file.
 
-    if TYPE_CHECKING:  # provided by the Client
+    Raises:
+        MethodNotFound: the server does not serve skills.
+        ProtocolError: a malformed listing.
+    """
+    def fetch(cursor: str | None) -> Mapping[str, Any]:
+        result = client.request("skills/list", {"cursor": cursor} if cursor else None, timeout=timeout)
+        if not isinstance(result, Mapping) or not isinstance(result.get("skills", []), list):
+            raise ProtocolError("invalid skills/list result")
+        return result
 
-        def request(self, method: str, params: Mapping[str, Any] | None = None, *, timeout: float | None = None) -> Any: ...
+    pages = paginate(fetch, server=client.name, method="skills/list", next_cursor=lambda page: page.get("nextCursor"))
+    return [SkillInfo.from_wire(e) for page in pages for e in page.get("skills", [])]
 
-        def read_resource(self, uri: str, *, timeout: float | None = None, refresh: bool = False) -> Any: ...
 
-    def list_skills(self, *, timeout: float | None = None) -> list[SkillInfo]:
-        """Every skill the server lists (``skills/list``, following ``nextCursor``). Reads no file.
+def read_skill(client: Any, skill: str | SkillInfo, timeout: float | None = None) -> Skill:
+    """Load one skill: read its ``SKILL.md`` and check it against the listing (size, digest,
+    frontmatter). Its other files are read when :meth:`Skill.read` asks for them.
 
-        Raises:
-            MethodNotFound: the server does not serve skills.
-            ProtocolError: a malformed listing.
-        """
-        def fetch(cursor: str | None) -> Mapping[str, Any]:
-            result = self.request("skills/list", {"cursor": cursor} if cursor else None, timeout=timeout)
-            if not isinstance(result, Mapping) or not isinstance(result.get("skills", []), list):
-                raise ProtocolError("invalid skills/list result")
-            return result
+    Args:
+        client: the :class:`~mcpsync.Client`.
+        skill: a name, the URI of its ``SKILL.md``, or a :class:`SkillInfo` from
+            :func:`list_skills`.
+        timeout: seconds per request.
 
-        pages = paginate(fetch, server=getattr(self, "name", "server"), method="skills/list",
-                         next_cursor=lambda page: page.get("nextCursor"))
-        return [SkillInfo.from_wire(e) for page in pages for e in page.get("skills", [])]
-
-    def read_skill(self, skill: str | SkillInfo, *, timeout: float | None = None) -> Skill:
-        """Load one skill: read its ``SKILL.md`` and check it against the listing (size, digest,
-        frontmatter). Its other files are read when :meth:`Skill.read` asks for them.
-
-        Args:
-            skill: a name, the URI of its ``SKILL.md``, or a :class:`SkillInfo` from
-                :meth:`list_skills`.
-            timeout: seconds per request.
-
-        Raises:
-            ResourceNotFound: the server lists no such skill.
-            SkillIntegrityError: ``SKILL.md`` does not match what the server declared.
-        """
-        info = skill if isinstance(skill, SkillInfo) else None
+    Raises:
+        ResourceNotFound: the server lists no such skill.
+        SkillIntegrityError: ``SKILL.md`` does not match what the server declared.
+    """
+    info = skill if isinstance(skill, SkillInfo) else None
+    if info is None:
+        info = next((s for s in list_skills(client, timeout) if skill in (s.name, s.uri)), None)
         if info is None:
-            info = next((s for s in self.list_skills(timeout=timeout) if skill in (s.name, s.uri)), None)
-            if info is None:
-                raise ResourceNotFound(f"the server lists no skill {skill!r}", code=INVALID_PARAMS, uri=skill)
-        return Skill(self, info, timeout=timeout)
+            raise ResourceNotFound(f"the server lists no skill {skill!r}", code=INVALID_PARAMS, uri=skill)
+    return Skill(client, info, timeout=timeout)

@@ -51,6 +51,10 @@ class Worker:
                 t.start()
         self._serial.put((fn, args))
 
+    def on_serial_lane(self) -> bool:
+        """True on the thread that runs :meth:`serial` work (notifications, in order)."""
+        return self._serial_thread is threading.current_thread()
+
     def submit(self, fn: Callable[..., Any], *args: Any) -> None:
         """Run ``fn(*args)`` on the pool (a new thread is started while none is idle)."""
         with self._lock:

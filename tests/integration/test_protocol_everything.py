@@ -221,7 +221,7 @@ def test_every_tool(everything):
     tools = {t.name: t for t in everything.list_tools()}
     for name, a in args.items():
         assert name in tools
-        r = everything._protocol_call_tool(name, a, timeout=20)  # validates outputSchema where declared
+        r = everything.call_tool(name, a, timeout=20)  # validates outputSchema where declared
         assert not r.is_error, (name, r.text)
         assert r.content, name
     assert tools["get-structured-content"].output_schema is not None
@@ -229,12 +229,12 @@ def test_every_tool(everything):
 
 
 def test_task_tool_polled_transparently(everything):
-    r = everything._protocol_call_tool("simulate-research-query", {"topic": "caching"}, timeout=30)
+    r = everything.call_tool("simulate-research-query", {"topic": "caching"}, timeout=30)
     assert not r.is_error and "Research Report: caching" in r.text
 
 
 def test_task_with_elicitation_and_handle(everything, handlers):
-    task = everything._protocol_call_tool("simulate-research-query", {"topic": "python", "ambiguous": True}, task=True)
+    task = everything.call_tool("simulate-research-query", {"topic": "python", "ambiguous": True}, task=True)
     assert isinstance(task, Task) and task.task_id and task.status == "working"
     assert everything.get_task(task).task_id == task.task_id
     result = everything.wait_task(task, timeout=30)
@@ -329,7 +329,7 @@ def test_url_elicitation_error_path(everything, handlers):
     """-32042: the prerequisite URL goes to the handler (never fetched), then one retry."""
     before = len(handlers.elicitations)
     url = "http://127.0.0.1:9/after-prerequisite"
-    r = everything._protocol_call_tool("trigger-url-elicitation", {"url": url, "errorPath": True})
+    r = everything.call_tool("trigger-url-elicitation", {"url": url, "errorPath": True})
     assert not r.is_error and "completed the URL elicitation" in r.text
     shown = [e["url"] for e in handlers.elicitations[before:]]
     assert shown == ["https://modelcontextprotocol.io", url]
@@ -369,7 +369,6 @@ def test_subscriptions_restored_after_the_server_restarts():
     got = threading.Event()
     with Client.stdio(cmd[0], cmd[1:], pool=PoolLimits.SINGLE) as c:
         c.subscribe(uri, lambda u: got.set())
-        st = c._pstate()
         os.kill(c._primary.transport.pid, signal.SIGKILL)
         for _ in range(200):
             if not c._primary.alive():
@@ -377,9 +376,9 @@ def test_subscriptions_restored_after_the_server_restarts():
             threading.Event().wait(0.025)
         assert c.call_tool("echo", {"message": "back"}).text == "Echo: back"  # reconnected
         for _ in range(400):
-            if st.restores:
+            if c.diagnostics().subscription_restores:
                 break
             threading.Event().wait(0.025)
-        assert st.restores == 1
+        assert c.diagnostics().subscription_restores == 1
         c.call_tool("toggle-subscriber-updates", {})
         assert got.wait(10)

@@ -62,7 +62,7 @@ def test_subscription_over_the_get_stream(http_everything):
 
 
 def test_task_tool(http_everything):
-    r = http_everything._protocol_call_tool("simulate-research-query", {"topic": "http"}, timeout=30)
+    r = http_everything.call_tool("simulate-research-query", {"topic": "http"}, timeout=30)
     assert "Research Report: http" in r.text
 
 

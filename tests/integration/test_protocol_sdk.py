@@ -15,7 +15,7 @@ import threading
 import pytest
 
 from mcpsync import Client, PoolLimits, RemoteError, ResourceNotFound, TextContent
-from mcpsync._protocol import InputRequestError
+from mcpsync import InputRequestError
 from mcpsync._schema import OutputSchemaError
 from tests.conftest import server_command
 
@@ -223,14 +223,14 @@ def test_tool_details(sdk):
     [icon] = w.icons
     assert icon.mime_type == "image/png" and icon.sizes == ["16x16"] and icon.src.startswith("data:image/png")
     assert w.output_schema["required"] == ["temperature", "conditions"]
-    r = c._protocol_call_tool("weather", {"city": "Oslo"})
+    r = c.call_tool("weather", {"city": "Oslo"})
     assert r.structured_content == {"temperature": 21.5, "conditions": "sunny in Oslo"}
 
 
 def test_output_schema_mismatch(sdk):
     c, _ = sdk
     with pytest.raises(OutputSchemaError) as info:
-        c._protocol_call_tool("lying", {})
+        c.call_tool("lying", {})
     assert info.value.path == "/temperature" and info.value.tool == "lying"
     with pytest.raises(OutputSchemaError):
         c.call_tool("lying", {})  # call_tool validates too
@@ -240,7 +240,7 @@ def test_output_schema_mismatch(sdk):
 
 def test_is_error_is_a_result(sdk):
     c, _ = sdk
-    r = c._protocol_call_tool("broken", {})
+    r = c.call_tool("broken", {})
     assert r.is_error and "broken" in r.text
 
 
@@ -326,11 +326,10 @@ def test_relisten_after_stream_ends():
         c.listen_timeout = 0.5
         got = threading.Event()
         c.subscribe("test://greeting", lambda u: got.set())
-        st = c._pstate()
 
         def acks_reach(n):
             for _ in range(400):
-                if st.acks >= n:
+                if c.diagnostics().listen_acks >= n:
                     return True
                 threading.Event().wait(0.025)
             return False
@@ -407,9 +406,8 @@ def test_subscribe_from_a_callback():
         c.on_list_changed("tools", on_tools_changed)  # connected: returns once acknowledged
         c.call_tool("change_lists", {})
         assert done.wait(10)
-        st = c._pstate()
         for _ in range(400):
-            if st.acks >= 2 and st.attempt is not None and st.attempt.acked.is_set():
+            if (d := c.diagnostics()).listen_acks >= 2 and d.listen_acknowledged:
                 break
             threading.Event().wait(0.025)
         c.call_tool("touch", {"uri": "test://blob"})
@@ -423,14 +421,13 @@ def test_modern_relisten_after_the_server_dies():
     with _client("modern", pool=PoolLimits.SINGLE) as c:
         got = threading.Event()
         c.subscribe("test://greeting", lambda u: got.set())
-        st = c._pstate()
-        assert st.acks == 1
+        assert c.diagnostics().listen_acks == 1
         os.kill(c._primary.transport.pid, signal.SIGKILL)
         for _ in range(400):  # the listen thread reconnects and listens again
-            if st.acks >= 2:
+            if c.diagnostics().listen_acks >= 2:
                 break
             threading.Event().wait(0.025)
-        assert st.acks >= 2
+        assert c.diagnostics().listen_acks >= 2
         c.call_tool("touch", {"uri": "test://greeting"})
         assert got.wait(10)
 
@@ -458,7 +455,7 @@ def test_concurrent_subscribers_modern():
             try:
                 for j in range(3):
                     with c.subscribe(f"test://items/{i}-{j}", lambda u: None):
-                        assert f"test://items/{i}-{j}" in c._proto_wanted_filter()["resourceSubscriptions"]
+                        assert f"test://items/{i}-{j}" in c._subscriptions.wanted_filter()["resourceSubscriptions"]
             except BaseException as exc:  # reported below
                 errors.append(exc)
 
@@ -468,7 +465,8 @@ def test_concurrent_subscribers_modern():
         for t in threads:
             t.join(30)
         assert not errors and not any(t.is_alive() for t in threads)
-        assert not c._pstate().subs and c._pstate().attempt is None
+        d = c.diagnostics()
+        assert not d.subscriptions and not d.listening
         for _ in range(200):
             if not _listen_threads("concurrent-subs"):
                 break

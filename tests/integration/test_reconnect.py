@@ -154,15 +154,9 @@ def _subscribed_client(tmp_path: Path) -> tuple[Client, Path, threading.Event, l
     return client, log, updated, updates
 
 
-def _needs_restore() -> None:
-    if not hasattr(Client, "_restore_session_state"):
-        pytest.xfail("ProtocolMixin has no _restore_session_state yet: subscriptions are not restored")
-
-
 def test_subscription_restored_after_reconnect(tmp_path: Path) -> None:
     """The session connection dies; the next session-scoped use reconnects and the
     subscription is re-made on the new process: updates from it reach the callback."""
-    _needs_restore()
     client, log, updated, updates = _subscribed_client(tmp_path)
     with client:
         old = kill_all(client)
@@ -179,7 +173,6 @@ def test_subscription_restored_after_reconnect(tmp_path: Path) -> None:
 def test_subscription_restored_when_only_tools_are_called(tmp_path: Path) -> None:
     """One connection, killed; the client then only calls tools: the new connection's
     handshake re-makes the subscription (no session-scoped call needed)."""
-    _needs_restore()
     client, log, updated, _ = _subscribed_client(tmp_path)
     with client:
         kill_all(client)
@@ -191,7 +184,6 @@ def test_subscription_restored_when_only_tools_are_called(tmp_path: Path) -> Non
 
 
 def test_subscription_restored_when_the_session_connection_alone_dies(tmp_path: Path) -> None:
-    _needs_restore()
     client, log = make(tmp_path, pool=PoolLimits(min=2, max=2))
     updated = threading.Event()
     with client:

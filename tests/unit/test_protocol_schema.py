@@ -9,7 +9,7 @@ import pytest
 
 from mcpsync import ProtocolError
 from mcpsync._messages import decode_result
-from mcpsync._protocol import _fill_defaults
+from mcpsync._handlers import fill_defaults as _fill_defaults
 from mcpsync._protocol_types import (
     CreateTaskResult,
     GetPromptResult,

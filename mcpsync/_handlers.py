@@ -1,0 +1,168 @@
+"""What the client answers when a server asks it for something: sampling, elicitation,
+roots, and where the server's log messages go.
+
+The user's handlers are the Client's attributes (``sampling_handler``,
+``elicitation_handler``, ``roots``, ``logging_handler``); :class:`Handlers` reads them at
+each use, so replacing one on a live client takes effect at once.
+
+What a server gets back when it asks this client for something (legacy era):
+
+* a capability the client did not declare: ``-32601`` (method not found);
+* a handler that raised: ``-32603`` (``client handler failed: ...``), or the handler's own
+  :class:`~mcpsync.RemoteError` code and message if it raised one;
+* a handler that did not answer within ``Client.handler_timeout`` (default: the request
+  timeout): ``-32001`` (request timeout). The handler's thread is left to finish on its
+  own; its late answer is dropped.
+
+In the modern era the same three cases end the caller's request with
+:class:`~mcpsync._mrtr.InputRequestError` (same code), since there is no server request
+to answer. Either way the client keeps working.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any, Callable, Mapping
+
+import msgspec
+
+from ._errors import METHOD_NOT_FOUND, RemoteError
+from ._messages import to_builtins
+
+__all__ = ["Handlers", "LEVELS", "fill_defaults"]
+
+REQUEST_TIMEOUT_CODE = -32001
+
+#: MCP log levels and the ``logging`` level each maps to.
+LEVELS = {
+    "debug": logging.DEBUG,
+    "info": logging.INFO,
+    "notice": logging.INFO,
+    "warning": logging.WARNING,
+    "error": logging.ERROR,
+    "critical": logging.CRITICAL,
+    "alert": logging.CRITICAL,
+    "emergency": logging.CRITICAL,
+}
+
+
+def _plain(obj: Any) -> Any:
+    if isinstance(obj, msgspec.Struct):
+        return to_builtins(obj)
+    return obj
+
+
+def fill_defaults(params: Mapping[str, Any], result: Any) -> Any:
+    """Form mode: an accepted answer gets the schema's defaults for fields it left out."""
+    if not isinstance(result, Mapping) or result.get("action") != "accept":
+        return result
+    if params.get("mode") == "url":
+        return result
+    props = (params.get("requestedSchema") or {}).get("properties") or {}
+    content = dict(result.get("content") or {})
+    for name, spec in props.items():
+        if name not in content and isinstance(spec, Mapping) and "default" in spec:
+            content[name] = spec["default"]
+    return {**result, "content": content}
+
+
+class Handlers:
+    """The client side of server→client requests, for one Client."""
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+
+    def capabilities(self) -> dict[str, Any]:
+        """Capabilities declared to the server: only those whose handler was given."""
+        c = self._client
+        caps: dict[str, Any] = {}
+        if c.sampling_handler is not None:
+            caps["sampling"] = {}
+        if c.elicitation_handler is not None:
+            caps["elicitation"] = {"form": {}, "url": {}}
+        if c.roots is not None:
+            caps["roots"] = {"listChanged": True}
+        return caps
+
+    def answer(self, method: str, params: Mapping[str, Any]) -> Any:
+        """The answer to ``ping``, ``roots/list``, ``sampling/createMessage`` or ``elicitation/create``.
+
+        Raises:
+            RemoteError: -32601 (not declared), -32001 (handler timed out), or the
+                handler's own RemoteError.
+        """
+        c = self._client
+        if method == "ping":
+            return {}
+        if method == "roots/list":
+            roots = c.roots
+            if roots is None:
+                raise RemoteError("this client declared no roots capability", code=METHOD_NOT_FOUND)
+            if callable(roots):
+                roots = self._bounded(roots, None, "roots")
+            return {"roots": [{"uri": r} if isinstance(r, str) else dict(_plain(r)) for r in roots]}
+        if method == "sampling/createMessage":
+            if c.sampling_handler is None:
+                raise RemoteError("this client declared no sampling capability", code=METHOD_NOT_FOUND)
+            return _plain(self._bounded(c.sampling_handler, params, "sampling"))
+        if method == "elicitation/create":
+            if c.elicitation_handler is None:
+                raise RemoteError("this client declared no elicitation capability", code=METHOD_NOT_FOUND)
+            return fill_defaults(params, _plain(self._bounded(c.elicitation_handler, params, "elicitation")))
+        raise RemoteError(f"method not supported by this client: {method}", code=METHOD_NOT_FOUND)
+
+    def on_request(self, method: str, params: Mapping[str, Any] | None) -> Any:
+        """Answer a server→client request (legacy era); runs on the worker pool."""
+        return self.answer(method, params or {})
+
+    def _bounded(self, fn: Callable[..., Any], params: Any, what: str) -> Any:
+        """Run a user handler with a time bound (on its own daemon thread)."""
+        c = self._client
+        limit = c.handler_timeout
+        if limit is None:
+            limit = c.timeouts.request
+        box: dict[str, Any] = {}
+        done = threading.Event()
+
+        def run() -> None:
+            try:
+                box["result"] = fn() if params is None else fn(params)
+            except BaseException as exc:  # handed to the waiting thread
+                box["error"] = exc
+            finally:
+                done.set()
+
+        threading.Thread(target=run, name=f"mcpsync-{what}-handler", daemon=True).start()
+        if not done.wait(limit):
+            raise RemoteError(f"the client's {what} handler did not answer within {limit:g} s", code=REQUEST_TIMEOUT_CODE)
+        if "error" in box:
+            raise box["error"]
+        return box["result"]
+
+    def url_prerequisites(self, exc: RemoteError) -> bool:
+        """``-32042`` (URL elicitation required): show each URL elicitation to the
+        handler (never fetching the link). True when every one was accepted."""
+        data = exc.data if isinstance(exc.data, Mapping) else {}
+        items = data.get("elicitations") or []
+        if self._client.elicitation_handler is None or not items:
+            return False
+        for item in items:
+            if not isinstance(item, Mapping):
+                return False
+            answer = self.answer("elicitation/create", {**item, "mode": "url"})
+            if not isinstance(answer, Mapping) or answer.get("action") != "accept":
+                return False
+        return True
+
+    def log_message(self, params: Mapping[str, Any]) -> None:
+        """``notifications/message``: to the logging handler, else to the per-server logger."""
+        c = self._client
+        if c.logging_handler is not None:
+            c.logging_handler(params)
+            return
+        level = LEVELS.get(str(params.get("level", "info")), logging.INFO)
+        logger = c._server_logger
+        if params.get("logger"):
+            logger = logger.getChild(str(params["logger"]))
+        logger.log(level, "%s", params.get("data"))

@@ -1,0 +1,273 @@
+"""The handshake of one connection: which era the server speaks and what it is.
+
+``auto`` mode probes with ``server/discover`` (modern era) and falls back to
+``initialize`` (legacy era); the era found is remembered per server address (the one
+era memory), so a reconnect skips the probe. Also the modern era's per-request
+``_meta`` and the renegotiation after an unsupported-version error.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+import msgspec
+
+from ._dispatcher import Dispatcher
+from ._errors import ProtocolError, RemoteError, RequestTimeout, UnsupportedProtocolVersion
+from ._messages import DiscoverResult, Implementation, InitializeResult, ServerCapabilities, decode_result, encode
+from .transports._base import Transport
+
+__all__ = ["Handshake", "ServerSession", "MODERN_VERSIONS", "LEGACY_VERSIONS", "LATEST_MODERN", "LATEST_LEGACY"]
+
+log = logging.getLogger("mcpsync.client")
+
+#: Revisions with the stateless per-request envelope.
+MODERN_VERSIONS: tuple[str, ...] = ("2026-07-28",)
+#: Revisions reached through the initialize handshake, oldest first.
+LEGACY_VERSIONS: tuple[str, ...] = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
+LATEST_MODERN = MODERN_VERSIONS[-1]
+LATEST_LEGACY = LEGACY_VERSIONS[-1]
+
+_META_VERSION = "io.modelcontextprotocol/protocolVersion"
+_META_CAPS = "io.modelcontextprotocol/clientCapabilities"
+_META_INFO = "io.modelcontextprotocol/clientInfo"
+_META_LOG = "io.modelcontextprotocol/logLevel"
+
+#: Era detected per server address ("modern" / "legacy"), so reconnects skip the probe.
+_ERA_CACHE: dict[str, str] = {}
+_ERA_LOCK = threading.Lock()
+
+
+@dataclass
+class ServerSession:
+    """What one connection learned about its server."""
+
+    era: str
+    protocol_version: str
+    capabilities: ServerCapabilities
+    server_info: Implementation
+    instructions: str | None = None
+    meta: dict[str, Any] = field(default_factory=dict)
+    #: modern era: the discover result's ``ttlMs`` as a ``time.monotonic()`` instant;
+    #: past it, the next look at the session re-discovers (None: no expiry)
+    fresh_until: float | None = None
+
+
+class _Connection:
+    """One live channel to the server plus the facts of its session."""
+
+    def __init__(self, channel: Any, transport: Transport | None, key: str) -> None:
+        self.channel = channel
+        self.transport = transport
+        self.key = key
+        self.session: ServerSession | None = None
+        self.closer: Callable[[Callable[[], None], str], None] | None = None
+        self.meta: dict[str, Any] | None = None  # modern per-request _meta
+        self._wire_meta: tuple[Any, Any] = (None, None)  # (meta, what is sent for it)
+
+    def wire_meta(self, meta: dict[str, Any]) -> Any:
+        """``meta`` as sent: encoded once per value on a connection that sends JSON
+        (a Dispatcher's), the mapping itself on an in-process channel."""
+        known, wire = self._wire_meta
+        if known is not meta:
+            wire = msgspec.Raw(encode(meta)) if self.transport is not None else meta
+            self._wire_meta = (meta, wire)
+        return wire
+
+    def alive(self) -> bool:
+        ch = self.channel
+        if isinstance(ch, Dispatcher):  # cheap: no syscall; the reader notices a dead peer
+            return ch._dead is None and not ch._closed
+        return bool(ch.alive())
+
+    def healthy(self) -> bool:
+        """A thorough check (process running, socket open), for keepalive rounds."""
+        return bool(self.channel.alive())
+
+    def close(self) -> None:
+        """Close it off the calling thread when the client gave a closer (a stubborn
+        server takes seconds to stop: neither a failed call nor the other connections wait
+        for it); the client's own ``close()`` waits for every closer."""
+        closer = self.closer
+        if closer is not None:
+            closer(self._close_now, self.key)
+        else:
+            self._close_now()
+
+    def _close_now(self) -> None:
+        try:
+            self.channel.close()
+        except Exception:  # pragma: no cover - close is best effort
+            log.debug("closing %s failed", self.key, exc_info=True)
+
+
+def _supported_from(data: Any) -> list[str]:
+    if isinstance(data, Mapping):
+        sup = data.get("supported") or data.get("supportedVersions") or []
+        if isinstance(sup, list):
+            return [str(v) for v in sup]
+    return []
+
+
+class Handshake:
+    """Discover/initialize for the connections of one Client (read at each use:
+    ``mode``, ``client_info``, ``log_level``, its declared capabilities)."""
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+
+    def modern_meta(self, version: str) -> dict[str, Any]:
+        c = self._client
+        meta: dict[str, Any] = {
+            _META_VERSION: version,
+            _META_CAPS: c.client_capabilities(),
+            _META_INFO: c.client_info,
+        }
+        if c.log_level is not None:
+            meta[_META_LOG] = c.log_level
+        return meta
+
+    def run(self, conn: _Connection, deadline: float, starting: bool = False) -> None:
+        """Learn the server's era and session facts (``server/discover``, else
+        ``initialize``). The era is decided here, once per connection: an answer that
+        comes after the handshake moved on changes nothing.
+
+        Args:
+            conn: the new connection.
+            deadline: the ``time.monotonic()`` instant the handshake must end by.
+            starting: the server process has said nothing yet: in ``auto`` mode the
+                probe then waits for the whole handshake budget (a starting server
+                answers it first, whatever its era) instead of 5 s.
+        """
+        c = self._client
+        mode = c.mode
+        if mode == "auto":
+            with _ERA_LOCK:
+                mode = _ERA_CACHE.get(conn.key, "auto")  # type: ignore[assignment]
+        if mode in ("auto", "modern"):
+            remaining = deadline - time.monotonic()
+            probe = remaining if mode == "modern" or starting else max(min(remaining / 2, 5.0), 0.05)
+            try:
+                self.discover(conn, probe)
+                self.remember(conn.key, "modern")
+                return
+            except (RemoteError, RequestTimeout, ProtocolError) as exc:
+                if mode == "modern":
+                    if isinstance(exc, RequestTimeout):
+                        raise
+                    raise UnsupportedProtocolVersion(
+                        f"{c.name} does not speak the modern protocol ({LATEST_MODERN}): {exc}",
+                        code=getattr(exc, "code", -32022),
+                        data=getattr(exc, "data", None),
+                    ) from exc
+                log.debug("%s: server/discover failed (%s); falling back to initialize", c.name, exc)
+                if isinstance(exc, RequestTimeout):
+                    try:
+                        self.initialize(conn, deadline)
+                    except UnsupportedProtocolVersion:
+                        # the probe was only late: the server took it and now serves the
+                        # modern era on this connection; ask again rather than fail
+                        self.discover(conn, max(deadline - time.monotonic(), 0.05))
+                        self.remember(conn.key, "modern")
+                        return
+                    self.remember(conn.key, "legacy")
+                    return
+        self.initialize(conn, deadline)
+        if c.mode == "auto":
+            self.remember(conn.key, "legacy")
+
+    @staticmethod
+    def remember(key: str, era: str) -> None:
+        with _ERA_LOCK:
+            _ERA_CACHE[key] = era
+
+    def discover(self, conn: _Connection, timeout: float) -> None:
+        c = self._client
+        version = LATEST_MODERN
+        for attempt in range(2):
+            meta = self.modern_meta(version)
+            try:
+                raw = conn.channel.request("server/discover", {"_meta": meta}, timeout)
+            except UnsupportedProtocolVersion as exc:
+                supported = _supported_from(exc.data)
+                choice = next((v for v in reversed(MODERN_VERSIONS) if v in supported), None)
+                if choice is None or attempt:  # one retry with the listed version (even the one sent)
+                    raise
+                version = choice
+                continue
+            res: DiscoverResult = decode_result("server/discover", raw)
+            supported = res.supported_versions
+            if not supported:
+                raise ProtocolError(f"{c.name} answered server/discover without supportedVersions")
+            if supported and version not in supported:
+                choice = next((v for v in reversed(MODERN_VERSIONS) if v in supported), None)
+                if choice is None:
+                    raise UnsupportedProtocolVersion(
+                        f"{c.name} supports only {supported}", code=-32022, data={"supported": supported}
+                    )
+                version = choice
+                meta = self.modern_meta(version)
+            conn.meta = meta
+            conn.session = ServerSession(
+                era="modern",
+                protocol_version=version,
+                capabilities=res.capabilities,
+                server_info=res.server_info,
+                instructions=res.instructions,
+                meta=dict(res.meta or {}),
+                fresh_until=time.monotonic() + res.ttl_ms / 1000.0 if res.ttl_ms else None,
+            )
+            if conn.transport is not None:
+                conn.transport.set_protocol_version(version)
+            return
+        raise UnsupportedProtocolVersion(f"{c.name}: no mutually supported protocol version", code=-32022)
+
+    def initialize(self, conn: _Connection, deadline: float) -> None:
+        c = self._client
+        params = {
+            "protocolVersion": LATEST_LEGACY,
+            "capabilities": c.client_capabilities(),
+            "clientInfo": c.client_info,
+        }
+        timeout = max(deadline - time.monotonic(), 0.05)
+        raw = conn.channel.request("initialize", params, timeout)
+        res: InitializeResult = decode_result("initialize", raw)
+        if res.protocol_version not in LEGACY_VERSIONS:
+            raise UnsupportedProtocolVersion(
+                f"{c.name} answered initialize with protocol version {res.protocol_version!r}, "
+                f"which this client does not support ({', '.join(LEGACY_VERSIONS)})",
+                code=-32022,
+                data={"supported": list(LEGACY_VERSIONS), "requested": res.protocol_version},
+            )
+        if conn.transport is not None:
+            conn.transport.set_protocol_version(res.protocol_version)
+        conn.session = ServerSession(
+            era="legacy",
+            protocol_version=res.protocol_version,
+            capabilities=res.capabilities,
+            server_info=res.server_info,
+            instructions=res.instructions,
+            meta=dict(res.meta or {}),
+        )
+        conn.channel.notify("notifications/initialized", None)
+        if c.log_level is not None and res.capabilities.logging is not None:
+            try:
+                conn.channel.request("logging/setLevel", {"level": c.log_level}, timeout)
+            except RemoteError as exc:
+                log.debug("%s: logging/setLevel failed: %s", c.name, exc)
+
+    def renegotiate(self, conn: _Connection, exc: UnsupportedProtocolVersion) -> bool:
+        supported = _supported_from(exc.data)
+        choice = next((v for v in reversed(MODERN_VERSIONS) if v in supported), None)
+        if choice is None:
+            return False
+        conn.meta = self.modern_meta(choice)
+        if conn.session is not None:
+            conn.session.protocol_version = choice
+        if conn.transport is not None:
+            conn.transport.set_protocol_version(choice)
+        return True

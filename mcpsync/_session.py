@@ -1,0 +1,638 @@
+"""One server session: the connections of one Client and every request on them.
+
+:class:`Session` makes connections in the background (each on a thread of its own,
+claimed by one waiting borrower at a time; reconnection after a loss follows the
+reconnect schedule), keeps the *session connection* that carries session-scoped state
+(subscriptions, listens) and replaces it when it dies, and sends requests: borrow a
+pooled connection, run under the circuit breaker with retries within the call's
+timeout, add the modern era's per-request ``_meta``, answer an unsupported-version error
+by one renegotiation, and drive ``input_required`` rounds (:mod:`mcpsync._mrtr`) on the
+same connection. The handshake itself (discover/initialize, the era memory) is
+:mod:`mcpsync._handshake`.
+
+The Session holds no state of its own yet: it works on its Client's connection state
+(``_primary``, ``_openings``, ``_pool``, ``_guard``...), which the Client's constructor
+builds.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+import weakref
+from typing import Any, Callable, Mapping
+
+from ._cache import RECONNECT
+from ._channel import Channel, ProgressCallback
+from ._dispatcher import Dispatcher
+from ._errors import (
+    AuthError,
+    CircuitOpen,
+    ConnectError,
+    ConnectionClosed,
+    MCPError,
+    PoolClosed,
+    ProtocolError,
+    RemoteError,
+    RequestTimeout,
+    ServerUnavailable,
+    StartFailed,
+    UnsupportedProtocolVersion,
+    attach_fields,
+)
+from ._guard import BreakerState, CircuitBreaker
+from ._handshake import _META_LOG, Handshake, ServerSession, _Connection
+from ._messages import decode_result
+from ._metrics import DISCOVERY_METHODS
+from ._mrtr import drive as _drive_input_rounds
+from ._policies import RetryPolicy
+from .transports._base import Transport
+
+__all__ = ["Session", "SAFE_METHODS"]
+
+log = logging.getLogger("mcpsync.client")
+
+#: Requests without side effects: retried after any transient failure.
+SAFE_METHODS = frozenset(
+    {
+        "ping",
+        "server/discover",
+        "tools/list",
+        "resources/list",
+        "resources/templates/list",
+        "resources/read",
+        "prompts/list",
+        "prompts/get",
+        "completion/complete",
+    }
+)
+
+
+class _Opening:
+    """One connection being made off the callers' threads.
+
+    Callers wait for it up to their own deadlines; when one's time runs out the
+    attempt goes on, and the connection it makes is kept for the next call. Its
+    ``phase`` says what it is waiting for, for the error a caller then gets.
+    """
+
+    __slots__ = ("done", "conn", "error", "phase", "started", "made", "thread", "claimed")
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
+        self.conn: _Connection | None = None
+        self.error: BaseException | None = None
+        self.phase = "starting the connection"
+        self.started = time.monotonic()
+        self.made: Transport | Channel | None = None  # what close() must close to stop it
+        self.thread: threading.Thread | None = None
+        self.claimed = False  # a borrower is waiting for it
+
+
+#: Every live Session, told when the process forks (their connections and threads are the parent's).
+_SESSIONS: "weakref.WeakSet[Session]" = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    for session in list(_SESSIONS):
+        session.forked = True
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+class Session:
+    """The connections and requests of one Client (see the module's docstring)."""
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+        self._handshake = Handshake(client)
+        self.forked = False  # set in a child after os.fork(): cheaper to test than getpid() per call
+        _SESSIONS.add(self)
+
+    def close(self) -> None:
+        """``Client.close``: every connection closed, the client's threads stopped. Idempotent."""
+        c = self._client
+        with c._lock:
+            if c._closed:
+                return
+            c._closed = True
+            c._stopping.set()
+            c._primary = None
+            resources, c._resources = c._resources, None
+            openings, c._openings = c._openings, []
+        for opening in openings:
+            made = opening.made  # a start still under way ends now, not at its timeout
+            if made is not None and not opening.done.is_set():
+                try:
+                    made.close()
+                except Exception:  # pragma: no cover - close is best effort
+                    log.debug("closing the connection being made to %s failed", c.name, exc_info=True)
+        if resources is not None:
+            resources.close()
+        try:
+            c._subscriptions.stop()
+        except Exception:  # pragma: no cover - close is best effort
+            log.debug("stopping the listen stream of %s failed", c.name, exc_info=True)
+        if c._telemetry is not None:  # the sessions end now (mcp.client.session.duration)
+            c._telemetry.client_closed(self)
+        c._pool.close()
+        for opening in openings:
+            if opening.thread is not None and opening.thread is not threading.current_thread():
+                opening.thread.join(c.timeouts.close + 1.0)
+            with c._lock:
+                left, opening.conn = opening.conn, None
+            if left is not None:  # made just before close(): never handed out
+                left.close()
+        # every connection closes at once, each on its own thread: wait for all, bounded by
+        # one stdio escalation (stdin closed, SIGTERM, SIGKILL), not one per connection
+        ends = time.monotonic() + 2 * c.timeouts.close + 2.0
+        with c._lock:
+            closers, c._closers = c._closers, []
+        for thread in closers:
+            thread.join(max(ends - time.monotonic(), 0.0))
+        c._worker.close()
+
+    def facts(self) -> ServerSession:
+        """``Client.session``: the session connection's facts, re-discovered once their ``ttlMs`` ran out."""
+        c = self._client
+        conn = self.primary_connection()
+        facts = conn.session
+        if facts is not None and facts.fresh_until is not None and time.monotonic() >= facts.fresh_until:
+            try:
+                self._handshake.discover(conn, min(c.timeouts.request, 10.0))
+            except MCPError as exc:  # keep the facts we have; try again next time
+                log.info("%s: refreshing server/discover failed: %s", c.name, exc)
+                facts.fresh_until = time.monotonic() + 5.0
+            facts = conn.session
+        return facts  # type: ignore[return-value]
+
+    def primary_connection(self, timeout: float | None = None) -> _Connection:
+        """The connection that carries session-scoped state (subscriptions, listens).
+
+        It is one of the pool's connections (the first one opened); when it dies or is
+        reclaimed, the next use picks another and the session state is restored on it.
+        """
+        c = self._client
+        c._check_usable()
+        conn = c._primary
+        if conn is not None and conn.alive():
+            return conn
+        bound = c.timeouts.request if timeout is None else timeout
+        deadline = time.monotonic() + bound
+        lease = c._guard.call(
+            lambda: c._pool.borrow(self._left(deadline)), safe_to_retry=True, tool="initialize", budget=bound
+        )
+        new = lease.connection
+        lease.release()
+        with c._lock:
+            old, c._primary = c._primary, new
+        if old is not new:
+            self._watch_primary(new)
+        if old is None:
+            c._worker.submit(c._subscriptions.restore, True)  # listens asked for before the first connect
+        elif old is not new:
+            self.primary_replaced(new)
+        return new
+
+    def primary_replaced(self, conn: _Connection) -> None:
+        """The session-scoped connection was replaced: the server may have restarted.
+
+        Tools are rediscovered on next use (cache level 3), cached resources turn
+        STALE, and the session state (subscriptions, listens) is restored.
+        """
+        c = self._client
+        c._tool_cache.invalidate(c.name, RECONNECT)
+        resources = c._resources
+        if resources is not None:
+            resources.reconnected(c.name)
+        c._worker.submit(c._subscriptions.restore)
+
+    def open_pooled(self) -> _Connection:
+        """The pool's factory, on a borrower's thread: wait for a connection being made
+        in the background, at most until the borrower's deadline.
+
+        Each connection is made by a thread of its own (:meth:`_make`), claimed by one
+        waiting borrower at a time. When the borrower's time runs out first, it raises a
+        :class:`ConnectError` (``pending``, not counted by the breaker) that says what the
+        connection was waiting for, and lets go of its claim: the attempt goes on, and
+        its connection is kept for the next borrower.
+        """
+        c = self._client
+        deadline = c._pool.creation_deadline()
+        if deadline is None:
+            deadline = time.monotonic() + c.timeouts.request
+        with c._lock:
+            if c._closed:
+                raise PoolClosed(f"client for {c.name} is closed")
+            openings = c._openings
+            # a stale failure helps nobody: a new attempt replaces it
+            openings[:] = [o for o in openings if not (o.done.is_set() and o.conn is None)]
+            opening = next((o for o in openings if not o.claimed and o.conn is not None), None) or next(
+                (o for o in openings if not o.claimed), None
+            )
+            if opening is None:
+                opening = _Opening()
+                openings.append(opening)
+                opening.thread = threading.Thread(
+                    target=self._make, args=(opening,), name=f"mcpsync-connect-{c.name}", daemon=True
+                )
+                opening.thread.start()
+            opening.claimed = True
+        finished = opening.done.wait(max(deadline - time.monotonic(), 0.0))
+        with c._lock:
+            opening.claimed = False
+            if finished:
+                if opening in c._openings:
+                    c._openings.remove(opening)
+                conn, opening.conn = opening.conn, None  # exactly one borrower gets it
+                if conn is not None:
+                    return conn
+        if not finished:
+            waited = time.monotonic() - opening.started
+            raise ConnectError(
+                f"MCP server {c.name}: {opening.phase} ({waited:.1f} s so far); the call's time ran out, "
+                "the connection goes on in the background",
+                timeout=True, sent=False, pending=True, phase=opening.phase,
+            )
+        error = opening.error
+        if error is None:  # pragma: no cover - done without a connection means an error
+            error = ConnectError(f"MCP server {c.name}: connecting failed", sent=False)
+        raise error
+
+    def _make(self, opening: _Opening) -> None:
+        """The background attempt: a first connect tries once (retried once after a
+        timeout); after a connection was lost, reconnection follows the backoff schedule.
+        ``close()`` ends it at once."""
+        c = self._client
+        conn: _Connection | None = None
+        error: BaseException | None = None
+        try:
+            if not c._ever_connected:
+                conn = self._open(opening)
+            else:
+                conn = c._reconnect.run(lambda: self._open(opening), sleep=c._stopping.wait)
+        except BaseException as exc:  # delivered to the waiting callers
+            error = exc
+        if conn is not None:
+            with c._lock:
+                closed = c._closed
+                if not closed:
+                    c._ever_connected = True
+                    opening.conn = conn
+            if closed:
+                conn.close()
+                error = PoolClosed(f"client for {c.name} is closed")
+            else:
+                self._connected(conn)
+        opening.error = error
+        opening.done.set()
+
+    def _connected(self, conn: _Connection) -> None:
+        """A connection was made: if the session's connection was lost, this one takes
+        its place, and what the session held (the tool list, subscriptions, cached
+        resources) is renewed."""
+        c = self._client
+        primary = c._primary
+        if primary is None or primary.alive():
+            return
+        with c._lock:
+            replaced = c._primary is primary
+            if replaced:
+                c._primary = conn
+        if replaced:
+            self._watch_primary(conn)
+            self.primary_replaced(conn)
+
+    def session_renewed(self, conn: _Connection) -> None:
+        """The transport replaced a lost session (e.g. its replica died behind a balancer
+        and the new one answered 404): what the old session held is renewed as after a
+        reconnect: tools rediscovered, cached resources stale, subscriptions restored."""
+        c = self._client
+        if not c._closed and c._primary is conn:
+            self.primary_replaced(conn)
+
+    def _watch_primary(self, conn: _Connection) -> None:
+        """When the session's connection dies, replace it at once (not on next use),
+        so subscriptions are restored even while other pooled connections live on."""
+        add = getattr(conn.channel, "add_close_callback", None)
+        if add is not None:
+            add(lambda _reason: self._primary_lost(conn))
+
+    def _primary_lost(self, conn: _Connection) -> None:
+        c = self._client
+        if c._closed or c._primary is not conn:
+            return
+        try:
+            self.primary_connection()
+        except MCPError as exc:  # the next use tries again
+            log.info("%s: replacing the lost session connection failed: %s", c.name, exc)
+
+    def keepalive(self, conn: _Connection) -> None:
+        c = self._client
+        if not conn.healthy():
+            raise ConnectionClosed(f"connection to {c.name} died")
+        if conn.meta is None and conn.session is not None:  # the legacy era has ping
+            conn.channel.request("ping", None, c.timeouts.request)
+
+    def _open(self, opening: _Opening) -> _Connection:
+        """Start a connection and handshake (on the connecting thread).
+
+        A child process that is alive but has said nothing yet is *starting*: its
+        handshake may take the start budget (``timeouts.start``); a remote server gets
+        the connect timeout, retried once after a timeout. A process that exited, or a
+        command that cannot run, fails at once with :class:`StartFailed` (not retried).
+        """
+        c = self._client
+        errors: list[BaseException] = []
+        for _attempt in range(2):
+            if c._closed:
+                raise PoolClosed(f"client for {c.name} is closed")
+            conn: _Connection | None = None
+            made: Transport | Channel | None = None
+            try:
+                opening.phase = "starting the server" if _attempt == 0 else "starting the server again"
+                made = opening.made = c._factory()
+                if c._closed:  # close() may have run before ``made`` was known
+                    raise PoolClosed(f"client for {c.name} is closed")
+                conn = self._start(made, time.monotonic() + c.timeouts.connect)
+                if c._closed:  # close() ran while the transport started: it must not live on
+                    raise PoolClosed(f"client for {c.name} is closed")
+                starting = conn.transport is not None and conn.transport.starting()
+                budget = c.timeouts.start if starting else c.timeouts.connect
+                opening.phase = (
+                    "waiting for the server process to answer its handshake (it is alive, still starting)"
+                    if starting
+                    else "waiting for the server to answer its handshake"
+                )
+                if c._telemetry is not None:  # the handshake's span; the session's clock starts
+                    c._telemetry.handshake(c, conn, lambda: self._handshake.run(conn, time.monotonic() + budget, starting))
+                else:
+                    self._handshake.run(conn, time.monotonic() + budget, starting)
+                return conn
+            except MCPError as exc:
+                failure = None
+                if isinstance(made, Transport) and not isinstance(exc, (RemoteError, AuthError, StartFailed)):
+                    try:
+                        failure = made.start_failure(1.0)
+                    except Exception:  # pragma: no cover - best effort
+                        failure = None
+                if conn is not None:
+                    conn.close()
+                elif made is not None:
+                    try:
+                        made.close()
+                    except Exception:
+                        pass
+                if failure is not None:
+                    raise failure from exc
+                if isinstance(exc, (RemoteError, AuthError, StartFailed, PoolClosed)) or c._closed:
+                    raise  # the server answered, or cannot run: a fresh start would fare the same
+                errors.append(exc)
+                if not getattr(exc, "timeout", isinstance(exc, RequestTimeout)):
+                    break  # SPEC: a connect is retried once after a *timeout*
+        last = errors[-1]
+        raise ConnectError(
+            f"MCP server {c.name} did not respond: {last}", attempts=len(errors)
+        ) from last
+
+    def _start(self, made: Transport | Channel, deadline: float) -> _Connection:
+        c = self._client
+        if isinstance(made, Transport):
+            made.connect(max(deadline - time.monotonic(), 0.001))
+            disp = Dispatcher(
+                made,
+                name=c.name,
+                worker=c._worker,
+                request_timeout=c.timeouts.request,
+                progress_cap=c.timeouts.progress_cap,
+            )
+            disp.set_handlers(c._on_notification, c._handlers.on_request)
+            disp.start()
+            conn = _Connection(disp, made, made.describe())
+            conn.closer = self._close_in_background
+            if hasattr(made, "on_new_session"):  # Streamable HTTP: a lost session replaced in place
+                made.on_new_session = lambda: self.session_renewed(conn)
+            return conn
+        chan = made
+        chan.set_handlers(c._on_notification, c._handlers.on_request)
+        return _Connection(chan, None, getattr(chan, "describe", lambda: repr(chan))())
+
+    def _close_in_background(self, close: Callable[[], None], what: str) -> None:
+        """Run one connection's close on a thread of its own, tracked so that
+        :meth:`close` can wait for all of them (in parallel, bounded). At interpreter exit
+        (the main thread is done: finalizers and atexit run) it closes here: a daemon thread
+        would die half-way and leave the server process behind."""
+        c = self._client
+        if not threading.main_thread().is_alive():
+            close()
+            return
+        thread = threading.Thread(target=close, name=f"mcpsync-close-{c.name}", daemon=True)
+        with c._lock:
+            c._closers = [t for t in c._closers if t.is_alive()]
+            c._closers.append(thread)
+        thread.start()
+
+    def request(
+        self,
+        method: str,
+        params: Mapping[str, Any] | None,
+        timeout: float | None,
+        progress: ProgressCallback | None,
+        safe_to_retry: bool | None,
+        tool: str | None,
+        retry: RetryPolicy | None,
+    ) -> Any:
+        """``Client.request`` (see there)."""
+        c = self._client
+        if c._closed or self.forked:
+            self.forked = False
+            c._check_usable()
+        tel = c._telemetry
+        if tel is not None and not tel.inside():  # one span and one duration per request
+            return tel.request(c, method, params, timeout=timeout, progress=progress,
+                               safe_to_retry=safe_to_retry, tool=tool, retry=retry)
+        t = c.timeouts.request if timeout is None else timeout
+        safe = (method in SAFE_METHODS) if safe_to_retry is None else safe_to_retry
+        if tool is None and method in DISCOVERY_METHODS:
+            tool = method  # kept apart from agent calls in the metrics
+        guard = c._guard
+        start = guard.begin() if c._endpoint_breakers is None else None
+        if start is not None:
+            # the healthy common case, flattened: the first attempt runs here; only an
+            # error goes on to the guard's retry loop
+            try:
+                result = self._attempt(method, params, t, progress)
+            except BaseException as exc:
+                deadline = start + t  # the guard's clock is time.monotonic
+                return guard.after_first_failure(
+                    exc, lambda: self._retry_attempt(method, params, deadline, t, progress), start,
+                    safe_to_retry=safe, tool=tool, retry=retry, budget=t,
+                )
+            guard.succeeded(tool, start)
+            return result
+        deadline = time.monotonic() + t
+        first = [True]
+
+        def attempt() -> Any:
+            if first[0]:
+                first[0] = False
+                return self._attempt(method, params, t, progress)
+            return self._retry_attempt(method, params, deadline, t, progress)
+
+        return guard.call(attempt, safe_to_retry=safe, tool=tool, retry=retry, budget=t)
+
+    @staticmethod
+    def _left(deadline: float) -> float:
+        """Seconds left until ``deadline``; :class:`RequestTimeout` (never sent) if none."""
+        left = deadline - time.monotonic()
+        if left <= 0.0:
+            raise RequestTimeout("the call's time ran out before this attempt", sent=False, truncated=True)
+        return left
+
+    def _retry_attempt(
+        self, method: str, params: Mapping[str, Any] | None, deadline: float, t: float, progress: ProgressCallback | None
+    ) -> Any:
+        """A retry gets only what is left of its call's time; when that is less than a
+        whole timeout, its timeout is the call's, not a sign of an unwell server
+        (``truncated``: the breaker does not count it)."""
+        c = self._client
+        if c._closed:
+            raise PoolClosed(f"client for {c.name} is closed")
+        left = self._left(deadline)
+        try:
+            return self._attempt(method, params, left, progress)
+        except RequestTimeout as exc:
+            if left < t:
+                attach_fields(exc, truncated=True)
+            raise
+
+    def _attempt(self, method: str, params: Mapping[str, Any] | None, t: float, progress: ProgressCallback | None) -> Any:
+        c = self._client
+        if c._endpoint_breakers is not None:
+            return self._routed_attempt(method, params, t, progress)
+        pool = c._pool
+        # no Lease object: this frame gives it back on every path; the wait for a
+        # connection (and for it to be made) is part of the call's timeout unless the
+        # pool fixes one, and the request gets what is left
+        entry = pool.take_idle()
+        if entry is None:
+            began = time.monotonic()
+            entry = pool.borrow(t if c._borrow_wait is None else c._borrow_wait)._entry
+            t -= time.monotonic() - began
+            if t <= 0.0:
+                pool.give_back(entry)
+                raise RequestTimeout(
+                    f"{c.name}: the call's time ran out while it waited for a connection", sent=False, truncated=True
+                )
+        conn = entry.conn
+        try:
+            result = self.request_on(conn, method, params, t, progress)
+        except BaseException:
+            pool.give_back(entry, broken=not conn.alive())
+            raise
+        pool.give_back(entry)
+        return result
+
+    def _routed_attempt(
+        self, method: str, params: Mapping[str, Any] | None, t: float, progress: ProgressCallback | None
+    ) -> Any:
+        """One attempt of a routed client: under the breaker of the connection's endpoint.
+
+        A connection whose endpoint's breaker is open is retired and another borrowed
+        (a new one goes to the next endpoint); after the call, a connection whose
+        endpoint is no longer the router's choice is retired once idle.
+        """
+        c = self._client
+        router = c.router
+        breakers: dict[str, CircuitBreaker] = c._endpoint_breakers  # type: ignore[assignment]
+        router.probe_in_background()
+        if all(b.state is BreakerState.OPEN for b in breakers.values()):
+            wait = min(b.retry_after() for b in breakers.values())
+            raise CircuitOpen(f"the circuit breaker of every endpoint of {c.name} is open",
+                              retry_after=wait, server=c.name, state="open")
+        for _ in range(c.pool.max + 2):
+            lease = c._pool.borrow(t if c._borrow_wait is None else c._borrow_wait)
+            conn = lease.connection
+            endpoint = getattr(conn.transport, "endpoint", None)
+            breaker = breakers.get(endpoint.name) if endpoint is not None else None
+            if breaker is None:
+                ticket = None
+                break
+            try:
+                ticket = breaker.acquire()
+                break
+            except CircuitOpen:
+                if breaker.state is BreakerState.OPEN:
+                    lease.release(retire=True)  # the next borrow opens one elsewhere
+                    continue
+                ticket = None  # HALF_OPEN with its trial calls taken: run, but do not count
+                break
+        else:
+            raise CircuitOpen(f"{c.name}: every connection leads to an endpoint behind an open breaker",
+                              server=c.name, state="open")
+        try:
+            result = self.request_on(conn, method, params, t, progress)
+        except BaseException as exc:
+            if ticket is not None:
+                breaker.release(ticket, exc)  # type: ignore[union-attr]
+            lease.release(broken=not conn.alive(), retire=self._should_leave(endpoint, breaker))
+            raise
+        if ticket is not None:
+            breaker.release(ticket)  # type: ignore[union-attr]
+        lease.release(retire=self._should_leave(endpoint, breaker))
+        return result
+
+    def _should_leave(self, endpoint: Any, breaker: CircuitBreaker | None) -> bool:
+        """Whether a routed connection should move: its breaker opened, or another
+        endpoint became the router's choice (a recovered or clearly nearer one)."""
+        c = self._client
+        if endpoint is None:
+            return False
+        if breaker is not None and breaker.state is BreakerState.OPEN:
+            return True
+        try:
+            return bool(c.router.choose(probe=False) != endpoint)
+        except ServerUnavailable:
+            return False  # nowhere better to go
+
+    def request_on(
+        self, conn: _Connection, method: str, params: Mapping[str, Any] | None, t: float, progress: ProgressCallback | None
+    ) -> Any:
+        c = self._client
+        for attempt in range(2):
+            sent = params
+            base = conn.meta
+            if base is not None:
+                if c.log_level is not None and base.get(_META_LOG) != c.log_level:
+                    base = conn.meta = {**base, _META_LOG: c.log_level}
+                p = dict(params) if params else {}
+                extra = p.get("_meta")
+                p["_meta"] = {**base, **extra} if extra else conn.wire_meta(base)
+                sent = p
+            try:
+                raw = conn.channel.request(method, sent, t, progress)
+            except UnsupportedProtocolVersion as exc:
+                if attempt or conn.meta is None or not self._handshake.renegotiate(conn, exc):
+                    raise
+                continue
+            result = decode_result(method, raw)
+            rt = result.get("resultType") if isinstance(result, dict) else getattr(result, "result_type", None)
+            if rt is None or rt == "complete":
+                return result
+            if rt != "input_required":
+                raise ProtocolError(
+                    f"{c.name} answered {method} with resultType {rt!r}, which this client cannot handle", code=-32600
+                )
+            # MRTR rounds stay on this connection: a server may seal requestState per process
+            return _drive_input_rounds(
+                c.name, method, params, raw, answer=c._handlers.answer, max_rounds=c.max_input_rounds,
+                send=lambda again: self.request_on(conn, method, again, t, progress),
+            )
+        raise UnsupportedProtocolVersion(f"{c.name}: no mutually supported protocol version", code=-32022)
+
+    def notify(self, method: str, params: Mapping[str, Any] | None = None) -> None:
+        """Send a notification to the server (on the session-scoped connection)."""
+        self.primary_connection().channel.notify(method, params)

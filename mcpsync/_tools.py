@@ -1,0 +1,217 @@
+"""Tools: listing through the tool cache, one tool's definition, and ``tools/call``.
+
+``tools/call`` has one body (:meth:`Tools.call`). What it needs to know about the tool
+(retry safety from its annotations, whether it runs only as a task, its
+``outputSchema``) comes from the tool cache when the cache holds the server's list.
+On a cold cache the call goes out first, and the tool is learned only when that
+matters: after a failure (is it safe to retry? is it a task-only tool?) or after a
+result with structured content (to check it). Learning is a ``tools/list`` bounded by
+what is left of the call's time (at most 10 s, no retries); when it fails, results go
+unchecked for a minute.
+
+A ``-32042`` URL-elicitation-required error is shown to the elicitation handler and,
+when every URL was accepted, the call is retried once.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any, Callable, Mapping
+
+from ._cache import EXPLICIT, LIST_CHANGED
+from ._errors import URL_ELICITATION_REQUIRED, MCPError, RemoteError
+from ._guard import tool_is_retry_safe
+from ._messages import CallToolResult, ListToolsResult, Tool
+from ._paging import paginate
+from ._policies import RetryPolicy
+from ._protocol_types import Task
+from ._schema import validate_output
+
+__all__ = ["Tools", "call_facts"]
+
+log = logging.getLogger("mcpsync.client")
+
+#: Seconds a failed hidden discovery keeps get_tool from trying again.
+DISCOVERY_BACKOFF = 60.0
+
+
+def call_facts(tool: Tool) -> tuple[bool, bool]:
+    """(retry safe, task-only) of a listed tool: worked out on its first call and kept
+    on the Tool, since call_tool asks on every call."""
+    facts: tuple[bool, bool] | None = tool.__dict__.get("_mcpsync_call_facts")
+    if facts is None:
+        facts = tool.__dict__["_mcpsync_call_facts"] = (tool_is_retry_safe(tool), _task_only(tool))
+    return facts
+
+
+def _task_only(tool: Tool) -> bool:
+    execution = tool.execution
+    return bool(execution) and execution.get("taskSupport") == "required"  # type: ignore[union-attr]
+
+
+class Tools:
+    """The tool methods of one Client, over its :class:`~mcpsync._cache.ToolCache`."""
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+
+    # ------------------------------------------------------------------ listing
+
+    def list_tools(self, timeout: float | None, refresh: bool) -> list[Tool]:
+        c = self._client
+        if refresh:
+            c._tool_cache.invalidate(c.name, EXPLICIT)
+        found = c._tool_cache.fetch(c.name, lambda: self.pages(timeout), c._cache_credential)
+        return list(found.tools)
+
+    def list_changed(self) -> None:
+        """``notifications/tools/list_changed``: rediscover on next use, and at once if a
+        failed discovery was holding lookups back."""
+        c = self._client
+        c._discovery_backoff_until = 0.0
+        c._tool_cache.invalidate(c.name, LIST_CHANGED)
+
+    def pages(self, timeout: float | None, retry: RetryPolicy | None = None) -> list[ListToolsResult]:
+        c = self._client
+
+        def fetch(cursor: str | None) -> ListToolsResult:
+            return c.request(  # type: ignore[no-any-return]
+                "tools/list", {"cursor": cursor} if cursor else None, timeout=timeout, retry=retry
+            )
+
+        return list(paginate(fetch, server=c.name, method="tools/list"))
+
+    def get(self, name: str, timeout: float | None) -> Tool | None:
+        """The definition of one tool, from the tool cache (discovering once if needed)."""
+        c = self._client
+        cache = c._tool_cache
+        cred = c._cache_credential
+        if cache.peek(c.name, cred) is None:
+            if time.monotonic() < c._discovery_backoff_until:
+                return None
+            bound = min(timeout if timeout is not None else c.timeouts.request, 10.0)
+            try:
+                cache.fetch(c.name, lambda: self.pages(bound, retry=RetryPolicy.NONE), cred)
+            except MCPError as exc:
+                c._discovery_backoff_until = time.monotonic() + DISCOVERY_BACKOFF
+                log.info("%s: tools/list failed (%s); tool results go unchecked for a minute", c.name, exc)
+                return None
+        return cache.lookup(c.name, name, cred)  # type: ignore[no-any-return]
+
+    def check_result(self, tool: Tool | str, result: CallToolResult) -> CallToolResult:
+        """Validate ``result.structured_content`` against the tool's ``outputSchema``
+        (``isError`` results are not checked)."""
+        info = self.get(tool, None) if isinstance(tool, str) else tool
+        if info is None or info.output_schema is None or result.is_error:
+            return result
+        validate_output(info.output_schema, result.structured_content, tool=info.name)
+        return result
+
+    # ------------------------------------------------------------------ calling
+
+    def call(
+        self,
+        name: str,
+        arguments: Mapping[str, Any] | None,
+        timeout: float | None,
+        progress: Any,
+        meta: Mapping[str, Any] | None,
+        retry_safe: bool,
+        task: bool | None,
+        validate: bool,
+    ) -> CallToolResult | Task:
+        """``tools/call``, the one body (see the module's docstring)."""
+        c = self._client
+        listed = c._tool_cache.peek(c.name, c._cache_credential)  # harness work: not counted
+        definition = listed.by_name.get(name) if listed is not None else None
+        ends = 0.0
+        if listed is None:  # cold: what the call may spend on learning the tool after its answer
+            ends = time.monotonic() + (c.timeouts.request if timeout is None else timeout)
+        safe: bool | Callable[[], bool] = retry_safe
+        as_task = task is True
+        if definition is not None:
+            facts = call_facts(definition)
+            safe = facts[0] or retry_safe
+            as_task = as_task or (task is None and facts[1])  # task-only: run as a task, wait for it
+        elif listed is None and not retry_safe:
+            # the annotations that decide retry safety matter only after a failure:
+            # the call goes out first, and the tool cache is filled only then
+            safe = lambda: self._learned_safe(name, ends)  # noqa: E731
+        if as_task:
+            return self._as_task(name, arguments, timeout, meta, task is True, validate, definition)
+        params: dict[str, Any] = {"name": name, "arguments": arguments if arguments is not None else {}}
+        if meta:
+            params["_meta"] = dict(meta)
+        request = c._session.request  # Client.request's body, without its frame: this runs on every call
+        try:
+            result = request("tools/call", params, timeout, progress, safe, name, None)
+        except RemoteError as exc:
+            if exc.code == URL_ELICITATION_REQUIRED and c._handlers.url_prerequisites(exc):
+                # every prerequisite was accepted: one retry of the same call
+                result = request("tools/call", params, timeout, progress, safe, name, None)
+            else:
+                learned = self._learn(name, ends) if listed is None and task is None else None
+                if learned is None or not _task_only(learned):
+                    raise
+                return self._as_task(name, arguments, timeout, meta, False, validate, learned)  # learned only now
+        if not isinstance(result, CallToolResult):
+            result = c._tasks.wait(result.task, timeout)  # the server made it a task
+        elif result.is_error and listed is None and task is None:
+            # some servers refuse a task-only tool called plainly with an isError result
+            # (not an error): learned only now, it is run as a task
+            learned = self._learn(name, ends)
+            if learned is not None and _task_only(learned):
+                return self._as_task(name, arguments, timeout, meta, False, validate, learned)
+        if validate:
+            if definition is not None:
+                if definition.output_schema is not None:
+                    self.check_result(definition, result)
+            elif listed is None:
+                self._check_late(name, result, ends)
+        return result
+
+    def _as_task(
+        self,
+        name: str,
+        arguments: Mapping[str, Any] | None,
+        timeout: float | None,
+        meta: Mapping[str, Any] | None,
+        handle_only: bool,
+        validate: bool,
+        definition: Tool | None,
+    ) -> CallToolResult | Task:
+        tasks = self._client._tasks
+        handle = tasks.start(name, arguments, timeout=timeout, meta=meta)
+        if handle_only:
+            return handle
+        result = tasks.wait(handle, timeout)
+        if validate and definition is not None:
+            self.check_result(definition, result)
+        return result
+
+    def _learn(self, name: str, ends: float) -> Tool | None:
+        """The definition of ``name`` learned after its call's answer or failure: a
+        discovery bounded by what is left of the call's time (at most 10 s, no retries)."""
+        c = self._client
+        left = ends - time.monotonic()
+        if left <= 0.05:
+            if c._tool_cache.peek(c.name, c._cache_credential) is None:
+                return None
+            return c._tool_cache.lookup(c.name, name, c._cache_credential)  # type: ignore[no-any-return]
+        return self.get(name, left)
+
+    def _learned_safe(self, name: str, ends: float) -> bool:
+        """After a failed first call of ``name`` on a cold tool cache: whether its
+        annotations make it safe to retry."""
+        definition = self._learn(name, ends)
+        return definition is not None and call_facts(definition)[0]
+
+    def _check_late(self, name: str, result: CallToolResult, ends: float) -> None:
+        """Check a first call's result against the tool's ``outputSchema``, learned now
+        that there is a result to check (only when it carries structured content)."""
+        if result.structured_content is None or result.is_error:
+            return
+        learned = self._learn(name, ends)
+        if learned is not None and learned.output_schema is not None:
+            self.check_result(learned, result)
