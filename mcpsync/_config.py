@@ -48,14 +48,18 @@ Example:
 
 from __future__ import annotations
 
-import inspect
 import json
 import os
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
+
+from ._policies import PoolLimits, Timeouts
+from ._profiles import resolve
+from ._routing import Endpoint
+from .transports._factory import TRANSPORT_OPTIONS, build
 
 __all__ = [
     "ConfigError",
@@ -63,8 +67,8 @@ __all__ = [
     "Config",
     "load_config",
     "parse_config",
-    "client_from_config",
-    "build_client",
+    "ClientPlan",
+    "client_plan",
     "expand",
     "strip_jsonc",
     "TRANSPORTS",
@@ -85,9 +89,6 @@ _TYPE_ALIASES = {
     "ws": "websocket",
     "grpc": "grpc",
 }
-
-#: Client constructor per remote transport (classmethods on :class:`~mcpsync.Client`).
-_CONSTRUCTORS = {"http": "http", "sse": "sse", "websocket": "websocket", "grpc": "grpc"}
 
 _KNOWN = {"type", "transport", "command", "args", "env", "cwd", "url", "headers", "timeout", "disabled", "endpoints", "region"}
 
@@ -319,10 +320,6 @@ class ServerConfig:
             names = ", ".join(e.name for e in self.endpoints)
             return f"{self.transport} routed over {len(self.endpoints)} endpoints ({names})"
         return f"{self.transport} {_mask_url(str(t.get('url', self.url)))}"
-
-    def client(self, **options: Any) -> Any:
-        """A :class:`~mcpsync.Client` for this server; see :func:`build_client`."""
-        return build_client(self, **options)
 
 
 def _shell_quote(s: str) -> str:
@@ -626,8 +623,6 @@ def _resolve(name: str, kind: str, raw: dict[str, Any], extra: dict[str, Any], w
             )
         endpoints: list[Any] = []
         if "endpoints" in raw:
-            from ._routing import Endpoint
-
             for i, ep in enumerate(raw["endpoints"]):
                 at = f"{where}.endpoints[{i}].url"
                 address = _check_url(kind, x(ep["url"], at).strip(), ep["url"], at)
@@ -799,44 +794,50 @@ def load_config(
 # ----------------------------------------------------------------------------- clients
 
 
-def _accepts(fn: Any, name: str) -> bool:
-    try:
-        params = inspect.signature(fn).parameters
-    except (TypeError, ValueError):
-        return True
-    if name in params:
-        return True
-    return any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+@dataclass(frozen=True)
+class ClientPlan:
+    """How to build the :class:`~mcpsync.Client` of one entry (what
+    :meth:`Client.from_config <mcpsync.Client.from_config>` follows).
+
+    Attributes:
+        kind: the transport kind (see :mod:`mcpsync.transports._factory`).
+        target: what the kind connects to: ``(command, args)`` for stdio, else the address.
+        options: the constructor's keyword options (the transport's and the Client's,
+            ``profile`` included unless spent on :attr:`make`).
+        endpoints: a routed server's endpoints (their ``address`` is the target).
+        make: for a routed server, builds a fresh transport for an endpoint
+            (``None`` otherwise).
+        region: the region to prefer among the endpoints.
+    """
+
+    kind: str
+    target: Any
+    options: dict[str, Any]
+    endpoints: tuple[Endpoint, ...] = ()
+    make: Callable[[Endpoint], Any] | None = None
+    region: str | None = None
 
 
-def _names(fn: Any) -> set[str]:
-    try:
-        return set(inspect.signature(fn).parameters)
-    except (TypeError, ValueError):
-        return set()
+def client_plan(server: ServerConfig, *, allow_disabled: bool = False, **options: Any) -> ClientPlan:
+    """The constructor and options of the Client for one configured server.
 
-
-def build_client(server: ServerConfig, *, client_class: Any = None, allow_disabled: bool = False, **options: Any) -> Any:
-    """A :class:`~mcpsync.Client` for one configured server.
-
-    stdio entries go through ``Client.stdio(command, args, env=, cwd=)``; remote ones
-    through ``Client.http`` / ``Client.sse`` / ``Client.websocket`` / ``Client.grpc``.
-    The entry's ``timeout`` becomes ``Timeouts(request=...)`` unless ``timeouts`` is
-    given; ``name`` defaults to the entry's name.
+    stdio entries become ``Client.stdio(command, args, env=, cwd=)``; remote ones the
+    constructor of their kind, with the entry's headers (gRPC: as metadata, and a
+    ``grpcs://`` URL asks for TLS). The entry's ``timeout`` becomes
+    ``Timeouts(request=...)`` unless ``timeouts`` is given; ``name`` defaults to the
+    entry's name.
 
     Args:
         server: the entry.
-        client_class: the class to build (default :class:`mcpsync.Client`).
         allow_disabled: build it even if the entry says ``"disabled": true``.
         **options: keyword options of the Client (``mode``, ``retry``, ``profile`` ...).
 
     Raises:
         ConfigError: the entry says ``"disabled": true`` (pass ``allow_disabled=True`` to
-            build it anyway), this build of mcpsync has no constructor for the entry's
-            transport, or the constructor does not take its headers.
+            build it anyway).
     """
+    where = server.templates.get("_where", f"mcpServers.{server.name}")
     if server.disabled and not allow_disabled:
-        where = server.templates.get("_where", f"mcpServers.{server.name}")
         raise ConfigError(
             f"server {server.name!r} is disabled in the configuration (\"disabled\": true); "
             "remove the flag, or pass allow_disabled=True to use it anyway",
@@ -844,103 +845,46 @@ def build_client(server: ServerConfig, *, client_class: Any = None, allow_disabl
             source=server.source,
             server=server.name,
         )
-    if client_class is None:
-        from ._client import Client as client_class  # noqa: N813
     options.setdefault("name", server.name)
     if server.timeout is not None and "timeouts" not in options:
-        from ._policies import Timeouts
-
         options["timeouts"] = replace(Timeouts.DEFAULT, request=server.timeout)
-    where = server.templates.get("_where", f"mcpServers.{server.name}")
     if server.transport == "stdio":
-        return client_class.stdio(server.command, list(server.args), env=dict(server.env) or None, cwd=server.cwd, **options)
-    ctor_name = _CONSTRUCTORS[server.transport]
-    ctor = getattr(client_class, ctor_name, None)
-    if ctor is None:
-        raise ConfigError(
-            f"this build of mcpsync cannot connect to {server.transport} servers (Client.{ctor_name} is missing)",
-            field=f"{where}.type" if "type" in server.templates else f"{where}.url",
-            source=server.source,
-            server=server.name,
-        )
-    target = _target(server.transport, server.url or "", ctor, options)
+        options.update(env=dict(server.env) or None, cwd=server.cwd)
+        return ClientPlan("stdio", (server.command or "", list(server.args)), options)
     if server.headers:
-        names = _names(ctor)
-        if "headers" in names:
-            options["headers"] = dict(server.headers)
-        elif "metadata" in names:  # gRPC: a sequence of (key, value), keys lowercase
+        if server.transport == "grpc":  # a sequence of (key, value), keys lowercase
             options["metadata"] = [(k.lower(), v) for k, v in server.headers.items()]
-        elif _accepts(ctor, "headers"):
-            options["headers"] = dict(server.headers)
         else:
-            raise ConfigError(
-                f"Client.{ctor_name} takes no headers, so the configured headers cannot be sent",
-                field=f"{where}.headers",
-                source=server.source,
-                server=server.name,
-            )
-    if server.endpoints:
-        return _routed(server, client_class, ctor, options)
-    return ctor(target, **options)
+            options["headers"] = dict(server.headers)
+    target = _target(server.transport, server.url or "", options)
+    if not server.endpoints:
+        return ClientPlan(server.transport, target, options)
+    return _routed(server, options)
 
 
-def _target(kind: str, url: str, ctor: Any, options: dict[str, Any]) -> str:
-    """What the constructor takes: gRPC drops its ``grpc://`` scheme (``grpcs://`` asks for TLS)."""
+def _target(kind: str, url: str, options: dict[str, Any]) -> str:
+    """What the transport takes: gRPC drops its ``grpc://`` scheme (``grpcs://`` asks for TLS)."""
     if kind == "grpc" and url.lower().startswith(("grpc://", "grpcs://")):
-        if url.lower().startswith("grpcs://") and _accepts(ctor, "secure") and "secure" in _names(ctor):
+        if url.lower().startswith("grpcs://"):
             options.setdefault("secure", True)
         return url.split("://", 1)[1].rstrip("/")
     return url
 
 
-def _routed(server: ServerConfig, client_class: Any, ctor: Any, options: dict[str, Any]) -> Any:
-    """A routed Client over the entry's endpoints.
-
-    Each endpoint's transport is made exactly as ``ctor(url, **options)`` would make
-    it (headers, auth, TLS, the profile's limits): that Client is built once per
-    endpoint, never connected, and only its transport factory is kept.
-    """
+def _routed(server: ServerConfig, options: dict[str, Any]) -> ClientPlan:
+    """A routed Client over the entry's endpoints, each endpoint's transport made as
+    the kind's constructor would make it (headers, auth, TLS, the profile's limits)."""
     profile = options.pop("profile", None)
+    kind = server.transport
     if profile is not None:  # once, for the routed Client and its transports alike
-        from ._profiles import resolve
-
-        options, _flags = resolve(profile, server.transport, options, client_class, ctor)
-    transport_options = {k: v for k, v in options.items() if k not in ("name", "record", "on_breaker_change")}
-    factories: dict[str, Any] = {}
-    for ep in server.endpoints:
-        probe = ctor(_target(server.transport, str(ep.address), ctor, transport_options), **transport_options)
-        factories[ep.name] = probe._factory
-        probe.close()
-    endpoints = [replace(ep, address=_target(server.transport, str(ep.address), ctor, {})) for ep in server.endpoints]
-    accepted = _names(client_class.routed) | _names(client_class.__init__)
-    options = {k: v for k, v in options.items() if k in accepted}  # the rest was spent on the transports
-    if server.transport in ("http", "sse"):
-        from ._policies import PoolLimits
-
+        options, _flags = resolve(profile, kind, options)
+    transport_options = {k: options.pop(k) for k in TRANSPORT_OPTIONS[kind] & options.keys()}
+    timeouts = options.get("timeouts", Timeouts.DEFAULT)
+    factories = {
+        ep.name: build(kind, _target(kind, str(ep.address), dict(transport_options)), transport_options, timeouts=timeouts).factory
+        for ep in server.endpoints
+    }
+    endpoints = tuple(replace(ep, address=_target(kind, str(ep.address), {})) for ep in server.endpoints)
+    if kind in ("http", "sse"):
         options.setdefault("pool", PoolLimits.SINGLE)  # as Client.http: urllib3 pools the sockets
-    return client_class.routed(endpoints, lambda ep: factories[ep.name](), region=server.region, **options)
-
-
-def client_from_config(
-    path: str | os.PathLike[str] | Mapping[str, Any], name: str, *, environ: Mapping[str, str] | None = None, **options: Any
-) -> Any:
-    """Load ``path`` and build the Client for its server ``name``.
-
-    This is ``Client.from_config(path, name, **options)``.
-
-    Args:
-        path: the configuration file, or the configuration as a dict.
-        name: the server's key under ``mcpServers``.
-        environ: where ``${VAR}`` values come from (default ``os.environ``).
-        **options: keyword options of the Client; they win over the file's.
-
-    Raises:
-        ConfigError: the file is bad, ``name`` is not defined, is ``disabled``, or its
-            variables are unset.
-
-    Example:
-        >>> from mcpsync import Client
-        >>> with Client.from_config("mcp.json", "everything") as client:    # doctest: +SKIP
-        ...     print(client.call_tool("echo", {"message": "hi"}).text)
-    """
-    return build_client(load_config(path, environ=environ)[name], **options)
+    return ClientPlan(kind, endpoints[0].address, options, endpoints, lambda ep: factories[ep.name](), server.region)
