@@ -51,10 +51,10 @@ from ._messages import (
 )
 from ._cache import EXPLICIT, LIST_CHANGED, RECONNECT, ToolCache
 from ._guard import BreakerState, CircuitBreaker, Guard, ReconnectSchedule, Recorder, tool_is_retry_safe
-from ._metrics import DISCOVERY_METHODS, MetricsRecorder, fan_out
+from ._metrics import DISCOVERY_METHODS, MetricsRecorder, MetricsSnapshot, fan_out
 from ._policies import BreakerPolicy, PoolLimits, ReconnectPolicy, RetryPolicy, Timeouts
 from ._paging import paginate
-from ._pool import ConnectionPool
+from ._pool import ConnectionPool, PoolStats
 from ._protocol import ProtocolMixin
 from ._skills import SkillsMixin
 from ._worker import Worker
@@ -92,6 +92,7 @@ _POLICIES = frozenset({"mode", "timeouts", "retry", "breaker", "pool"})
 
 if TYPE_CHECKING:
     from ._config import ServerConfig
+    from ._resources import ResourceManager
 
 #: Bumped in a child after os.fork(): cheaper to compare than calling getpid() per call.
 _fork_generation = 0
@@ -348,7 +349,7 @@ class Client(ProtocolMixin, SkillsMixin):
         # the cache reports hits and misses; its discoveries are already timed and
         # counted by the guard as tools/list requests (kept apart from agent calls)
         self._tool_cache = ToolCache(metrics=_CacheHits(sink))
-        self._resources: Any = None
+        self._resources: ResourceManager | None = None
         self._reconnect = ReconnectSchedule(reconnect, name=self.name, on_unavailable=on_unavailable)
         self._guard = Guard(self.name, retry=retry, breaker=breaker, reconnect=self._reconnect, record=sink)
         if on_breaker_change is not None:
@@ -778,7 +779,7 @@ class Client(ProtocolMixin, SkillsMixin):
         self._reconnect.reset()
         self._guard.breaker.reset()
 
-    def pool_stats(self) -> Any:
+    def pool_stats(self) -> PoolStats:
         """Counters of the connection pool (created, closed, borrowed, returned, in use)."""
         return self._pool.stats()
 
@@ -1457,12 +1458,12 @@ class Client(ProtocolMixin, SkillsMixin):
                 return None
         return cache.lookup(self.name, name, cred)  # type: ignore[no-any-return]
 
-    def metrics(self) -> Any:
+    def metrics(self) -> MetricsSnapshot:
         """Per-server and per-tool metrics: calls, QPS, P50/P99 latency, error and
         timeout counts and rates, tool-cache hit rate (a frozen snapshot)."""
         return self._metrics.snapshot()
 
-    def resources(self) -> Any:
+    def resources(self) -> ResourceManager:
         """The client's :class:`~mcpsync._resources.ResourceManager` (made on first use):
         the resource lifecycle UNKNOWN → SUBSCRIBED → CACHED → STALE → UNSUBSCRIBED."""
         with self._lock:

@@ -190,7 +190,7 @@ def _get(name: str | Profile) -> Profile:
     return profile
 
 
-def profile_options(name: str | Profile, **overrides: Any) -> dict[str, Any]:
+def profile_options(name: str | Profile, /, **overrides: Any) -> dict[str, Any]:
     """The Client keyword options and flags of a profile, with ``overrides`` applied.
 
     Args:
