@@ -81,7 +81,7 @@ _logging.getLogger(__name__).addHandler(_logging.NullHandler())
 if TYPE_CHECKING:  # what the lazy names below are, for mypy and pyright
     from ._config import ConfigError, ServerConfig, load_config
     from ._multi import MultiClient
-    from ._otel import Telemetry
+    from ._otel import Telemetry, telemetry
     from ._profiles import ProfileError, profile_options
     from ._resources import ResourceManager
 
@@ -95,6 +95,7 @@ _LAZY = {
     "ProfileError": "._profiles",
     "ResourceManager": "._resources",
     "Telemetry": "._otel",
+    "telemetry": "._otel",
 }
 
 
@@ -122,6 +123,7 @@ __all__ = [
     "PoolStats",
     "ResourceManager",
     "Telemetry",
+    "telemetry",
     "ServerSession",
     "Diagnostics",
     "ConnectionDiagnostics",

@@ -447,8 +447,8 @@ class ProcessPerCallClient:
 
     def list_tools(self, *, timeout: float | None = None) -> list[Any]:
         """The tools, from a fresh process (every time: the profile has no tool cache)."""
-        tools = self._run(lambda c: c.list_tools(timeout=timeout), tool=None, safe=True)
-        self._tools = list(tools)
+        tools = list(self._run(lambda c: c.list_tools(timeout=timeout), tool=None, safe=True))
+        self._tools = tools
         return tools
 
     def call_tool(
