@@ -252,7 +252,7 @@ class Client(ProtocolMixin, SkillsMixin):
         on_breaker_change: ``callback(old, new)`` on circuit breaker transitions.
         on_unavailable: ``callback(error)`` once the server is marked unavailable.
         telemetry: ``True`` for OpenTelemetry spans and metrics (the ``otel`` extra),
-            or a :class:`mcpsync._otel.Telemetry`; spans carry W3C trace context into
+            or a :class:`mcpsync.Telemetry`; spans carry W3C trace context into
             the request's ``_meta``.
         credential: the authorization context the tool cache keys ``private``
             entries by (default: none).

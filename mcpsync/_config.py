@@ -104,7 +104,7 @@ class ServerConfig:
         url: the server's address (remote; for gRPC ``host:port`` or ``grpc://host:port``);
             with ``endpoints``, the first endpoint's.
         endpoints: the nodes or regions of a routed server
-            (:class:`~mcpsync._routing.Endpoint` values, ``address`` = the URL); empty
+            (:class:`~mcpsync.Endpoint` values, ``address`` = the URL); empty
             for a server with one ``url``.
         region: the region to prefer among the endpoints.
         headers: headers sent on every request (remote; gRPC metadata).
