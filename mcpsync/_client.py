@@ -402,7 +402,7 @@ class Client(ProtocolMixin, SkillsMixin):
 
             options, flags = resolve(profile, "stdio", options)
             if flags.get("process_per_call"):
-                return process_per_call(cls.stdio, command, args, options)  # type: ignore[return-value]  # not a Client yet: see _profiles
+                return process_per_call(cls, command, args, options)
         return cls._build("stdio", (command, args), None, options)
 
     @classmethod

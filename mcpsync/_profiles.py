@@ -31,9 +31,10 @@ Example:
 
 from __future__ import annotations
 
+import inspect
 import threading
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence, TypeVar
 
 from ._policies import BreakerPolicy, PoolLimits, RetryPolicy, Timeouts
 from .transports._factory import TRANSPORT_OPTIONS
@@ -493,6 +494,9 @@ class ProcessPerCallClient:
         # run, like calls, on a fresh process each.
         if name.startswith("_"):
             raise AttributeError(name)
+        return self._method(name)
+
+    def _method(self, name: str) -> Callable[..., Any]:
         if name in self._SESSION_ONLY:
             def refuse(*_a: Any, **_kw: Any) -> Any:
                 raise ProfileError(
@@ -517,14 +521,19 @@ class ProcessPerCallClient:
         return f"ProcessPerCallClient({self.name!r}, spawned={self.spawned})"
 
 
-def process_per_call(
-    client_factory: Callable[..., Any], command: str, args: Sequence[str], options: Mapping[str, Any]
-) -> ProcessPerCallClient:
+C = TypeVar("C")
+
+
+def process_per_call(client_class: type[C], command: str, args: Sequence[str], options: Mapping[str, Any]) -> C:
     """The Minimal profile's stdio client: the hook for ``Client.stdio(..., profile=...)``
     when the profile (or the caller) sets ``process_per_call``.
 
+    What it returns is a ``client_class`` (a :class:`~mcpsync.Client`) whose every public
+    method runs as :class:`ProcessPerCallClient` runs it: on a one-shot client built by
+    ``client_class.stdio``, each on a fresh process.
+
     Args:
-        client_factory: builds each one-shot client (``Client.stdio``).
+        client_class: the Client class.
         command: the executable.
         args: its arguments.
         options: the resolved constructor options (see :func:`resolve`); the profile's
@@ -536,4 +545,53 @@ def process_per_call(
     for key in ("breaker", "pool"):
         opts.pop(key, None)
     env, cwd = opts.pop("env", None), opts.pop("cwd", None)
-    return ProcessPerCallClient(command, args, env=env, cwd=cwd, retry=retry, client_factory=client_factory, **opts)
+    factory = client_class.stdio  # type: ignore[attr-defined]
+    kind = _per_call_class(client_class)
+    return kind(command, args, env=env, cwd=cwd, retry=retry, client_factory=factory, **opts)  # type: ignore[no-any-return]
+
+
+_PER_CALL_CLASSES: dict[type, type] = {}
+_PER_CALL_LOCK = threading.Lock()
+
+
+def _per_call_class(client_class: type) -> type:
+    """``ProcessPerCallClient`` grafted onto ``client_class``: an instance is a Client for
+    ``isinstance`` and type checkers; every public method of the Client runs on a fresh
+    process (or is refused, for those that need a lasting session)."""
+    with _PER_CALL_LOCK:
+        made = _PER_CALL_CLASSES.get(client_class)
+        if made is not None:
+            return made
+        namespace: dict[str, Any] = {
+            "__doc__": ProcessPerCallClient.__doc__,
+            "__module__": __name__,
+            # no breaker, and never "unavailable": every call starts afresh
+            "breaker_state": property(lambda self: _closed_state()),
+            "unavailable": property(lambda self: False),
+            "endpoint_breakers": property(lambda self: {}),
+        }
+        for name in dir(client_class):
+            if name.startswith("_") or name in namespace or hasattr(ProcessPerCallClient, name):
+                continue
+            attr = inspect.getattr_static(client_class, name)
+            if isinstance(attr, (property, classmethod, staticmethod)) or not callable(attr):
+                continue
+            namespace[name] = _delegate(name, attr)
+        made = type(f"{client_class.__name__}ProcessPerCall", (ProcessPerCallClient, client_class), namespace)
+        _PER_CALL_CLASSES[client_class] = made
+        return made
+
+
+def _closed_state() -> Any:
+    from ._guard import BreakerState
+
+    return BreakerState.CLOSED
+
+
+def _delegate(name: str, target: Any) -> Callable[..., Any]:
+    def method(self: ProcessPerCallClient, *args: Any, **kwargs: Any) -> Any:
+        return self._method(name)(*args, **kwargs)
+
+    method.__name__ = name
+    method.__doc__ = getattr(target, "__doc__", None)
+    return method

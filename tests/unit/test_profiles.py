@@ -196,10 +196,12 @@ def test_retry_override_reaches_the_wrapper():
 
     fast = replace(PROFILES["minimal"].retry, backoff=0.01)
     options, flags = resolve("minimal", "stdio", {"retry": fast})
-    w = process_per_call(Client.stdio, "srv", [], options)
+    w = process_per_call(Client, "srv", [], options)
     assert flags["process_per_call"] and isinstance(w, ProcessPerCallClient) and w.retry == fast
     w = Client.stdio("srv", [], profile="minimal", retry=fast)
-    assert isinstance(w, ProcessPerCallClient) and w.retry == fast
+    assert isinstance(w, ProcessPerCallClient) and isinstance(w, Client) and w.retry == fast
+    with pytest.raises(AttributeError, match="read-only"):
+        w.retry = RetryPolicy.NONE
     c = Client.stdio("srv", [], profile="minimal", process_per_call=False)  # lazy: nothing runs
     assert isinstance(c, Client) and c.retry.retries == 3
     c.close()

@@ -102,6 +102,7 @@ def test_the_profile_list_of_client_options_is_the_clients():
 @pytest.mark.parametrize("make", [
     lambda: Client.stdio("python", ["-m", "mcpsync.server.demo"], profile="professional"),
     lambda: Client.stdio("python", ["-m", "mcpsync.server.demo"], profile="minimal", process_per_call=False),
+    lambda: Client.stdio("python", ["-m", "mcpsync.server.demo"], profile="minimal"),  # a process per call
     lambda: Client.http("https://mcp.example.test/mcp", profile="enterprise"),
     lambda: Client.sse("https://mcp.example.test/sse", profile="professional"),
     lambda: Client.websocket("wss://mcp.example.test/ws", profile="enterprise"),
