@@ -457,7 +457,7 @@ class Client(ProtocolMixin, SkillsMixin):
 
     @classmethod
     def from_config(
-        cls, source: str | os.PathLike[str] | Mapping[str, Any] | ServerConfig, name: str | None = None, **options: Any
+        cls, path: str | os.PathLike[str] | Mapping[str, Any] | ServerConfig, name: str | None = None, **options: Any
     ) -> "Client":
         """A client for server ``name`` of an ``mcpServers`` configuration file (the
         format desktop clients and editors use; ``${VAR}`` expanded from the environment),
@@ -465,7 +465,7 @@ class Client(ProtocolMixin, SkillsMixin):
         :class:`~mcpsync.ServerConfig` entry (then without ``name``).
 
         Args:
-            source: the file, the configuration as a dict, or one entry.
+            path: the file, the configuration as a dict, or one entry.
             name: the server's key under ``mcpServers``.
             **options: keyword options of the Client (they win over the file's),
                 ``environ`` (where ``${VAR}`` values come from) and ``allow_disabled``
@@ -478,11 +478,13 @@ class Client(ProtocolMixin, SkillsMixin):
         from ._config import ServerConfig, client_plan, load_config
 
         environ = options.pop("environ", None)
-        if not isinstance(source, ServerConfig):
-            if name is None:
-                raise TypeError("Client.from_config(path, name): name the server to connect to")
-            source = load_config(source, environ=environ)[name]
-        plan = client_plan(source, **options)
+        if isinstance(path, ServerConfig):
+            server = path
+        elif name is None:
+            raise TypeError("Client.from_config(path, name): name the server to connect to")
+        else:
+            server = load_config(path, environ=environ)[name]
+        plan = client_plan(server, **options)
         if plan.make is not None:
             return cls.routed(plan.endpoints, plan.make, region=plan.region, **plan.options)
         if plan.kind == "stdio":
