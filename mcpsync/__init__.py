@@ -68,6 +68,8 @@ from ._protocol_types import (
     Task,
 )
 from ._policies import BreakerPolicy, PoolLimits, ReconnectPolicy, RetryPolicy, Timeouts
+from ._pool import PoolStats
+from ._routing import Endpoint, EndpointState, NoEndpointAvailable
 from ._speedups import IMPLEMENTATION as SPEEDUPS
 from ._spec import ClientSpec, close_process_clients, process_client
 from .transports._base import Transport
@@ -81,6 +83,9 @@ _logging.getLogger(__name__).addHandler(_logging.NullHandler())
 if TYPE_CHECKING:  # what the lazy names below are, for mypy and pyright
     from ._config import ConfigError, ServerConfig, load_config
     from ._multi import MultiClient
+    from ._otel import Telemetry, telemetry
+    from ._profiles import ProfileError, profile_options
+    from ._resources import ResourceManager
 
 # Imported on first use, so that `import mcpsync` stays light.
 _LAZY = {
@@ -88,6 +93,11 @@ _LAZY = {
     "ServerConfig": "._config",
     "ConfigError": "._config",
     "load_config": "._config",
+    "profile_options": "._profiles",
+    "ProfileError": "._profiles",
+    "ResourceManager": "._resources",
+    "Telemetry": "._otel",
+    "telemetry": "._otel",
 }
 
 
@@ -107,6 +117,15 @@ __all__ = [
     "ServerConfig",
     "ConfigError",
     "load_config",
+    "profile_options",
+    "ProfileError",
+    "Endpoint",
+    "EndpointState",
+    "NoEndpointAvailable",
+    "PoolStats",
+    "ResourceManager",
+    "Telemetry",
+    "telemetry",
     "ServerSession",
     "Diagnostics",
     "ConnectionDiagnostics",

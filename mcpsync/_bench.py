@@ -748,13 +748,14 @@ def _client_for(opts: argparse.Namespace, command: list[str]) -> tuple[Any, str,
     if sum(given) != 1:
         raise UsageError("give exactly one server: a command after `--`, --url URL, or --config FILE --server NAME")
     if opts.config:
-        from ._config import ConfigError, build_client, load_config
+        from ._client import Client
+        from ._config import ConfigError, load_config
 
         if not opts.server:
             raise UsageError("--config needs --server NAME")
         try:
             cfg = load_config(opts.config)[opts.server]
-            return build_client(cfg, **common), cfg.name, cfg.transport
+            return Client.from_config(cfg, **common), cfg.name, cfg.transport
         except ConfigError as exc:
             raise UsageError(str(exc)) from None
     if opts.header and not opts.url:

@@ -26,9 +26,9 @@ import logging
 import os
 import threading
 from dataclasses import replace
-from typing import Any, Callable, Literal, Mapping, Sequence, Union
+from typing import TYPE_CHECKING, Any, Callable, Final, Literal, Mapping, Sequence
 
-from ._channel import Channel, ProgressCallback
+from ._channel import ProgressCallback
 from ._errors import (
     METHOD_NOT_FOUND,
     ConnectError,
@@ -47,10 +47,10 @@ from ._messages import (
 from ._cache import ResultCache, ToolCache
 from ._guard import BreakerState, CircuitBreaker, Guard, ReconnectSchedule, Recorder
 from ._handlers import LEVELS, Handlers
-from ._metrics import MetricsRecorder, fan_out
+from ._metrics import MetricsRecorder, MetricsSnapshot, fan_out
 from ._policies import BreakerPolicy, PoolLimits, ReconnectPolicy, RetryPolicy, Timeouts
 from ._paging import paginate
-from ._pool import ConnectionPool
+from ._pool import ConnectionPool, PoolStats
 from ._protocol_types import (
     CompleteResult,
     Completion,
@@ -69,7 +69,9 @@ from ._tools import Tools
 from ._handshake import LATEST_LEGACY, LATEST_MODERN, LEGACY_VERSIONS, MODERN_VERSIONS, ServerSession, _Connection
 from ._session import Session, _Opening
 from ._worker import Worker
+from ._routing import Endpoint
 from .transports._base import Transport
+from .transports._factory import TRANSPORT_OPTIONS, TransportFactory, build as build_transport
 from ._diagnostics import Diagnostics, snapshot as _diagnostics_snapshot
 
 __all__ = [
@@ -84,7 +86,12 @@ __all__ = [
 log = logging.getLogger("mcpsync.client")
 
 Mode = Literal["auto", "modern", "legacy"]
-TransportFactory = Callable[[], Union[Transport, Channel]]
+#: The Client's policies: fixed at construction (``client.retry = ...`` raises).
+_POLICIES = frozenset({"mode", "timeouts", "retry", "breaker", "pool"})
+
+if TYPE_CHECKING:
+    from ._config import ServerConfig
+    from ._resources import ResourceManager
 
 #: Bumped in a child after os.fork(): cheaper to compare than calling getpid() per call.
 _fork_generation = 0
@@ -140,7 +147,7 @@ class Client:
         on_breaker_change: ``callback(old, new)`` on circuit breaker transitions.
         on_unavailable: ``callback(error)`` once the server is marked unavailable.
         telemetry: ``True`` for OpenTelemetry spans and metrics (the ``otel`` extra),
-            or a :class:`mcpsync._otel.Telemetry`; spans carry W3C trace context into
+            or a :class:`mcpsync.Telemetry`; spans carry W3C trace context into
             the request's ``_meta``.
         credential: the authorization context the tool cache keys ``private``
             entries by (default: none).
@@ -200,11 +207,11 @@ class Client:
             self._factory = transport
         else:
             raise TypeError("transport must be a Transport or a zero-argument callable returning one")
-        self.mode: Mode = mode
-        self.timeouts = timeouts
-        self.retry = retry
-        self.breaker = breaker
-        self.pool = pool
+        self.mode: Final[Mode] = mode
+        self.timeouts: Final[Timeouts] = timeouts
+        self.retry: Final[RetryPolicy] = retry
+        self.breaker: Final[BreakerPolicy] = breaker
+        self.pool: Final[PoolLimits] = pool
         self.sampling_handler = sampling_handler
         self.elicitation_handler = elicitation_handler
         self.roots = roots
@@ -237,7 +244,7 @@ class Client:
         # the cache reports hits and misses; its discoveries are already timed and
         # counted by the guard as tools/list requests (kept apart from agent calls)
         self._tool_cache = ToolCache(metrics=_CacheHits(sink))
-        self._resources: Any = None
+        self._resources: ResourceManager | None = None
         self._reconnect = ReconnectSchedule(reconnect, name=self.name, on_unavailable=on_unavailable)
         self._guard = Guard(self.name, retry=retry, breaker=breaker, reconnect=self._reconnect, record=sink)
         if on_breaker_change is not None:
@@ -285,22 +292,14 @@ class Client:
                 each still overridable (see the README's profile table).
             **options: the keyword options of :class:`Client`.
         """
+        options.update(env=env, cwd=cwd, max_message_size=max_message_size)
         if profile is not None:
-            from ._profiles import stdio_client
+            from ._profiles import process_per_call, resolve
 
-            if max_message_size is not None:
-                options["max_message_size"] = max_message_size
-            return stdio_client(command, args, profile=profile, env=env, cwd=cwd, client_class=cls, **options)  # type: ignore[no-any-return]
-        from .transports.stdio import StdioTransport
-
-        kwargs: dict[str, Any] = {"env": env, "cwd": cwd}
-        if max_message_size is not None:
-            kwargs["max_message_size"] = max_message_size
-        timeouts: Timeouts = options.get("timeouts", Timeouts.DEFAULT)
-        kwargs["close_timeout"] = timeouts.close
-        options.setdefault("name", os.path.basename(command))
-        args = list(args)
-        return cls(lambda: StdioTransport(command, args, **kwargs), **options)
+            options, flags = resolve(profile, "stdio", options)
+            if flags.get("process_per_call"):
+                return process_per_call(cls, command, args, options)
+        return cls._build("stdio", (command, args), None, options)
 
     @classmethod
     def http(
@@ -331,15 +330,8 @@ class Client:
             sse_fallback: switch to HTTP+SSE when the URL refuses POSTs.
             **options: the keyword options of :class:`Client`.
         """
-        if profile is not None:
-            from ._profiles import resolve
-
-            options, _flags = resolve(profile, "http", options, cls)
-        from .transports.streamable_http import StreamableHTTPTransport
-
-        kwargs = cls._http_kwargs(headers, auth, verify, pool_size, max_message_size, options)
-        kwargs["sse_fallback"] = sse_fallback
-        return cls(lambda: StreamableHTTPTransport(url, **kwargs), **cls._http_options(url, options, pool_size))
+        options.update(headers=headers, auth=auth, verify=verify, pool_size=pool_size, max_message_size=max_message_size, sse_fallback=sse_fallback)
+        return cls._build("http", url, profile, options)
 
     @classmethod
     def sse(
@@ -356,35 +348,51 @@ class Client:
     ) -> "Client":
         """A client for a server speaking HTTP+SSE (2024-11-05) at the stream ``url``.
         Options as for :meth:`http`."""
-        if profile is not None:
-            from ._profiles import resolve
-
-            options, _flags = resolve(profile, "sse", options, cls)
-        from .transports.sse import SSETransport
-
-        kwargs = cls._http_kwargs(headers, auth, verify, pool_size, max_message_size, options)
-        return cls(lambda: SSETransport(url, **kwargs), **cls._http_options(url, options, pool_size))
+        options.update(headers=headers, auth=auth, verify=verify, pool_size=pool_size, max_message_size=max_message_size)
+        return cls._build("sse", url, profile, options)
 
     @classmethod
-    def from_config(cls, path: str | os.PathLike[str] | Mapping[str, Any], name: str, **options: Any) -> "Client":
+    def from_config(
+        cls, path: str | os.PathLike[str] | Mapping[str, Any] | ServerConfig, name: str | None = None, **options: Any
+    ) -> "Client":
         """A client for server ``name`` of an ``mcpServers`` configuration file (the
         format desktop clients and editors use; ``${VAR}`` expanded from the environment),
-        or of the same configuration given as a dict.
+        of the same configuration given as a dict, or for one loaded
+        :class:`~mcpsync.ServerConfig` entry (then without ``name``).
+
+        Args:
+            path: the file, the configuration as a dict, or one entry.
+            name: the server's key under ``mcpServers``.
+            **options: keyword options of the Client (they win over the file's),
+                ``environ`` (where ``${VAR}`` values come from) and ``allow_disabled``
+                (use an entry that says ``"disabled": true``).
 
         Raises:
             ConfigError: the file or the entry is invalid (the message names the field),
                 or the entry is ``"disabled": true`` (``allow_disabled=True`` overrides).
         """
-        from ._config import build_client, load_config
+        from ._config import ServerConfig, client_plan, load_config
 
         environ = options.pop("environ", None)
-        return build_client(load_config(path, environ=environ)[name], client_class=cls, **options)  # type: ignore[no-any-return]
+        if isinstance(path, ServerConfig):
+            server = path
+        elif name is None:
+            raise TypeError("Client.from_config(path, name): name the server to connect to")
+        else:
+            server = load_config(path, environ=environ)[name]
+        plan = client_plan(server, **options)
+        if plan.make is not None:
+            return cls.routed(plan.endpoints, plan.make, region=plan.region, **plan.options)
+        if plan.kind == "stdio":
+            command, args = plan.target
+            return cls.stdio(command, args, **plan.options)
+        return cls._build(plan.kind, plan.target, plan.options.pop("profile", None), plan.options)
 
     @classmethod
     def routed(
         cls,
-        endpoints: Sequence[Any],
-        make: Callable[[Any], Transport],
+        endpoints: Sequence[Endpoint | str],
+        make: Callable[[Endpoint], Transport],
         *,
         region: str | None = None,
         probe: bool = True,
@@ -403,7 +411,7 @@ class Client:
         their calls finish.
 
         Args:
-            endpoints: :class:`mcpsync._routing.Endpoint` values (or names).
+            endpoints: :class:`mcpsync.Endpoint` values (or names).
             make: builds a fresh transport for an endpoint, e.g.
                 ``lambda ep: StreamableHTTPTransport(ep.address)``.
             region: the client's region, preferred over round-trip times.
@@ -419,7 +427,7 @@ class Client:
         Raises (from calls):
             NoEndpointAvailable: every endpoint is unreachable or behind an open breaker.
         """
-        from ._routing import Endpoint, Router, mcp_probe
+        from ._routing import Router, mcp_probe
 
         eps = [e if isinstance(e, Endpoint) else Endpoint(str(e)) for e in endpoints]
         policy: BreakerPolicy = options.pop("breaker", BreakerPolicy.DEFAULT)
@@ -428,7 +436,7 @@ class Client:
         breakers: dict[str, CircuitBreaker] = {}
         router = Router(
             eps,
-            probe=mcp_probe(make) if probe else None,
+            probe=mcp_probe(make, client=cls) if probe else None,
             region=region,
             breaker_open=lambda ep: breakers[ep.name].state is BreakerState.OPEN,
             **dict(router_options or {}),
@@ -446,40 +454,6 @@ class Client:
     def endpoint_breakers(self) -> Mapping[str, CircuitBreaker]:
         """A routed client's circuit breakers, by endpoint name (empty otherwise)."""
         return dict(self._endpoint_breakers or {})
-
-    @staticmethod
-    def _http_kwargs(
-        headers: Mapping[str, str] | None,
-        auth: Any,
-        verify: bool | str,
-        pool_size: int,
-        max_message_size: int | None,
-        options: Mapping[str, Any],
-    ) -> dict[str, Any]:
-        timeouts: Timeouts = options.get("timeouts", Timeouts.DEFAULT)
-        kwargs: dict[str, Any] = {
-            "headers": dict(headers or {}),
-            "auth": auth,
-            "verify": verify,
-            "connect_timeout": timeouts.connect,
-            "read_timeout": timeouts.idle,
-            "pool_size": pool_size,
-        }
-        if max_message_size is not None:
-            kwargs["max_message_size"] = max_message_size
-        return kwargs
-
-    @staticmethod
-    def _http_options(url: str, options: dict[str, Any], pool_size: int) -> dict[str, Any]:
-        from urllib.parse import urlsplit
-
-        options.setdefault("name", urlsplit(url).netloc or url)
-        # One transport per client: urllib3 fans requests out over its own pool of TCP
-        # connections, and every extra legacy-era transport would be another session.
-        # As many calls in flight as there are sockets: the rest wait in the client's
-        # pool, in arrival order (urllib3's own wait lets a returning thread go first).
-        options.setdefault("pool", replace(PoolLimits.SESSION, max_in_flight=max(pool_size, 1)))
-        return options
 
     @classmethod
     def websocket(
@@ -509,24 +483,8 @@ class Client:
             max_message_size: longest accepted message in bytes.
             **options: the keyword options of :class:`Client`.
         """
-        if profile is not None:
-            from ._profiles import resolve
-
-            options, _flags = resolve(profile, "websocket", options, cls)
-        from .transports.websocket import WebSocketTransport
-
-        timeouts: Timeouts = options.get("timeouts", Timeouts.DEFAULT)
-        kw: dict[str, Any] = {"headers": headers, "token": token, "sslopt": sslopt, "ping_interval": timeouts.keepalive}
-        if max_message_size:
-            kw["max_message_size"] = max_message_size
-        options.setdefault("name", url)
-        static = dict(headers or {})
-
-        def factory() -> WebSocketTransport:
-            hdrs = {**static, **auth.headers(url, "GET")} if auth is not None else static
-            return WebSocketTransport(url, **{**kw, "headers": hdrs})
-
-        return cls(factory, **options)
+        options.update(headers=headers, token=token, auth=auth, sslopt=sslopt, max_message_size=max_message_size)
+        return cls._build("websocket", url, profile, options)
 
     @classmethod
     def grpc(
@@ -557,31 +515,10 @@ class Client:
             max_message_size: largest message in bytes (gRPC's own default is 4 MiB).
             **options: the keyword options of :class:`Client`.
         """
-        if profile is not None:
-            from ._profiles import resolve
-
-            options, _flags = resolve(profile, "grpc", options, cls)
-        from .transports.grpc import GrpcTransport
-
-        kw: dict[str, Any] = {
-            "token": token,
-            "metadata": metadata,
-            "secure": secure,
-            "root_certificates": root_certificates,
-            "scope": scope,
-        }
-        if max_message_size:
-            kw["max_message_size"] = max_message_size
-        options.setdefault("name", target)
-        static = list(metadata or ())
-
-        def factory() -> GrpcTransport:
-            md = static
-            if auth is not None:
-                md = static + [(k.lower(), v) for k, v in auth.headers(target, "POST").items()]
-            return GrpcTransport(target, **{**kw, "metadata": md})
-
-        return cls(factory, **options)
+        options.update(
+            token=token, auth=auth, metadata=metadata, secure=secure, root_certificates=root_certificates, scope=scope, max_message_size=max_message_size
+        )
+        return cls._build("grpc", target, profile, options)
 
     @classmethod
     def local(cls, registry: Any, *, profile: str | None = None, **options: Any) -> "Client":
@@ -590,18 +527,31 @@ class Client:
         thread hop), or a server object of the official ``mcp`` SDK (``MCPServer``) or
         of FastMCP, run on a private event loop thread and reached through the SDK's
         in-memory transport (:mod:`mcpsync.transports.inprocess`); ``close()`` stops it."""
+        return cls._build("local", registry, profile, options)
+
+    @classmethod
+    def _build(cls, kind: str, target: Any, profile: str | None, options: dict[str, Any]) -> "Client":
+        """Every constructor's body: the profile's options under the caller's, the
+        transport's options to :func:`~mcpsync.transports._factory.build`, the rest to
+        the Client."""
         if profile is not None:
             from ._profiles import resolve
 
-            options, _flags = resolve(profile, "local", options, cls)
-        from .transports.inprocess import sdk_server_factory
-        from .transports.local import LocalChannel
+            options, _flags = resolve(profile, kind, options)
+        transport_options = {k: options.pop(k) for k in TRANSPORT_OPTIONS[kind] & options.keys()}
+        built = build_transport(kind, target, transport_options, timeouts=options.get("timeouts", Timeouts.DEFAULT))
+        options.setdefault("name", built.name)
+        if built.pool is not None:
+            options.setdefault("pool", built.pool)
+        return cls(built.factory, **options)
 
-        options.setdefault("name", getattr(registry, "name", "local"))
-        sdk = sdk_server_factory(registry)
-        if sdk is not None:
-            return cls(sdk, **options)
-        return cls(lambda: LocalChannel(registry), **options)
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in _POLICIES and name in self.__dict__:
+            raise AttributeError(
+                f"Client.{name} is read-only: a client keeps the policies it was built with; "
+                f"build another client with {name}=... (e.g. Client.stdio(..., {name}=...))"
+            )
+        object.__setattr__(self, name, value)
 
     # ------------------------------------------------------------------ parts
 
@@ -719,7 +669,7 @@ class Client:
         self._reconnect.reset()
         self._guard.breaker.reset()
 
-    def pool_stats(self) -> Any:
+    def pool_stats(self) -> PoolStats:
         """Counters of the connection pool (created, closed, borrowed, returned, in use)."""
         return self._pool.stats()
 
@@ -985,12 +935,12 @@ class Client:
         """Forget every cached result (resources, prompts, resource contents)."""
         self._results.clear()
 
-    def metrics(self) -> Any:
+    def metrics(self) -> MetricsSnapshot:
         """Per-server and per-tool metrics: calls, QPS, P50/P99 latency, error and
         timeout counts and rates, tool-cache hit rate (a frozen snapshot)."""
         return self._metrics.snapshot()
 
-    def resources(self) -> Any:
+    def resources(self) -> ResourceManager:
         """The client's :class:`~mcpsync._resources.ResourceManager` (made on first use):
         the resource lifecycle UNKNOWN → SUBSCRIBED → CACHED → STALE → UNSUBSCRIBED."""
         with self._lock:

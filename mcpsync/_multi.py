@@ -225,7 +225,8 @@ class MultiClient:
                 transport, a transport the profile does not allow) is reported in
                 :meth:`status` instead.
         """
-        from ._config import ConfigError, build_client, load_config
+        from ._client import Client
+        from ._config import ConfigError, load_config
 
         config = load_config(path, environ=environ)
         for name in per_server or {}:
@@ -246,7 +247,7 @@ class MultiClient:
                 disabled.append(name)
                 continue
             try:
-                clients[name] = build_client(server, allow_disabled=True, **{**options, **dict((per_server or {}).get(name, {}))})
+                clients[name] = Client.from_config(server, allow_disabled=True, **{**options, **dict((per_server or {}).get(name, {}))})
             except (ConfigError, ValueError) as exc:  # ValueError: e.g. ProfileError
                 errors[name] = exc
         multi = cls(clients, separator=separator, namespace=namespace, list_timeout=list_timeout, relist_after=relist_after, errors=errors)

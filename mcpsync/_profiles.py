@@ -34,9 +34,10 @@ from __future__ import annotations
 import inspect
 import threading
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence, TypeVar
 
 from ._policies import BreakerPolicy, PoolLimits, RetryPolicy, Timeouts
+from .transports._factory import TRANSPORT_OPTIONS
 
 __all__ = [
     "PROFILES",
@@ -48,8 +49,9 @@ __all__ = [
     "split_options",
     "check_transport",
     "resolve",
+    "CLIENT_OPTIONS",
     "ProcessPerCallClient",
-    "stdio_client",
+    "process_per_call",
 ]
 
 #: Every transport mcpsync has.
@@ -189,7 +191,7 @@ def _get(name: str | Profile) -> Profile:
     return profile
 
 
-def profile_options(name: str | Profile, **overrides: Any) -> dict[str, Any]:
+def profile_options(name: str | Profile, /, **overrides: Any) -> dict[str, Any]:
     """The Client keyword options and flags of a profile, with ``overrides`` applied.
 
     Args:
@@ -223,66 +225,46 @@ def profile_options(name: str | Profile, **overrides: Any) -> dict[str, Any]:
     return opts
 
 
-def _client_parameters(client_class: Any) -> set[str] | None:
-    try:
-        params = inspect.signature(client_class.__init__).parameters
-    except (TypeError, ValueError):  # pragma: no cover - builtins
-        return None
-    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
-        return None
-    return {n for n, p in params.items() if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)} - {"self", "transport"}
+#: The keyword options of :class:`~mcpsync.Client` (``tests/unit/test_public_surface.py``
+#: keeps this list equal to ``Client.__init__``'s).
+CLIENT_OPTIONS: frozenset[str] = frozenset({
+    "mode", "timeouts", "retry", "breaker", "pool", "sampling_handler", "elicitation_handler", "roots",
+    "logging_handler", "log_level", "client_info", "name", "reconnect", "record", "on_breaker_change",
+    "on_unavailable", "telemetry", "credential", "metrics", "push_updates",
+})
 
 
-def _named_parameters(fn: Any) -> set[str]:
-    try:
-        params = inspect.signature(fn).parameters
-    except (TypeError, ValueError):  # pragma: no cover - builtins
-        return set()
-    return {n for n, p in params.items() if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)}
-
-
-def split_options(
-    options: Mapping[str, Any], client_class: Any = None, constructor: Any = None
-) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Split resolved profile options into (Client keyword options, profile flags).
+def split_options(options: Mapping[str, Any], transport: str | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Split resolved profile options into (constructor keyword options, profile flags).
 
     The :data:`PROFILE_FLAGS` always go to the flags (the Client wires each one
     explicitly, as it gains the feature; a bare ``True`` is not what its options take);
-    every other key must be a keyword option of ``Client.__init__`` or a named keyword
-    of ``constructor`` (e.g. ``Client.stdio``'s ``max_message_size``).
+    every other key must be one of :data:`CLIENT_OPTIONS` or an option of the
+    ``transport``'s (e.g. ``max_message_size``; see
+    :data:`mcpsync.transports._factory.TRANSPORT_OPTIONS`).
 
     Raises:
         TypeError: a key is neither (a typo).
     """
-    if client_class is None:
-        from ._client import Client as client_class  # noqa: N813
-    accepted = _client_parameters(client_class)
-    if accepted is not None and constructor is not None:
-        accepted = accepted | _named_parameters(constructor)
+    accepted = CLIENT_OPTIONS | TRANSPORT_OPTIONS.get(transport or "", frozenset())
     client: dict[str, Any] = {}
     flags: dict[str, Any] = {}
     for key, value in options.items():
         if key in PROFILE_FLAGS:
             flags[key] = value
-        elif accepted is None or key in accepted:
+        elif key in accepted:
             client[key] = value
         else:
             raise TypeError(f"unexpected option {key!r} (not a Client option nor a profile setting)")
     # the flags the Client has an option for are enforced through it
-    if "metrics" in flags and (accepted is None or "metrics" in accepted):
+    if "metrics" in flags:
         client.setdefault("metrics", bool(flags["metrics"]))
-    if "subscriptions" in flags and (accepted is None or "push_updates" in accepted):
+    if "subscriptions" in flags:
         client.setdefault("push_updates", flags["subscriptions"] == "push")
     return client, flags
 
 
-def resolve(
-    profile: str | Profile,
-    transport: str | None,
-    options: Mapping[str, Any],
-    client_class: Any = None,
-    constructor: Any = None,
-) -> tuple[dict[str, Any], dict[str, Any]]:
+def resolve(profile: str | Profile, transport: str | None, options: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     """The hook for ``profile=`` in the Client's constructors.
 
     Applies ``options`` over the profile, checks the transport is allowed, and splits the
@@ -292,12 +274,11 @@ def resolve(
         profile: the profile name.
         transport: ``"stdio"``, ``"http"``, ``"sse"``, ``"websocket"``, ``"grpc"``,
             ``"local"``, or ``None`` to skip the check (a custom transport factory).
-        options: the caller's keyword options; they win over the profile.
-        client_class: the Client class (for its accepted options).
-        constructor: the classmethod being called, whose own keywords are accepted too.
+        options: the caller's keyword options (the Client's and the transport's); they
+            win over the profile.
 
     Returns:
-        (Client keyword options, profile flags).
+        (constructor keyword options, profile flags).
 
     Raises:
         ProfileError: unknown profile, or a transport it does not allow.
@@ -310,14 +291,9 @@ def resolve(
         # sockets under a session. The Client itself keeps one session per server (its
         # state is the user's data) unless the caller passes ``pool=`` explicitly.
         limits = opts.pop("pool", None)
-        if (
-            limits is not None
-            and options.get("pool_size") is None
-            and constructor is not None
-            and "pool_size" in _named_parameters(constructor)
-        ):
+        if limits is not None and options.get("pool_size") is None and "pool_size" in TRANSPORT_OPTIONS.get(transport or "", ()):
             opts["pool_size"] = max(limits.max, 1)
-    return split_options(opts, client_class, constructor)
+    return split_options(opts, transport)
 
 
 def check_transport(options: Mapping[str, Any] | str | Profile, transport: str) -> None:
@@ -357,7 +333,7 @@ class ProcessPerCallClient:
         retry: call retries (default: the Minimal profile's).
         name: the server's name in logs and errors.
         client_factory: ``factory(command, args, env=, cwd=, **options)`` building the
-            one-shot Client (default ``Client.stdio``).
+            one-shot Client (``Client.stdio``).
         sleep: waits between retries (inject for tests).
         **options: keyword options for each one-shot Client (``mode``, ``timeouts`` ...).
 
@@ -365,7 +341,7 @@ class ProcessPerCallClient:
         spawned: how many server processes were started so far.
 
     Example:
-        >>> c = ProcessPerCallClient("python", ["-m", "mcpsync.server.demo"])   # doctest: +SKIP
+        >>> c = ProcessPerCallClient("python", ["-m", "mcpsync.server.demo"], client_factory=Client.stdio)  # doctest: +SKIP
         >>> c.call_tool("add", {"a": 1, "b": 2}).structured_content, c.spawned  # doctest: +SKIP
         ({'result': 3}, 1)
     """
@@ -379,7 +355,7 @@ class ProcessPerCallClient:
         cwd: Any = None,
         retry: RetryPolicy | None = None,
         name: str | None = None,
-        client_factory: Callable[..., Any] | None = None,
+        client_factory: Callable[..., Any],
         sleep: Callable[[float], None] | None = None,
         **options: Any,
     ) -> None:
@@ -392,10 +368,6 @@ class ProcessPerCallClient:
         self.cwd = cwd
         self.retry = retry if retry is not None else PROFILES["minimal"].retry
         self.name = name or os.path.basename(command)
-        if client_factory is None:
-            from ._client import Client
-
-            client_factory = Client.stdio
         self._factory = client_factory
         self._sleep = sleep or time.sleep
         self._options = dict(options)
@@ -407,11 +379,8 @@ class ProcessPerCallClient:
         self.spawned = 0
         # the one-shot clients must not retry themselves: retries happen here, each on a
         # new process
-        accepted = _client_parameters(_owner(client_factory))
-        if accepted is None or "retry" in accepted:
-            self._options.setdefault("retry", RetryPolicy.NONE)
-        if accepted is None or "breaker" in accepted:
-            self._options.setdefault("breaker", BreakerPolicy.DISABLED)
+        self._options.setdefault("retry", RetryPolicy.NONE)
+        self._options.setdefault("breaker", BreakerPolicy.DISABLED)
         self._options.setdefault("name", self.name)
 
     # -------------------------------------------------------------- lifecycle
@@ -479,8 +448,8 @@ class ProcessPerCallClient:
 
     def list_tools(self, *, timeout: float | None = None) -> list[Any]:
         """The tools, from a fresh process (every time: the profile has no tool cache)."""
-        tools = self._run(lambda c: c.list_tools(timeout=timeout), tool=None, safe=True)
-        self._tools = list(tools)
+        tools = list(self._run(lambda c: c.list_tools(timeout=timeout), tool=None, safe=True))
+        self._tools = tools
         return tools
 
     def call_tool(
@@ -525,6 +494,9 @@ class ProcessPerCallClient:
         # run, like calls, on a fresh process each.
         if name.startswith("_"):
             raise AttributeError(name)
+        return self._method(name)
+
+    def _method(self, name: str) -> Callable[..., Any]:
         if name in self._SESSION_ONLY:
             def refuse(*_a: Any, **_kw: Any) -> Any:
                 raise ProfileError(
@@ -533,9 +505,8 @@ class ProcessPerCallClient:
                 )
 
             return refuse
-        from ._client import Client
-
-        target = getattr(Client, name, None)
+        owner = getattr(self._factory, "__self__", None)  # the Client class, for Client.stdio
+        target = getattr(owner, name, None) if isinstance(owner, type) else None
         if not callable(target):
             raise AttributeError(name)
 
@@ -550,42 +521,77 @@ class ProcessPerCallClient:
         return f"ProcessPerCallClient({self.name!r}, spawned={self.spawned})"
 
 
-def _owner(factory: Any) -> Any:
-    owner = getattr(factory, "__self__", None)
-    return owner if isinstance(owner, type) else factory
+C = TypeVar("C")
 
 
-def stdio_client(
-    command: str,
-    args: Sequence[str] = (),
-    *,
-    profile: str | Profile,
-    env: Mapping[str, str] | None = None,
-    cwd: Any = None,
-    client_class: Any = None,
-    **options: Any,
-) -> Any:
-    """A stdio client under a profile: the hook for ``Client.stdio(..., profile=...)``.
+def process_per_call(client_class: type[C], command: str, args: Sequence[str], options: Mapping[str, Any]) -> C:
+    """The Minimal profile's stdio client: the hook for ``Client.stdio(..., profile=...)``
+    when the profile (or the caller) sets ``process_per_call``.
 
-    With ``process_per_call`` (the Minimal profile) this is a :class:`ProcessPerCallClient`;
-    otherwise ``client_class.stdio`` with the profile's Client options (the other flags
-    are not passed: the Client wires them one by one as it gains each feature).
+    What it returns is a ``client_class`` (a :class:`~mcpsync.Client`) whose every public
+    method runs as :class:`ProcessPerCallClient` runs it: on a one-shot client built by
+    ``client_class.stdio``, each on a fresh process.
 
     Args:
+        client_class: the Client class.
         command: the executable.
         args: its arguments.
-        profile: the profile name.
-        env: extra environment for the child.
-        cwd: its working directory.
-        client_class: the Client class (default :class:`mcpsync.Client`).
-        **options: overrides of any profile setting and other Client options.
+        options: the resolved constructor options (see :func:`resolve`); the profile's
+            retries happen here, each on a new process, so the one-shot clients get
+            neither retries nor a breaker nor a pool.
     """
-    if client_class is None:
-        from ._client import Client as client_class  # noqa: N813
-    client_opts, flags = resolve(profile, "stdio", options, client_class, constructor=getattr(client_class, "stdio", None))
-    if flags.get("process_per_call"):
-        retry = client_opts.pop("retry", None)
-        for key in ("breaker", "pool"):
-            client_opts.pop(key, None)
-        return ProcessPerCallClient(command, args, env=env, cwd=cwd, retry=retry, client_factory=client_class.stdio, **client_opts)
-    return client_class.stdio(command, list(args), env=env, cwd=cwd, **client_opts)
+    opts = dict(options)
+    retry = opts.pop("retry", None)
+    for key in ("breaker", "pool"):
+        opts.pop(key, None)
+    env, cwd = opts.pop("env", None), opts.pop("cwd", None)
+    factory = client_class.stdio  # type: ignore[attr-defined]
+    kind = _per_call_class(client_class)
+    return kind(command, args, env=env, cwd=cwd, retry=retry, client_factory=factory, **opts)  # type: ignore[no-any-return]
+
+
+_PER_CALL_CLASSES: dict[type, type] = {}
+_PER_CALL_LOCK = threading.Lock()
+
+
+def _per_call_class(client_class: type) -> type:
+    """``ProcessPerCallClient`` grafted onto ``client_class``: an instance is a Client for
+    ``isinstance`` and type checkers; every public method of the Client runs on a fresh
+    process (or is refused, for those that need a lasting session)."""
+    with _PER_CALL_LOCK:
+        made = _PER_CALL_CLASSES.get(client_class)
+        if made is not None:
+            return made
+        namespace: dict[str, Any] = {
+            "__doc__": ProcessPerCallClient.__doc__,
+            "__module__": __name__,
+            # no breaker, and never "unavailable": every call starts afresh
+            "breaker_state": property(lambda self: _closed_state()),
+            "unavailable": property(lambda self: False),
+            "endpoint_breakers": property(lambda self: {}),
+        }
+        for name in dir(client_class):
+            if name.startswith("_") or name in namespace or hasattr(ProcessPerCallClient, name):
+                continue
+            attr = inspect.getattr_static(client_class, name)
+            if isinstance(attr, (property, classmethod, staticmethod)) or not callable(attr):
+                continue
+            namespace[name] = _delegate(name, attr)
+        made = type(f"{client_class.__name__}ProcessPerCall", (ProcessPerCallClient, client_class), namespace)
+        _PER_CALL_CLASSES[client_class] = made
+        return made
+
+
+def _closed_state() -> Any:
+    from ._guard import BreakerState
+
+    return BreakerState.CLOSED
+
+
+def _delegate(name: str, target: Any) -> Callable[..., Any]:
+    def method(self: ProcessPerCallClient, *args: Any, **kwargs: Any) -> Any:
+        return self._method(name)(*args, **kwargs)
+
+    method.__name__ = name
+    method.__doc__ = getattr(target, "__doc__", None)
+    return method

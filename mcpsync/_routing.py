@@ -11,8 +11,7 @@ connects and of its pings, whether it is available, and when to probe it next:
   choice until another endpoint is clearly nearer, so equal nodes do not flap.
 * **Failover.** :meth:`Router.report_failure` marks an endpoint unavailable; so does an
   open breaker (``breaker_open(endpoint)``, or :meth:`Router.report_breaker`); the next
-  :meth:`Router.choose` takes the next nearest. :meth:`Router.call` runs a function
-  against the candidates in order until one works.
+  :meth:`Router.choose` takes the next nearest.
 * **Breakers.** A routed Client (:meth:`Client.routed`) keeps one circuit breaker per
   endpoint and passes it as ``breaker_open``: an endpoint whose calls keep failing is
   skipped while its breaker is open, its connections are retired, and the calls go to
@@ -48,7 +47,7 @@ import logging
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, TypeVar
+from typing import Any, Callable, Iterable
 
 from ._errors import ServerUnavailable
 from .transports._base import Transport
@@ -57,7 +56,6 @@ __all__ = ["Endpoint", "EndpointState", "Router", "NoEndpointAvailable", "mcp_pr
 
 log = logging.getLogger("mcpsync.routing")
 
-T = TypeVar("T")
 
 
 class NoEndpointAvailable(ServerUnavailable):
@@ -391,53 +389,6 @@ class Router:
 
     # ------------------------------------------------------------------ using
 
-    def call(
-        self,
-        fn: Callable[[Endpoint], T],
-        *,
-        is_failure: Callable[[BaseException], bool] | None = None,
-        measure: bool = False,
-    ) -> T:
-        """Run ``fn(endpoint)`` on the nearest endpoint, failing over in order.
-
-        Args:
-            fn: the work (e.g. connect and call).
-            is_failure: which exceptions mean "this endpoint is unavailable" (default:
-                network errors and ``OSError``); others propagate at once.
-            measure: report ``fn``'s duration as the endpoint's round-trip.
-
-        Raises:
-            NoEndpointAvailable: every candidate failed (``from`` the last error).
-        """
-        from ._errors import NetworkError
-
-        failure = is_failure or (lambda e: isinstance(e, (NetworkError, OSError)))
-        tried: set[str] = set()
-        last: BaseException | None = None
-        while True:
-            try:
-                ep = self.choose()
-            except NoEndpointAvailable as exc:
-                raise exc from last
-            if ep.name in tried:
-                # choose() came back to one that failed during this call: try the rest
-                rest = [e for e in self.candidates() if e.name not in tried]
-                if not rest:
-                    raise NoEndpointAvailable(f"every endpoint failed: {last}", failures=len(tried)) from last
-                ep = rest[0]
-            tried.add(ep.name)
-            t0 = self._clock()
-            try:
-                result = fn(ep)
-            except Exception as exc:
-                if not failure(exc):
-                    raise
-                last = exc
-                self.report_failure(ep, exc)
-                continue
-            self.report_success(ep, self._clock() - t0 if measure else None)
-            return result
-
     def transport_factory(self, make: Callable[[Endpoint], Transport]) -> Callable[[], Transport]:
         """A Client transport factory: each connection goes to :meth:`choose`'s endpoint.
 
@@ -532,16 +483,18 @@ class _RoutedTransport(Transport):
 
 
 def mcp_probe(
-    make: Callable[[Endpoint], Transport], *, mode: str = "auto", timeout: float = 5.0
+    make: Callable[[Endpoint], Transport], *, client: Callable[..., Any], mode: str = "auto", timeout: float = 5.0
 ) -> Callable[[Endpoint], tuple[float, float]]:
     """A ``probe`` for :class:`Router` that measures a real MCP round-trip.
 
-    Each probe opens a one-connection :class:`~mcpsync.Client` over ``make(endpoint)``
+    Each probe opens a one-connection ``client`` (:class:`~mcpsync.Client`, given by
+    the caller so that routing never imports the Client) over ``make(endpoint)``
     (no retries), times the connect (transport + ``initialize`` / ``server/discover``)
     and one ``ping`` (``server/discover`` in the modern era), and closes it.
 
     Args:
         make: builds a fresh transport for an endpoint.
+        client: the Client class.
         mode: the Client's era mode (``"modern"`` skips the probe for the era).
         timeout: bound of the connect and of the ping, each.
 
@@ -549,21 +502,20 @@ def mcp_probe(
         ``probe(endpoint) -> (connect_seconds, ping_seconds)``; raises when the endpoint
         cannot be reached.
     """
-    from ._client import Client
     from ._policies import BreakerPolicy, PoolLimits, RetryPolicy, Timeouts
 
     timeouts = Timeouts(connect=timeout, request=timeout)
 
     def probe(ep: Endpoint) -> tuple[float, float]:
-        client = Client(lambda: make(ep), mode=mode, name=f"probe-{ep.name}", timeouts=timeouts,  # type: ignore[arg-type]
-                        retry=RetryPolicy.NONE, breaker=BreakerPolicy.DISABLED, pool=PoolLimits.SINGLE)
+        c = client(lambda: make(ep), mode=mode, name=f"probe-{ep.name}", timeouts=timeouts,
+                   retry=RetryPolicy.NONE, breaker=BreakerPolicy.DISABLED, pool=PoolLimits.SINGLE)
         try:
             t0 = time.perf_counter()
-            client.connect()
+            c.connect()
             t1 = time.perf_counter()
-            client.ping(timeout=timeout)
+            c.ping(timeout=timeout)
             return t1 - t0, time.perf_counter() - t1
         finally:
-            client.close()
+            c.close()
 
     return probe

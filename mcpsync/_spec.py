@@ -239,10 +239,10 @@ class ClientSpec:
 
         options = {**dict(self.options), **overrides}
         if self.kind == "config":
-            from ._config import build_client, parse_config
+            from ._config import parse_config
 
             entry = parse_config(json.loads(self.config or "{}"))[self.target[0]]
-            return build_client(entry, **options)
+            return Client.from_config(entry, **options)
         if "headers" in options and options["headers"] is not None:
             from ._config import expand
 

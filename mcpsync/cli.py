@@ -195,7 +195,9 @@ def _config_client(opts: argparse.Namespace, headers: dict[str, str], timeouts: 
         server = replace(server, headers={**server.headers, **headers})
     if opts.env:
         raise UsageError("--env does not apply to --config (set env in the file)")
-    return server.client(mode=opts.mode, timeouts=timeouts)
+    from ._client import Client
+
+    return Client.from_config(server, mode=opts.mode, timeouts=timeouts)
 
 
 def _coerce(raw: str, schema: Any) -> Any:

@@ -105,7 +105,7 @@ from ._http_common import (
     translate,
 )
 
-__all__ = ["StreamableHTTPTransport", "open_http_transport", "known_kind", "known_era", "forget_url"]
+__all__ = ["StreamableHTTPTransport", "known_kind", "known_era", "forget_url"]
 
 log = logging.getLogger("mcpsync.http")
 
@@ -1391,16 +1391,3 @@ class StreamableHTTPTransport(Transport):
         self._delegate = delegate
         with self._cond:
             self._cond.notify_all()
-
-
-def open_http_transport(url: str, **options: Any) -> Transport:
-    """A transport for a bare URL: Streamable HTTP, or HTTP+SSE when the URL is known
-    (from an earlier attempt) to speak only that. Unconnected; options as for
-    :class:`StreamableHTTPTransport`."""
-    if known_kind(url) == "sse" and options.get("sse_fallback", True):
-        from .sse import SSETransport
-
-        sse_opts = {k: v for k, v in options.items() if k not in ("sse_fallback", "get_stream", "get_stream_idle")}
-        return SSETransport(url, **sse_opts)
-    return StreamableHTTPTransport(url, **options)
-

@@ -15,7 +15,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "servers"))
 import http_support as hs  # noqa: E402
 
 from mcpsync import Client, RetryPolicy  # noqa: E402
-from mcpsync._config import client_from_config  # noqa: E402
 from mcpsync._multi import MultiClient  # noqa: E402
 from tests.conftest import everything_command, server_command  # noqa: E402
 
@@ -56,12 +55,12 @@ def config(tmp_path, servers):
 
 
 def test_http_entry(config):
-    with client_from_config(config, "sdk") as client:
+    with Client.from_config(config, "sdk") as client:
         assert client.call_tool("add", {"a": 2, "b": 2}).structured_content == {"result": 4}
 
 
 def test_sse_entry(config):
-    with client_from_config(config, "everything") as client:
+    with Client.from_config(config, "everything") as client:
         assert client.call_tool("echo", {"message": "over sse"}).content[0].text == "Echo: over sse"
 
 

@@ -21,7 +21,7 @@ pytest.importorskip("websockets")
 pytest.importorskip("grpc")
 
 from mcpsync import Client, RetryPolicy
-from mcpsync._config import ConfigError, client_from_config, load_config
+from mcpsync._config import ConfigError, load_config
 from mcpsync._multi import MultiClient
 from tests.conftest import ROOT
 
@@ -91,7 +91,7 @@ def _has(name: str) -> bool:
 @pytest.mark.skipif(not _has("websocket"), reason="Client.websocket not there yet")
 def test_websocket_entry_with_expanded_header(config):
     env = {"BRIDGE_TOKEN": TOKEN}
-    with client_from_config(config, "ws", environ=env) as client:
+    with Client.from_config(config, "ws", environ=env) as client:
         assert client.name == "ws"
         assert client.call_tool("add", {"a": 20, "b": 22}).structured_content == {"result": 42}
     assert TOKEN not in repr(load_config(config, environ=env)["ws"])
@@ -99,7 +99,7 @@ def test_websocket_entry_with_expanded_header(config):
 
 @pytest.mark.skipif(not _has("grpc"), reason="Client.grpc not there yet")
 def test_grpc_entry_with_expanded_metadata(config):
-    with client_from_config(config, "rpc", environ={"BRIDGE_TOKEN": TOKEN}) as client:
+    with Client.from_config(config, "rpc", environ={"BRIDGE_TOKEN": TOKEN}) as client:
         assert client.call_tool("echo", {"message": "over grpc"}).content[0].text == "over grpc"
 
 
@@ -123,4 +123,4 @@ def test_unset_token_is_reported_not_sent(config):
     cfg = load_config(config, environ={})
     assert set(cfg.errors) == {"ws", "rpc"}
     with pytest.raises(ConfigError, match=r"mcpServers.ws.headers.Authorization: environment variable BRIDGE_TOKEN is not set"):
-        client_from_config(config, "ws", environ={})
+        Client.from_config(config, "ws", environ={})

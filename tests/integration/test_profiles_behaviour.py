@@ -1,8 +1,6 @@
 """Each profile's behaviour, observed against real stdio servers (not just its settings).
 
-Through :func:`mcpsync._profiles.stdio_client`, the hook behind
-``Client.stdio(..., profile=...)``; once the Client takes ``profile=`` itself, the last
-test checks the same through the public constructor.
+Through the public constructor, ``Client.stdio(..., profile=...)``.
 """
 
 from __future__ import annotations
@@ -16,7 +14,7 @@ import pytest
 
 from mcpsync import Client, PoolLimits, Timeouts
 from mcpsync._errors import CircuitOpen, ConnectError, ConnectionClosed, RequestTimeout, StartFailed
-from mcpsync._profiles import PROFILES, ProcessPerCallClient, ProfileError, check_transport, stdio_client
+from mcpsync._profiles import PROFILES, ProcessPerCallClient, ProfileError, check_transport
 from tests.conftest import server_command
 
 RAW = server_command("raw_server.py")
@@ -30,7 +28,7 @@ def _counts(result) -> dict:
 
 
 def test_minimal_spawns_a_process_per_call():
-    client = stdio_client(RAW[0], RAW[1:], profile="minimal")
+    client = Client.stdio(RAW[0], RAW[1:], profile="minimal")
     assert isinstance(client, ProcessPerCallClient)
     with client:
         seen = [_counts(client.call_tool("stats")) for _ in range(3)]
@@ -41,7 +39,7 @@ def test_minimal_spawns_a_process_per_call():
 
 
 def test_enterprise_keeps_its_servers_between_calls():
-    with stdio_client(RAW[0], RAW[1:], profile="enterprise") as client:
+    with Client.stdio(RAW[0], RAW[1:], profile="enterprise") as client:
         seen = [_counts(client.call_tool("stats")) for _ in range(3)]
     # three calls over at most max(pool) processes, but reused: some process served >= 2
     assert max(c["tools/call"] for c in seen) >= 2, seen
@@ -51,7 +49,7 @@ def test_minimal_retries_three_times_at_a_fixed_interval():
     """Each retry on a new process: a server that dies in the call (safe to repeat)."""
     fast = replace(PROFILES["minimal"].retry, backoff=0.05)
     crash = server_command("raw_server.py", "--misbehave", "exit")
-    client = stdio_client(crash[0], crash[1:], profile="minimal", retry=fast, timeouts=replace(FAST, request=5.0))
+    client = Client.stdio(crash[0], crash[1:], profile="minimal", retry=fast, timeouts=replace(FAST, request=5.0))
     with pytest.raises(ConnectionClosed) as info:
         client.call_tool("bad", safe_to_retry=True)
     history = info.value.retry_history
@@ -61,7 +59,7 @@ def test_minimal_retries_three_times_at_a_fixed_interval():
 
 
 def test_minimal_does_not_retry_a_command_that_cannot_run():
-    client = stdio_client("/nonexistent/mcp-server", [], profile="minimal", timeouts=FAST)
+    client = Client.stdio("/nonexistent/mcp-server", [], profile="minimal", timeouts=FAST)
     with pytest.raises(StartFailed):
         client.call_tool("anything")
     assert client.spawned == 1
@@ -69,7 +67,7 @@ def test_minimal_does_not_retry_a_command_that_cannot_run():
 
 def test_minimal_has_no_breaker():
     # a call's timeout covers starting its process too: give the start room on a busy machine
-    client = stdio_client(SILENT[0], SILENT[1:], profile="minimal", timeouts=replace(FAST, request=2.0))
+    client = Client.stdio(SILENT[0], SILENT[1:], profile="minimal", timeouts=replace(FAST, request=2.0))
     for _ in range(7):  # past the breaker threshold of 5: still real attempts, never CircuitOpen
         with pytest.raises(RequestTimeout):
             client.call_tool("bad")
@@ -77,7 +75,7 @@ def test_minimal_has_no_breaker():
 
 
 def test_enterprise_breaker_opens():
-    with stdio_client(SILENT[0], SILENT[1:], profile="enterprise", timeouts=FAST) as client:
+    with Client.stdio(SILENT[0], SILENT[1:], profile="enterprise", timeouts=FAST) as client:
         client.list_tools()
         errors = []
         for _ in range(7):
@@ -96,10 +94,10 @@ def test_enterprise_breaker_opens():
 def test_professional_keeps_one_session_and_pools_http_sockets():
     """SPEC: the profile's pool (2-5) is where connections are interchangeable; a stdio
     server is one process (its state is the user's data) unless pool= asks for more."""
-    with stdio_client(DEMO[0], DEMO[1:], profile="professional") as client:
+    with Client.stdio(DEMO[0], DEMO[1:], profile="professional") as client:
         assert client.call_tool("add", {"a": 1, "b": 2}).structured_content == {"result": 3}
         assert (client.pool.min, client.pool.max) == (1, 1)
-    with stdio_client(DEMO[0], DEMO[1:], profile="professional", pool=PoolLimits(min=2, max=5)) as client:
+    with Client.stdio(DEMO[0], DEMO[1:], profile="professional", pool=PoolLimits(min=2, max=5)) as client:
         assert (client.pool.min, client.pool.max) == (2, 5)
 
 
@@ -112,7 +110,7 @@ def test_minimal_refuses_remote_transports():
 
 
 def test_minimal_serves_a_real_tool_list_and_calls():
-    with stdio_client(DEMO[0], DEMO[1:], profile="minimal") as client:
+    with Client.stdio(DEMO[0], DEMO[1:], profile="minimal") as client:
         names = [t.name for t in client.list_tools()]
         assert "echo" in names
         assert client.call_tool("echo", {"message": "hi"}).content[0].text == "hi"
@@ -130,7 +128,7 @@ def test_public_constructor_takes_profile():
 def test_minimal_concurrent_calls_each_get_their_own_process():
     import threading
 
-    client = stdio_client(RAW[0], RAW[1:], profile="minimal")
+    client = Client.stdio(RAW[0], RAW[1:], profile="minimal")
     seen: list[dict] = []
     lock = threading.Lock()
 
@@ -150,7 +148,7 @@ def test_minimal_concurrent_calls_each_get_their_own_process():
 
 
 def test_minimal_other_methods_run_per_call_and_session_features_are_refused():
-    with stdio_client(DEMO[0], DEMO[1:], profile="minimal") as client:
+    with Client.stdio(DEMO[0], DEMO[1:], profile="minimal") as client:
         resources = client.list_resources()
         assert any(getattr(r, "uri", None) == "demo://about" or (isinstance(r, dict) and r.get("uri") == "demo://about") for r in resources)
         assert client.spawned == 1
@@ -162,7 +160,7 @@ def test_minimal_other_methods_run_per_call_and_session_features_are_refused():
 
 def test_minimal_delivers_progress_of_a_call():
     got = []
-    with stdio_client(RAW[0], RAW[1:], profile="minimal") as client:
+    with Client.stdio(RAW[0], RAW[1:], profile="minimal") as client:
         result = client.call_tool("progress", {"steps": 3}, progress=lambda p, total, message: got.append(p))
     assert result.content[0].text == "done"
     assert got == [1, 2, 3]
@@ -172,7 +170,7 @@ def test_professional_pool_never_exceeds_five_servers():
     import threading
 
     one_call_each = replace(PROFILES["professional"].pool, max_in_flight=1)  # a connection per concurrent call
-    with stdio_client(RAW[0], RAW[1:], profile="professional", pool=one_call_each) as client:
+    with Client.stdio(RAW[0], RAW[1:], profile="professional", pool=one_call_each) as client:
         client.list_tools()
         barrier = threading.Barrier(8)
         errors: list[BaseException] = []

@@ -13,8 +13,7 @@ import pytest
 from mcpsync._config import (
     Config,
     ConfigError,
-    build_client,
-    client_from_config,
+    client_plan,
     expand,
     load_config,
     parse_config,
@@ -285,73 +284,46 @@ def test_errors_after_expansion_show_the_template():
 # ------------------------------------------------------------------ building clients
 
 
-class FakeClient:
-    """Records how a client would be built (the real constructors are tested elsewhere)."""
-
-    made: list = []
-
-    def __init__(self, kind, target, options):
-        self.kind, self.target, self.options = kind, target, options
-
-    @classmethod
-    def stdio(cls, command, args=(), *, env=None, cwd=None, **options):
-        return cls("stdio", (command, list(args), env, cwd), options)
-
-    @classmethod
-    def http(cls, url, *, headers=None, **options):
-        return cls("http", (url, headers), options)
-
-    @classmethod
-    def grpc(cls, target, *, metadata=None, **options):
-        return cls("grpc", (target, metadata), options)
-
-
-def test_build_client_stdio_and_remote():
+def test_client_plan_stdio_and_remote():
     cfg = load_config(DATA / "claude_desktop.json", environ={"GITHUB_TOKEN": "gh", "SEARCH_TOKEN": "tok"})
-    c = build_client(cfg["github"], client_class=FakeClient, mode="legacy")
-    assert c.kind == "stdio"
-    assert c.target == ("npx", ["-y", "@modelcontextprotocol/server-github"], {"GITHUB_PERSONAL_ACCESS_TOKEN": "gh"}, None)
-    assert c.options == {"mode": "legacy", "name": "github"}
-    h = build_client(cfg["search"], client_class=FakeClient)
-    assert h.target == ("https://search.example.com/mcp", {"Authorization": "Bearer tok", "X-Team": "agents"})
+    c = client_plan(cfg["github"], mode="legacy")
+    assert (c.kind, c.target) == ("stdio", ("npx", ["-y", "@modelcontextprotocol/server-github"]))
+    assert c.options == {"mode": "legacy", "name": "github", "env": {"GITHUB_PERSONAL_ACCESS_TOKEN": "gh"}, "cwd": None}
+    h = client_plan(cfg["search"])
+    assert (h.kind, h.target) == ("http", "https://search.example.com/mcp")
+    assert h.options["headers"] == {"Authorization": "Bearer tok", "X-Team": "agents"}
     assert h.options["timeouts"].request == 20.0  # the entry's timeout
-    g = build_client(load_config(DATA / "vscode.json")["inventory"], client_class=FakeClient)
-    assert g.target == ("127.0.0.1:50051", None)
-    g2 = build_client(parse_config({"mcpServers": {"g": {"url": "grpc://h:1", "headers": {"X-Key": "v"}}}})["g"], client_class=FakeClient)
-    assert g2.target == ("h:1", [("x-key", "v")])  # gRPC metadata: pairs, lowercase keys
+    g = client_plan(load_config(DATA / "vscode.json")["inventory"])
+    assert (g.kind, g.target) == ("grpc", "127.0.0.1:50051") and "metadata" not in g.options
+    g2 = client_plan(parse_config({"mcpServers": {"g": {"url": "grpcs://h:1", "headers": {"X-Key": "v"}}}})["g"])
+    assert g2.target == "h:1" and g2.options["metadata"] == [("x-key", "v")]  # gRPC metadata: pairs, lowercase keys
+    assert g2.options["secure"] is True  # grpcs:// asks for TLS
+    ws = client_plan(load_config(DATA / "vscode.json")["live"])
+    assert ws.kind == "websocket" and ws.make is None
 
 
-def test_missing_constructor_is_a_clear_config_error():
-    ws = load_config(DATA / "vscode.json")["live"]
-    with pytest.raises(ConfigError) as info:
-        build_client(ws, client_class=FakeClient)
-    assert "cannot connect to websocket servers (Client.websocket is missing)" in str(info.value)
-    assert info.value.field == "servers.live.type"  # the file is VS Code style
+def test_a_disabled_entry_is_refused_unless_allowed():
+    server = parse_config({"mcpServers": {"off": {"command": "x", "disabled": True}}})["off"]
+    with pytest.raises(ConfigError, match="disabled") as info:
+        client_plan(server)
+    assert info.value.field == "mcpServers.off.disabled"
+    assert client_plan(server, allow_disabled=True).kind == "stdio"
 
 
-def test_client_from_config_builds_a_real_stdio_client(tmp_path):
-    import sys
-
-    path = tmp_path / "mcp.json"
-    path.write_text(json.dumps({"mcpServers": {"demo": {"command": sys.executable, "args": ["-m", "mcpsync.server.demo"], "env": {"X": "${X:-1}"}}}}))
-    with client_from_config(path, "demo") as client:
-        assert client.name == "demo"
-        assert client.call_tool("add", {"a": 2, "b": 3}).structured_content == {"result": 5}
-    with pytest.raises(ConfigError, match="no server named 'other'"):
-        client_from_config(path, "other")
-
-
-def test_client_from_config_classmethod_when_integrated(tmp_path):
+def test_from_config_builds_a_real_stdio_client(tmp_path):
     import sys
 
     from mcpsync import Client
 
-    if not hasattr(Client, "from_config"):
-        pytest.skip("Client.from_config not there yet (lead integrates it)")
     path = tmp_path / "mcp.json"
-    path.write_text(json.dumps({"mcpServers": {"demo": {"command": sys.executable, "args": ["-m", "mcpsync.server.demo"]}}}))
+    path.write_text(json.dumps({"mcpServers": {"demo": {"command": sys.executable, "args": ["-m", "mcpsync.server.demo"], "env": {"X": "${X:-1}"}}}}))
     with Client.from_config(path, "demo") as client:
+        assert client.name == "demo"
+        assert client.call_tool("add", {"a": 2, "b": 3}).structured_content == {"result": 5}
+    with Client.from_config(load_config(path)["demo"]) as client:  # one loaded entry
         assert client.call_tool("echo", {"message": "hi"}).content[0].text == "hi"
+    with pytest.raises(ConfigError, match="no server named 'other'"):
+        Client.from_config(path, "other")
 
 
 # ------------------------------------------------------------------ endpoints (routed servers)

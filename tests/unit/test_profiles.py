@@ -192,20 +192,19 @@ def test_closed_wrapper_refuses_calls():
 
 
 def test_retry_override_reaches_the_wrapper():
-    from mcpsync._profiles import stdio_client
-
-    class FakeClient:
-        def __init__(self, transport=None, **options):
-            self.options = options
-
-        @classmethod
-        def stdio(cls, command, args=(), *, env=None, cwd=None, **options):
-            return cls()
+    from mcpsync._profiles import process_per_call, resolve
 
     fast = replace(PROFILES["minimal"].retry, backoff=0.01)
-    w = stdio_client("srv", [], profile="minimal", retry=fast, client_class=FakeClient)
-    assert isinstance(w, ProcessPerCallClient) and w.retry == fast
-    assert not isinstance(stdio_client("srv", [], profile="minimal", process_per_call=False, client_class=FakeClient), ProcessPerCallClient)
+    options, flags = resolve("minimal", "stdio", {"retry": fast})
+    w = process_per_call(Client, "srv", [], options)
+    assert flags["process_per_call"] and isinstance(w, ProcessPerCallClient) and w.retry == fast
+    w = Client.stdio("srv", [], profile="minimal", retry=fast)
+    assert isinstance(w, ProcessPerCallClient) and isinstance(w, Client) and w.retry == fast
+    with pytest.raises(AttributeError, match="read-only"):
+        w.retry = RetryPolicy.NONE
+    c = Client.stdio("srv", [], profile="minimal", process_per_call=False)  # lazy: nothing runs
+    assert isinstance(c, Client) and c.retry.retries == 3
+    c.close()
 
 
 def test_resolve_is_the_constructor_hook():
@@ -219,9 +218,9 @@ def test_resolve_is_the_constructor_hook():
     assert flags["oauth"] == "authorization-code" and "oauth" not in client_opts
     from mcpsync import Client, PoolLimits
 
-    client_opts, _ = resolve("professional", "http", {}, Client, constructor=Client.http)
+    client_opts, _ = resolve("professional", "http", {})
     assert "pool" not in client_opts and client_opts["pool_size"] == 5
-    client_opts, _ = resolve("professional", "stdio", {"pool": PoolLimits(min=2, max=3)}, Client, constructor=Client.stdio)
+    client_opts, _ = resolve("professional", "stdio", {"pool": PoolLimits(min=2, max=3)})
     assert client_opts["pool"].max == 3  # asked for explicitly: several sessions
     with pytest.raises(ProfileError):
         resolve("professional", "grpc", {})

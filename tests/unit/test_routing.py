@@ -164,27 +164,6 @@ def test_probe_pairs_and_timeouts():
     assert not st["slow"].available and "probe took over" in st["slow"].last_error
 
 
-def test_call_fails_over_in_order():
-    r = Router(eps("a", "b", "c"), clock=Clock())
-    for n, rtt in (("a", 0.01), ("b", 0.02), ("c", 0.03)):
-        r.report_success(n, rtt)
-    seen = []
-
-    def fn(ep: Endpoint) -> str:
-        seen.append(ep.name)
-        if ep.name != "c":
-            raise ConnectError("down")
-        return "ok"
-
-    assert r.call(fn) == "ok"
-    assert seen == ["a", "b", "c"]
-    assert r.choose().name == "c"
-    with pytest.raises(ValueError):
-        r.call(lambda ep: (_ for _ in ()).throw(ValueError("not a network error")))
-    with pytest.raises(NoEndpointAvailable):
-        r.call(lambda ep: (_ for _ in ()).throw(ConnectError("all down")))
-
-
 class FakeTransport(Transport):
     kind = "fake"
 
