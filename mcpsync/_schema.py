@@ -161,7 +161,6 @@ def _compile_fast(schema: Mapping[str, Any]) -> Callable[[Any], Any] | None:
             handlers={scheme: _refuse_fast for scheme in ("", "http", "https", "file", "urn")},
             use_default=False,  # never fill defaults into the caller's data
             use_formats=False,  # jsonschema does not assert formats either
-            detailed_exceptions=False,
         )
     except Exception as exc:  # anything it cannot compile is jsonschema's
         log.debug("outputSchema left to jsonschema: %s", exc)
