@@ -149,14 +149,14 @@ def _fast_safe(schema: Any) -> bool:
 
 def _compile_fast(schema: Mapping[str, Any]) -> Callable[[Any], Any] | None:
     try:
-        import fastjsonschema  # type: ignore[import-untyped]
+        import fastjsonschema
     except ImportError:
         return None
     if not _fast_safe(schema):
         return None
     try:
         # a copy: the compiler rewrites $ref values in place
-        return fastjsonschema.compile(  # type: ignore[no-any-return]
+        return fastjsonschema.compile(
             copy.deepcopy(dict(schema)),
             handlers={scheme: _refuse_fast for scheme in ("", "http", "https", "file", "urn")},
             use_default=False,  # never fill defaults into the caller's data
