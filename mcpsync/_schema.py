@@ -218,6 +218,20 @@ def validate_output(schema: Mapping[str, Any] | None, structured: Any, *, tool: 
     """
     if schema is None:
         return
+    # the common case inline: a compiled schema and a value it accepts
+    entry = _cache.get(id(schema))
+    if entry is not None and entry.schema is schema and entry.fast is not None and structured is not None:
+        try:
+            entry.fast(structured)
+            return
+        except Exception:
+            pass  # rejected (or could not tell): jsonschema decides, outside this handler
+        _judge(entry, structured, tool)
+        return
+    _check(schema, structured, tool)
+
+
+def _check(schema: Mapping[str, Any], structured: Any, tool: str) -> None:
     if structured is None:
         raise OutputSchemaError(
             f"tool {tool!r} declares an outputSchema but returned no structuredContent",
@@ -228,13 +242,17 @@ def validate_output(schema: Mapping[str, Any] | None, structured: Any, *, tool: 
     entry = _compiled(schema)
     if entry is None:
         return  # jsonschema is not installed (warned once)
-    fast = entry.fast
-    if fast is not None:
+    if entry.fast is not None:
         try:
-            fast(structured)
+            entry.fast(structured)
             return
         except Exception:
-            pass  # rejected (or could not tell): jsonschema judges and words it
+            pass
+    _judge(entry, structured, tool)
+
+
+def _judge(entry: _Compiled, structured: Any, tool: str) -> None:
+    """jsonschema's verdict on ``structured``: it has the last word and writes the message."""
     try:
         error = next(iter(entry.slow.iter_errors(structured)), None)
     except Exception as exc:  # an unresolvable $ref (retrieval refused) and the like

@@ -178,3 +178,11 @@ def test_many_threads_one_new_schema(monkeypatch):
     assert not any(t.is_alive() for t in threads)
     assert outcomes == ["ok"] * threads_n
     assert len(calls) == 1  # compiled once however many threads asked at once
+
+
+def test_rejection_carries_no_trace_of_the_fast_path():
+    schema = {"type": "object", "required": ["n"]}
+    validate_output(schema, {"n": 1})  # compiled and cached: the next call takes the inline path
+    with pytest.raises(OutputSchemaError) as info:
+        validate_output(schema, {}, tool="t")
+    assert info.value.__context__ is None and info.value.__cause__ is None
