@@ -186,3 +186,33 @@ def test_rejection_carries_no_trace_of_the_fast_path():
     with pytest.raises(OutputSchemaError) as info:
         validate_output(schema, {}, tool="t")
     assert info.value.__context__ is None and info.value.__cause__ is None
+
+
+FUZZ_SCHEMAS = [
+    OBJ,
+    {"type": "object", "properties": {"a": {"type": "integer"}}, "patternProperties": {"^x": {"type": "string"}},
+     "additionalProperties": {"type": "boolean"}, "propertyNames": {"maxLength": 2}, "minProperties": 1},
+    {"type": "array", "contains": {"const": 1}, "items": {"enum": [1, 1.5, "1", [1], {"a": True}, None]},
+     "uniqueItems": True},
+    {"anyOf": [{"type": "string", "minLength": 2}, {"type": "number", "exclusiveMinimum": 0, "maximum": 2}],
+     "not": {"const": "no"}},
+    {"oneOf": [{"type": "integer"}, {"type": "number", "minimum": 1}]},
+]
+
+
+def _pool():
+    scalars = [0, 1, -1, 2, 1.0, 1.5, 2.5, True, False, None, "", "a", "ab", "no", "x1", "abc\n", 10**20]
+    values = list(scalars) + [[s] for s in scalars] + [{"a": s} for s in scalars] + [{"x": s} for s in scalars]
+    values += [[1, 1.0], [1, True], [[1], [True]], [{"a": True}, {"a": 1}], [1, "1", None], {"abc": True},
+               {"a": 1, "xy": "s", "b": False}, {"n": 0, "name": "abc"}, {"n": 1, "kind": {"a": 1}}, {}, []]
+    return values
+
+
+@pytest.mark.parametrize("schema", FUZZ_SCHEMAS, ids=range(len(FUZZ_SCHEMAS)))
+def test_same_verdicts_as_jsonschema_over_many_values(schema):
+    schema = copy.deepcopy(schema)
+    assert validator_kind(schema) == "fastjsonschema"
+    for value in _pool():
+        if value is None:
+            continue  # no structuredContent at all: its own error, tested elsewhere
+        assert _ours(schema, value) == _reference(schema, value), value
