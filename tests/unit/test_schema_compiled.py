@@ -216,3 +216,17 @@ def test_same_verdicts_as_jsonschema_over_many_values(schema):
         if value is None:
             continue  # no structuredContent at all: its own error, tested elsewhere
         assert _ours(schema, value) == _reference(schema, value), value
+
+
+def test_pydantic_shaped_schema_is_fast():
+    # what pydantic (and so the Python SDK's servers) emits: $defs, $ref beside a description, anyOf with null
+    inner = {"properties": {"x": {"title": "X", "type": "integer"}, "tag": {"default": "a", "enum": ["a", "b"]}},
+             "required": ["x"], "title": "Inner", "type": "object"}
+    schema = {"$defs": {"Inner": inner}, "title": "Out", "type": "object", "required": ["t"],
+              "properties": {"t": {"title": "T", "type": "number"},
+                             "inner": {"anyOf": [{"$ref": "#/$defs/Inner"}, {"type": "null"}], "default": None},
+                             "items": {"type": "array", "items": {"$ref": "#/$defs/Inner", "description": "one"}}}}
+    assert validator_kind(schema) == "fastjsonschema"
+    for value in ({"t": 1.5}, {"t": 1, "inner": None, "items": [{"x": 1}]}, {"t": 1, "inner": {"x": "1"}},
+                  {"t": 1, "items": [{"x": 1, "tag": "c"}]}, {"inner": None}):
+        assert _ours(schema, value) == _reference(schema, value), value
