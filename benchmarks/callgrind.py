@@ -57,7 +57,7 @@ BUDGETS: dict[str, int] = {
     "http-modern": 140_000,
 }
 
-CALLS = 300
+CALLS = 500
 WARMUP = 50
 
 # ----------------------------------------------------------------------------- client requests
