@@ -18,9 +18,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import os
+import select
 import socket
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -132,6 +135,63 @@ def raw_stdio_schema(m: Measure) -> None:
     p = RawPipe(stdio_server(schema=True), era="modern")
     try:
         m.run(functools.partial(p.request, "tools/call", {"name": "add", "arguments": ADD}))
+    finally:
+        p.close()
+
+
+class SafePipe:
+    """The least a correct thread-safe client does on stdio: an id per request matched to
+    its answer, one lock, a bounded wait for the answer (2025-11-25 era)."""
+
+    TIMEOUT = 30.0
+
+    def __init__(self, argv: list[str]) -> None:
+        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0)
+        self.fd = self.proc.stdout.fileno()  # type: ignore[union-attr]
+        self.buf = b""
+        self.i = 0
+        self.lock = threading.Lock()
+        self.request("initialize", {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "safe", "version": "0"}})
+        self.proc.stdin.write(b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n')  # type: ignore[union-attr]
+
+    def _line(self, deadline: float) -> bytes:
+        while True:
+            end = self.buf.find(b"\n")
+            if end >= 0:
+                line, self.buf = self.buf[:end], self.buf[end + 1:]
+                return line
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([self.fd], [], [], left)[0]:
+                raise TimeoutError("no answer")
+            chunk = os.read(self.fd, 65536)
+            if not chunk:
+                raise EOFError("server closed")
+            self.buf += chunk
+
+    def request(self, method: str, params: dict) -> Any:
+        with self.lock:
+            self.i += 1
+            rid = self.i
+            self.proc.stdin.write(orjson.dumps({"jsonrpc": "2.0", "id": rid, "method": method, "params": params}) + b"\n")  # type: ignore[union-attr]
+            deadline = time.monotonic() + self.TIMEOUT
+            while True:
+                msg = orjson.loads(self._line(deadline))
+                if msg.get("id") == rid:
+                    return msg
+
+    def call(self) -> Any:
+        return self.request("tools/call", {"name": "echo", "arguments": ECHO})
+
+    def close(self) -> None:
+        self.proc.stdin.close()  # type: ignore[union-attr]
+        self.proc.wait(5)
+
+
+@contestant("stdio", "raw", "legacy", "a minimal correct thread-safe client: ids, one lock, a timeout", "raw-stdio")
+def raw_stdio_safe(m: Measure) -> None:
+    p = SafePipe(stdio_server())
+    try:
+        m.run(p.call)
     finally:
         p.close()
 
