@@ -164,6 +164,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", help="comma-separated contestants (default: each transport's PLOTTED set)")
     ap.add_argument("transports", nargs="*", help="stdio, http (default: both)")
     opts = ap.parse_args(argv)
+    from mcpsync._bench import percentile
+
     if any(t not in PLOTTED for t in opts.transports):
         ap.error(f"transports are {', '.join(PLOTTED)}")
     chosen = opts.only.split(",") if opts.only else None
@@ -179,6 +181,10 @@ def main(argv: list[str] | None = None) -> int:
         for name, exc in errors.items():
             print(f"{name}: failed: {exc!r}", file=sys.stderr)
             status = 1
+        for name, series in samples.items():
+            if series:
+                p50, p99 = (percentile(sorted(series), q) * 1e6 for q in (50, 99))
+                print(f"{transport:5s} {name:18s} p50 {p50:9.1f} us  p99 {p99:9.1f} us  ({len(series)} calls)")
         path = Path(opts.out) / f"latency-{transport}.{opts.format}"
         draw(samples, path, f"tools/call latency over {transport}: {opts.calls} calls each, interleaved rounds of {opts.batch}")
         print(f"wrote {path}")
