@@ -1,96 +1,233 @@
-"""Client instructions per call under valgrind's callgrind: a measure that does not move
-with the machine.
+"""Client instructions per ``tools/call`` under valgrind's callgrind: a measure that does
+not move with the machine.
 
-Each case runs a client process twice under callgrind (the server runs outside it), once
-with ``--small`` and once with ``--large`` calls; the difference of the two totals divided
-by the difference of the call counts is the cost of one call, start-up and import cancel
-out. Deterministic for the same build, inputs and environment.
+Each contestant (benchmarks/contestants.py: raw loops, mcpsync, the official SDK, on
+stdio and Streamable HTTP) runs in one client process under callgrind, its server outside
+it. Instrumentation is off from the start (``--instr-atstart=no``); the process sets up,
+makes ``--warmup`` calls, switches instrumentation on with callgrind's client request,
+makes ``--calls`` calls, and switches it off again. Everything callgrind collects (every
+thread of the client) is those calls: start-up, imports, warm-up and shutdown are not
+in the count. Deterministic for the same build, inputs and environment, up to a few
+tenths of a percent (the garbage collector's timing, the odd wake-up of a timed wait);
+``--repeat N`` takes the median of N runs.
 
 Usage::
 
-    python benchmarks/callgrind.py                  # every case
-    python benchmarks/callgrind.py stdio-legacy raw-stdio --small 500 --large 2500
+    python benchmarks/callgrind.py --markdown --repeat 3        # the README's table
+    python benchmarks/callgrind.py stdio-legacy raw-stdio         # some cases
+    python benchmarks/callgrind.py --check --jobs 2               # exit 1 over a budget
 
-Cases: ``raw-stdio`` (an orjson write/readline loop), ``stdio-legacy`` and ``stdio-modern``
-(mcpsync's ``call_tool`` against benchmarks/servers/fast_server.py).
+Needs valgrind (``apt-get install valgrind``) on x86-64 Linux. valgrind runs the real
+interpreter (``sys.executable`` resolved), never a pyenv shim.
 """
 
 from __future__ import annotations
 
 import argparse
+import ctypes
+import mmap
 import os
+import platform
 import re
+import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Awaitable, Callable
 
 ROOT = Path(__file__).resolve().parent.parent
-SERVER = [sys.executable, str(ROOT / "benchmarks" / "servers" / "fast_server.py")]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
 
-_CLIENT = r'''
-import sys, orjson
-n, case = int(sys.argv[1]), sys.argv[2]
-server = sys.argv[3:]
-if case == "raw-stdio":
-    import subprocess
-    p = subprocess.Popen(server, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-    w, r = p.stdin, p.stdout
-    w.write(orjson.dumps({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}}) + b"\n"); w.flush(); r.readline()
-    for i in range(1, n + 1):
-        w.write(orjson.dumps({"jsonrpc": "2.0", "id": i, "method": "tools/call", "params": {"name": "echo", "arguments": {"message": "hi"}}}) + b"\n")
-        w.flush()
-        orjson.loads(r.readline())
-    p.stdin.close(); p.wait()
-else:
-    from mcpsync import Client
-    mode = "legacy" if case == "stdio-legacy" else "modern"
-    with Client.stdio(server[0], server[1:], mode=mode) as c:
-        c.list_tools()
-        for i in range(n):
-            c.call_tool("echo", {"message": "hi"})
-'''
+from benchmarks.contestants import CONTESTANTS  # noqa: E402
 
-CASES = ("raw-stdio", "stdio-legacy", "stdio-modern")
+#: instructions per call a case must stay under with ``--check``: the goals of issue 21
+#: (stdio ≤ 55,000 in either era, also after an idle gap; an ``outputSchema`` check
+#: ≤ 15,000 on top of that; Streamable HTTP ≤ 4 × the plain-socket limit of ≈ 35,500).
+#: Raw loops and the SDK have no budget.
+BUDGETS: dict[str, int] = {
+    "stdio-legacy": 55_000,
+    "stdio-modern": 55_000,
+    "stdio-idle": 55_000,
+    "stdio-schema": 70_000,
+    "http-legacy": 140_000,
+    "http-modern": 140_000,
+}
+
+CALLS = 500
+WARMUP = 50
+
+# ----------------------------------------------------------------------------- client requests
+# A callgrind client request is a magic no-op instruction sequence that valgrind's JIT
+# recognises (valgrind.h, amd64): rotate rdi by 3, 13, 61 and 51 bits (128 in all: no
+# change), then ``xchg rbx, rbx``; rax points at [request, arg1..arg5], the answer comes
+# back in rdx (the default, 0 here, when not under valgrind). Built once as machine code
+# in an executable page, called through ctypes: no compiler, no valgrind headers.
+_REQUEST_CODE = bytes.fromhex(
+    "4889f8"  # mov rax, rdi        (the argument block)
+    "31d2"  # xor edx, edx          (the default answer)
+    "48c1c703" "48c1c70d" "48c1c73d" "48c1c733"  # rol rdi, 3 / 13 / 61 / 51
+    "4887db"  # xchg rbx, rbx       (the request)
+    "4889d0"  # mov rax, rdx        (return the answer)
+    "c3"  # ret
+)
+_TOOL_BASE = (ord("C") << 24) | (ord("T") << 16)  # VG_USERREQ_TOOL_BASE('C', 'T')
+START_INSTRUMENTATION = _TOOL_BASE + 4
+STOP_INSTRUMENTATION = _TOOL_BASE + 5
+RUNNING_ON_VALGRIND = 0x1001
+_request_fn: Callable[[ctypes.Array], int] | None = None
+_page: mmap.mmap | None = None
 
 
-def instructions(case: str, n: int) -> int:
-    """Total instructions of one client process making ``n`` calls."""
+def client_request(request: int, *args: int) -> int:
+    """Send one valgrind client request; 0 when not running under valgrind."""
+    global _request_fn, _page
+    if platform.machine() not in ("x86_64", "AMD64"):
+        raise RuntimeError(f"callgrind client requests are written for x86-64, not {platform.machine()}")
+    if _request_fn is None:
+        _page = mmap.mmap(-1, mmap.PAGESIZE, prot=mmap.PROT_READ | mmap.PROT_WRITE | mmap.PROT_EXEC)
+        _page.write(_REQUEST_CODE)
+        address = ctypes.addressof(ctypes.c_char.from_buffer(_page))
+        _request_fn = ctypes.CFUNCTYPE(ctypes.c_size_t, ctypes.c_void_p)(address)
+    block = (ctypes.c_size_t * 6)(request, *args, *[0] * (5 - len(args)))
+    return int(_request_fn(block))
+
+
+class CallgrindMeasure:
+    """Warm up, then count ``calls`` calls with instrumentation on (the child's side)."""
+
+    def __init__(self, calls: int, warmup: int) -> None:
+        self.calls, self.warmup, self.done = calls, warmup, False
+
+    def run(self, call: Callable[[], object]) -> None:
+        for _ in range(self.warmup):
+            call()
+        client_request(START_INSTRUMENTATION)
+        for _ in range(self.calls):
+            call()
+        client_request(STOP_INSTRUMENTATION)
+        self.done = True
+
+    async def arun(self, acall: Callable[[], Awaitable[object]]) -> None:
+        for _ in range(self.warmup):
+            await acall()
+        client_request(START_INSTRUMENTATION)
+        for _ in range(self.calls):
+            await acall()
+        client_request(STOP_INSTRUMENTATION)
+        self.done = True
+
+
+def child(case: str, calls: int, warmup: int) -> int:
+    """The process valgrind runs: one contestant, its calls counted."""
+    if not client_request(RUNNING_ON_VALGRIND):
+        print("callgrind.py --child runs under valgrind only", file=sys.stderr)
+        return 2
+    m = CallgrindMeasure(calls, warmup)
+    CONTESTANTS[case].body(m)
+    if not m.done:
+        print(f"{case}: the contestant never ran its calls", file=sys.stderr)
+        return 1
+    return 0
+
+
+# ----------------------------------------------------------------------------- the parent
+
+
+def python_binary() -> str:
+    """The interpreter itself: valgrind cannot follow pyenv's shell shim."""
+    exe = os.path.realpath(sys.executable)
+    if "/shims/" in exe:
+        raise RuntimeError(f"{exe} is a shim; run this script with the real interpreter")
+    return exe
+
+
+def instructions_per_call(case: str, calls: int, warmup: int) -> float:
+    """One callgrind run of ``case``: collected instructions divided by ``calls``."""
     with tempfile.TemporaryDirectory() as tmp:
-        out = Path(tmp) / "callgrind.out"
-        script = Path(tmp) / "client.py"
-        script.write_text(_CLIENT)
         cmd = [
-            "valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", "--trace-children=no",
-            sys.executable, str(script), str(n), case, *SERVER,
+            "valgrind", "--tool=callgrind", "--instr-atstart=no", "--trace-children=no",
+            f"--callgrind-out-file={Path(tmp) / 'callgrind.out'}",
+            python_binary(), str(Path(__file__).resolve()), "--child", case,
+            "--calls", str(calls), "--warmup", str(warmup),
         ]
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=1800, cwd=ROOT,
-                              env={**os.environ, "PYTHONHASHSEED": "0", "PYTHONPATH": str(ROOT)})
-        if done.returncode != 0:
-            raise RuntimeError(f"{case}: callgrind failed:\n{done.stderr[-2000:]}")
-        match = re.search(r"Collected\s*:\s*(\d+)", done.stderr)
-        if match is None:
-            raise RuntimeError(f"{case}: no instruction count in:\n{done.stderr[-2000:]}")
-        return int(match.group(1))
+        env = {**os.environ, "PYTHONHASHSEED": "0",
+               "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=1800, cwd=ROOT, env=env)
+    if done.returncode != 0:
+        raise RuntimeError(f"{case}: the client under callgrind failed ({done.returncode}):\n{done.stderr[-3000:]}")
+    match = re.search(r"Collected\s*:\s*(\d+)", done.stderr)
+    if match is None:
+        raise RuntimeError(f"{case}: no instruction count in:\n{done.stderr[-3000:]}")
+    return int(match.group(1)) / calls
 
 
-def per_call(case: str, small: int, large: int) -> float:
-    return (instructions(case, large) - instructions(case, small)) / (large - small)
+def measure(cases: list[str], calls: int, warmup: int, repeat: int, jobs: int) -> dict[str, float]:
+    """The median instructions per call of each case over ``repeat`` runs."""
+    runs = [(case, i) for i in range(repeat) for case in cases]
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        counts = list(pool.map(lambda run: instructions_per_call(run[0], calls, warmup), runs))
+    per_case: dict[str, list[float]] = {case: [] for case in cases}
+    for (case, _), count in zip(runs, counts):
+        per_case[case].append(count)
+    return {case: statistics.median(values) for case, values in per_case.items()}
+
+
+def ratio(case: str, results: dict[str, float]) -> str:
+    limit = CONTESTANTS[case].limit
+    if limit is None or limit not in results:
+        return "limit" if CONTESTANTS[case].who == "raw" else ""
+    return f"{results[case] / results[limit]:.1f}× {limit}"
+
+
+def table(results: dict[str, float], markdown: bool) -> str:
+    rows = []
+    for case, count in results.items():
+        c = CONTESTANTS[case]
+        budget = BUDGETS.get(case)
+        mark = "" if budget is None else (f"≤ {budget:,}" + (" ✗" if count > budget else " ✓"))
+        rows.append((case, c.transport, c.era, f"{count:,.0f}", ratio(case, results), mark, c.what))
+    if markdown:
+        out = ["| case | transport | era | instructions per call | against the raw limit | budget | what |",
+               "|---|---|---|--:|---|---|---|"]
+        out += ["| " + " | ".join(r) + " |" for r in rows]
+        return "\n".join(out)
+    return "\n".join(f"{r[0]:18s} {r[1]:5s} {r[2]:6s} {r[3]:>12s}  {r[4]:24s} {r[5]:14s}" for r in rows)
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("cases", nargs="*", help=f"any of {', '.join(CASES)} (default: all)")
-    ap.add_argument("--small", type=int, default=500)
-    ap.add_argument("--large", type=int, default=2500)
+    ap.add_argument("cases", nargs="*", help=f"any of {', '.join(CONTESTANTS)} (default: all)")
+    ap.add_argument("--calls", type=int, default=CALLS, help=f"calls counted per run (default {CALLS})")
+    ap.add_argument("--warmup", type=int, default=WARMUP, help=f"uncounted calls first (default {WARMUP})")
+    ap.add_argument("--repeat", type=int, default=1, metavar="N", help="runs per case; the median is reported")
+    ap.add_argument("--jobs", type=int, default=1, help="callgrind runs at once (each takes a core)")
+    ap.add_argument("--markdown", action="store_true", help="print the table in Markdown")
+    ap.add_argument("--check", action="store_true", help="exit 1 when a case is over its budget (BUDGETS)")
+    ap.add_argument("--child", metavar="CASE", help=argparse.SUPPRESS)
     opts = ap.parse_args(argv)
-    unknown = [c for c in opts.cases if c not in CASES]
+    if opts.child:
+        return child(opts.child, opts.calls, opts.warmup)
+    unknown = [c for c in opts.cases if c not in CONTESTANTS]
     if unknown:
-        ap.error(f"unknown case(s) {', '.join(unknown)}: choose from {', '.join(CASES)}")
-    opts.cases = opts.cases or list(CASES)
-    print(f"client instructions per call (slope {opts.small} -> {opts.large} calls)")
-    for case in opts.cases:
-        print(f"{case:14s} {per_call(case, opts.small, opts.large):12,.0f}", flush=True)
+        ap.error(f"unknown case(s) {', '.join(unknown)}: choose from {', '.join(CONTESTANTS)}")
+    if opts.calls < 1 or opts.repeat < 1:
+        ap.error("--calls and --repeat must be at least 1")
+    if shutil.which("valgrind") is None:
+        print("callgrind.py needs valgrind: apt-get install valgrind", file=sys.stderr)
+        return 2
+    cases = opts.cases or list(CONTESTANTS)
+    results = measure(cases, opts.calls, opts.warmup, opts.repeat, opts.jobs)
+    print(f"client instructions per tools/call: callgrind, {opts.calls} calls after {opts.warmup} "
+          f"of warm-up, median of {opts.repeat} run(s); Python {platform.python_version()}")
+    print(table(results, opts.markdown))
+    over = [case for case, count in results.items() if case in BUDGETS and count > BUDGETS[case]]
+    if opts.check and over:
+        print("over budget: " + ", ".join(f"{c} {results[c]:,.0f} > {BUDGETS[c]:,}" for c in over), file=sys.stderr)
+        return 1
     return 0
 
 

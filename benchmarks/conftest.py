@@ -4,6 +4,8 @@ Run: ``taskset -c 0 python -m pytest benchmarks --benchmark-enable -p no:randoml
 (pinning client and server to one CPU keeps cross-CPU wake-ups out of the numbers).
 At the end a table gives, per group, each benchmark's median and its ratio to the
 group's baseline (the benchmark whose name contains ``raw``, else the fastest).
+``--bench-plot DIR`` also draws each group's latency distributions (every round's time
+per call) into ``DIR/latency-<group>.svg`` (benchmarks/plot.py; needs matplotlib).
 """
 
 from __future__ import annotations
@@ -141,6 +143,11 @@ def ours_modern():
         yield c
 
 
+def pytest_addoption(parser):
+    parser.addoption("--bench-plot", metavar="DIR", default=None,
+                     help="draw each benchmark group's latency distributions into DIR/latency-<group>.svg")
+
+
 def _median(meta) -> float | None:
     stats = getattr(meta, "stats", None)
     return getattr(stats, "median", None) if stats is not None else None
@@ -169,3 +176,16 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
                 f"[{b.group}, {info.get('era', '-')}] p50 per call: raw {info['raw_p50_us']} us, mcpsync {info['mcpsync_p50_us']} us, "
                 f"x{info['p50_ratio']:.2f}; median of the rounds' own ratios x{info.get('paired_ratio', float('nan')):.2f}"
             )
+    plot_dir = config.getoption("--bench-plot", default=None)
+    if plot_dir:
+        from benchmarks.plot import draw
+
+        for group, items in sorted(groups.items()):
+            path = Path(plot_dir) / f"latency-{group}.svg"
+            try:
+                draw({b.name: b.stats.data for b in items}, path,
+                     f"{group}: seconds per call, one sample per round (pytest-benchmark)")
+            except (ImportError, ValueError) as exc:
+                tr.write_line(f"[{group}] no plot: {exc}")
+            else:
+                tr.write_line(f"[{group}] plot: {path}")

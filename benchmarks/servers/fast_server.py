@@ -1,7 +1,10 @@
 """The minimal raw MCP server the benchmarks talk to (both eras, stdio).
 
 It answers with canned bytes, so the client's own cost dominates what is measured.
-tools/call of `echo` returns the message it was sent.
+tools/call of `echo` returns the message it was sent; `add` (listed with an
+``outputSchema``) returns ``{"result": a + b}`` as structured content, for the clients
+that check a result against its tool's schema. :func:`answer` is also what
+benchmarks/servers/http_server.py answers with.
 """
 
 import sys
@@ -22,8 +25,65 @@ TOOLS = [
     for i in range(50)
 ]
 
+#: listed after TOOLS when the server runs with ``--schema``
+SCHEMA_TOOL = {
+    "name": "add",
+    "description": "Adds two integers; the sum comes back as structured content.",
+    "inputSchema": {
+        "type": "object",
+        "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+        "required": ["a", "b"],
+    },
+    "outputSchema": {
+        "type": "object",
+        "properties": {"result": {"type": "integer"}},
+        "required": ["result"],
+        "additionalProperties": False,
+    },
+    "annotations": {"readOnlyHint": True, "idempotentHint": True},
+}
+
+MODERN_KEY = "io.modelcontextprotocol/protocolVersion"
+NOT_FOUND = {"code": -32601, "message": "Method not found"}
+
+
+def answer(msg: dict, tools: list) -> tuple[str, object]:
+    """``("result", value)`` or ``("error", value)`` for one request; a 2026-07-28 request
+    (its ``_meta`` names the version) gets the ``resultType`` that era's results carry."""
+    method = msg["method"]
+    params = msg.get("params") or {}
+    if MODERN_KEY in (params.get("_meta") or ()):
+        kind, value = _answer(method, params, tools)
+        if kind == "error":
+            return kind, value
+        value = {**value, "resultType": "complete"}
+        if method == "tools/list":  # listings are cacheable for an hour in this era
+            value.update(ttlMs=3_600_000, cacheScope="public")
+        return kind, value
+    return _answer(method, params, tools)
+
+
+def _answer(method: str, params: dict, tools: list) -> tuple[str, object]:
+    if method == "tools/call":
+        args = params.get("arguments") or {}
+        if params.get("name") == "add":
+            total = args.get("a", 0) + args.get("b", 0)
+            return "result", {"content": [{"type": "text", "text": str(total)}],
+                              "structuredContent": {"result": total}, "isError": False}
+        return "result", {"content": [{"type": "text", "text": args.get("message", "")}], "isError": False}
+    if method == "initialize":
+        return "result", {"protocolVersion": "2025-11-25", "capabilities": {"tools": {}}, "serverInfo": {"name": "fast", "version": "1"}}
+    if method == "server/discover":
+        return "result", {"supportedVersions": ["2026-07-28"], "capabilities": {"tools": {}}, "resultType": "complete", "ttlMs": 0, "cacheScope": "public"}
+    if method == "tools/list":
+        return "result", {"tools": tools}
+    if method == "ping":
+        return "result", {}
+    return "error", NOT_FOUND
+
 
 def main() -> None:
+    tools = TOOLS + [SCHEMA_TOOL] if "--schema" in sys.argv[1:] else TOOLS
     read = sys.stdin.buffer.readline
     out = sys.stdout.buffer
     dumps, loads = orjson.dumps, orjson.loads
@@ -35,24 +95,8 @@ def main() -> None:
         rid = msg.get("id")
         if rid is None:
             continue
-        method = msg["method"]
-        params = msg.get("params") or {}
-        if method == "tools/call":
-            text = (params.get("arguments") or {}).get("message", "")
-            res = {"content": [{"type": "text", "text": text}], "isError": False}
-        elif method == "initialize":
-            res = {"protocolVersion": "2025-11-25", "capabilities": {"tools": {}}, "serverInfo": {"name": "fast", "version": "1"}}
-        elif method == "server/discover":
-            res = {"supportedVersions": ["2026-07-28"], "capabilities": {"tools": {}}, "resultType": "complete", "ttlMs": 0, "cacheScope": "public"}
-        elif method == "tools/list":
-            res = {"tools": TOOLS}
-        elif method == "ping":
-            res = {}
-        else:
-            out.write(dumps({"jsonrpc": "2.0", "id": rid, "error": {"code": -32601, "message": "Method not found"}}) + b"\n")
-            out.flush()
-            continue
-        out.write(dumps({"jsonrpc": "2.0", "id": rid, "result": res}) + b"\n")
+        kind, value = answer(msg, tools)
+        out.write(dumps({"jsonrpc": "2.0", "id": rid, kind: value}) + b"\n")
         out.flush()
 
 
