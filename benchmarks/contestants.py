@@ -331,15 +331,24 @@ def raw_http_urllib3(m: Measure) -> None:
             pool.close()
 
 
-def _mcpsync_http(m: Measure, mode: str) -> None:
+def _mcpsync_http(m: Measure, mode: str, path: str = "fast") -> None:
     from mcpsync import Client
 
-    with http_server() as url, Client.http(url, mode=mode) as c:
-        c.list_tools()
-        m.run(functools.partial(c.call_tool, "echo", ECHO))
+    # the HTTP path is chosen when the client's pools are made (see _fasthttp.http_path)
+    old = os.environ.pop("MCPSYNC_HTTP", None)
+    if path == "urllib3":
+        os.environ["MCPSYNC_HTTP"] = "urllib3"
+    try:
+        with http_server() as url, Client.http(url, mode=mode) as c:
+            c.list_tools()
+            m.run(functools.partial(c.call_tool, "echo", ECHO))
+    finally:
+        os.environ.pop("MCPSYNC_HTTP", None)
+        if old is not None:
+            os.environ["MCPSYNC_HTTP"] = old
 
 
-@contestant("http", "mcpsync", "legacy", "`Client.http(..., mode=\"legacy\").call_tool` (JSON answers, keep-alive)", "raw-http-socket")
+@contestant("http", "mcpsync", "legacy", "`Client.http(..., mode=\"legacy\").call_tool` (JSON answers, keep-alive; the fast path)", "raw-http-socket")
 def http_legacy(m: Measure) -> None:
     _mcpsync_http(m, "legacy")
 
@@ -347,6 +356,11 @@ def http_legacy(m: Measure) -> None:
 @contestant("http", "mcpsync", "modern", "`Client.http(...).call_tool` (auto: 2026-07-28)", "raw-http-socket")
 def http_modern(m: Measure) -> None:
     _mcpsync_http(m, "auto")
+
+
+@contestant("http", "mcpsync", "legacy", "the same on the urllib3 path (`MCPSYNC_HTTP=urllib3`: proxies take it)", "raw-http-urllib3")
+def http_legacy_urllib3(m: Measure) -> None:
+    _mcpsync_http(m, "legacy", "urllib3")
 
 
 @contestant("http", "sdk", "legacy", "official SDK `mcp.Client(url, mode=\"legacy\").call_tool` (httpx, asyncio)", "raw-http-socket")
