@@ -269,7 +269,7 @@ class _OriginPool:
         self._cond = threading.Condition(threading.Lock())
         self._closed = False
 
-    def get(self, connect_timeout: float | None, pool_timeout: float | None) -> _Conn | None:
+    def get(self, pool_timeout: float | None) -> _Conn | None:
         """An idle socket (None: the caller connects a new one, counted already)."""
         with self._cond:
             ends = None if pool_timeout is None else time.monotonic() + pool_timeout
@@ -361,10 +361,11 @@ class FastPoolManager:
     def __init__(self, *, maxsize: int, block: bool, tls: ssl.SSLContext | None = None) -> None:
         self._maxsize, self._block, self._tls = maxsize, block, tls
         self._pools: dict[tuple[str, str, int], _OriginPool] = {}
-        self._targets: dict[str, tuple[_OriginPool, bytes]] = {}  # a transport asks for few URLs
+        self._targets: dict[str, tuple[_OriginPool, str]] = {}  # a transport asks for few URLs
         self._lock = threading.Lock()
 
-    def _pool(self, url: str) -> tuple[_OriginPool, bytes]:
+    def _pool(self, url: str) -> tuple[_OriginPool, str]:
+        """The pool of ``url``'s origin and the request line's start (``" /path?query HTTP/1.1\\r\\nHost: …"``)."""
         known = self._targets.get(url)
         if known is not None:
             return known
@@ -386,7 +387,8 @@ class FastPoolManager:
         target = parts.path or "/"
         if parts.query:
             target = f"{target}?{parts.query}"
-        found = (pool, target.encode("ascii"))
+        target.encode("ascii")  # a URL with raw non-ASCII fails here, not on the wire
+        found = (pool, f" {target} HTTP/1.1\r\nHost: {pool.host_header.decode('ascii')}\r\n")
         if len(self._targets) < 256:
             self._targets[url] = found
         return found
@@ -413,16 +415,16 @@ class FastPoolManager:
         pool, target = self._pool(url)
         if isinstance(body, str):
             body = body.encode()
-        head = [method.encode("ascii"), b" ", target, b" HTTP/1.1\r\nHost: ", pool.host_header, b"\r\n"]
-        for name, value in (headers or {}).items():
-            head += (name.encode("latin-1"), b": ", value.encode("latin-1"), b"\r\n")
+        # one string, encoded once: a request's head is a few short lines
+        head = [method, target]
+        if headers:
+            head += [f"{name}: {value}\r\n" for name, value in headers.items()]
         if body is not None or method in ("POST", "PUT", "PATCH"):
-            head += (b"Content-Length: ", str(len(body or b"")).encode(), b"\r\n")
-        head.append(b"\r\n")
-        data = b"".join(head) + (body or b"")
+            head.append(f"Content-Length: {len(body or b'')}\r\n")
+        head.append("\r\n")
+        data = "".join(head).encode("latin-1") + (body or b"")
 
-        connect_s = _seconds(getattr(timeout, "connect_timeout", timeout))
-        conn = pool.get(connect_s, pool_timeout)
+        conn = pool.get(pool_timeout)
         if conn is None:
             conn = pool.connect(_seconds(getattr(timeout, "connect_timeout", timeout)))
         resp = FastResponse(pool, conn, url)
