@@ -51,7 +51,7 @@ from ._messages import (
 )
 from ._skills import Skill, SkillFile, SkillInfo
 from ._cache import ToolCache
-from ._guard import BreakerState
+from ._breaker import BreakerState
 from ._metrics import MetricsRecorder, MetricsSnapshot
 from ._protocol import InputRequestError, OutputSchemaError, Subscription
 from ._protocol_types import (

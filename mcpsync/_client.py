@@ -50,7 +50,9 @@ from ._messages import (
     encode,
 )
 from ._cache import EXPLICIT, LIST_CHANGED, RECONNECT, ToolCache
-from ._guard import BreakerState, CircuitBreaker, Guard, ReconnectSchedule, Recorder, tool_is_retry_safe
+from ._breaker import BreakerState, CircuitBreaker
+from ._guard import Guard, Recorder
+from ._retry import ReconnectSchedule, tool_is_retry_safe
 from ._metrics import DISCOVERY_METHODS, MetricsRecorder, fan_out
 from ._policies import BreakerPolicy, PoolLimits, ReconnectPolicy, RetryPolicy, Timeouts
 from ._paging import paginate

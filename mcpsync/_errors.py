@@ -85,7 +85,7 @@ class MCPError(Exception):
     """
 
     # Declared for type checkers only (no class-level value): they are set on the
-    # instance when a retried call ends (see ``mcpsync._guard.retry_call``).
+    # instance when a retried call ends (see ``mcpsync._retry.retry_call``).
     retry_history: tuple[tuple[str, float], ...]
     retried_errors: tuple[MCPError, ...]
 

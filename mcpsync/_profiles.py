@@ -502,7 +502,7 @@ class ProcessPerCallClient:
                 server (default: the tool's readOnly/idempotent annotations, when the
                 tools were listed; attempts that never reached a server are always retried).
         """
-        from ._guard import tool_is_retry_safe
+        from ._retry import tool_is_retry_safe
 
         if safe_to_retry is None:
             tool = next((t for t in (self._tools or ()) if t.name == name), None)
