@@ -50,6 +50,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Callable, Mapping, Sequence
 
+from ._errors import UsageError
+
 __all__ = [
     "main",
     "servers_main",
@@ -66,10 +68,6 @@ __all__ = [
 ]
 
 EXIT_OK, EXIT_USAGE, EXIT_FAILURE = 0, 2, 3
-
-
-class UsageError(Exception):
-    pass
 
 
 # ----------------------------------------------------------------------------- statistics

@@ -7,13 +7,18 @@ Every call ends in a result or one of these. The tree is shallow on purpose::
     │   ├── ConnectError             could not start / reach / handshake the server
     │   │   └── StartFailed          the server cannot start (no such command, exited): not retried
     │   ├── ConnectionClosed         the connection died (EOF, reset, process exit)
-    │   │   └── SessionExpired       the server no longer knows the session (HTTP 404)
+    │   │   ├── SessionExpired       the server no longer knows the session (HTTP 404)
+    │   │   └── PoolClosed           the connection pool was closed
     │   ├── RequestTimeout           no answer within the request timeout
     │   ├── ServerUnavailable        marked unavailable after repeated reconnect failures
-    │   └── CircuitOpen              the server's circuit breaker is open
+    │   │   └── NoEndpointAvailable  every endpoint of a routed server is unavailable
+    │   ├── CircuitOpen              the server's circuit breaker is open
+    │   └── PoolTimeout              no pooled connection became free in time (never sent)
     ├── ProtocolError                the peer broke JSON-RPC / MCP (bad frame, bad envelope)
     │   ├── MessageTooLarge          a message exceeded the configured maximum size
-    │   └── SkillIntegrityError      a skill file differs from its listing (size/digest/frontmatter)
+    │   ├── SkillIntegrityError      a skill file differs from its listing (size/digest/frontmatter)
+    │   ├── InputRequestError        a server asked for input this client could not give
+    │   └── OutputSchemaError        structuredContent does not match the tool's outputSchema
     ├── RemoteError                  the server answered with a JSON-RPC error (code/message/data)
     │   ├── ToolError
     │   │   ├── ToolNotFound
@@ -25,6 +30,19 @@ Every call ends in a result or one of these. The tree is shallow on purpose::
     ├── AuthError                    authentication / authorization failed (never retried)
     │   └── PermissionDenied
     └── Cancelled                    the call was cancelled by the caller
+
+Outside :class:`MCPError`, for what goes wrong before any server is involved::
+
+    ValueError
+    ├── ConfigError                  a configuration file is malformed or unusable
+    └── ProfileError                 an unknown profile, or a server it does not allow
+    Exception
+    └── UsageError                   a command line mcpsync cannot run (exit status 2)
+
+Kept elsewhere on purpose: ``FrameTooLarge`` (``mcpsync._speedups``: the compiled
+framer's own signal, which must not import the package; the stdio transport turns it
+into :class:`MessageTooLarge`) and the OAuth errors of :mod:`mcpsync.auth` (its own
+subpackage, under :class:`AuthError`).
 
 ``RemoteError`` subclasses are chosen from the JSON-RPC error code by a configurable
 table, :data:`ERROR_CODE_TABLE`; :func:`error_from_code` applies it.
@@ -283,9 +301,73 @@ class PoolClosed(ConnectionClosed):
     """The connection pool was closed; no connection can be borrowed from it."""
 
 
+class InputRequestError(ProtocolError):
+    """A modern-era server asked for input (``InputRequiredResult``) that this client could
+    not give: no handler for it, the handler failed or timed out, or too many rounds."""
+
+
+class OutputSchemaError(ProtocolError):
+    """A tool's ``structuredContent`` does not match its declared ``outputSchema``.
+
+    Attributes:
+        tool: the tool's name.
+        path: JSON pointer-like path of the first failing location ("" for the root).
+        code: -32602 (the result is invalid for the declared schema).
+    """
+
+
+class NoEndpointAvailable(ServerUnavailable):
+    """Every endpoint of the server is unavailable (or behind an open breaker)."""
+
+
+# --- not MCPError: a wrong configuration or command line, before any server is involved
+
+
+class ConfigError(ValueError):
+    """A configuration file is malformed, or names something that cannot be used.
+
+    Attributes:
+        field: the dotted path of the bad field (``mcpServers.everything.args[2]``), or
+            ``None`` for errors of the whole file.
+        source: the file, when the configuration came from one.
+        server: the server entry concerned, when there is one.
+    """
+
+    def __init__(self, message: str, *, field: str | None = None, source: str | None = None, server: str | None = None) -> None:
+        self.field = field
+        self.source = source
+        self.server = server
+        self.detail = message
+        text = f"{field}: {message}" if field else message
+        if source:
+            text = f"{source}: {text}"
+        super().__init__(text)
+
+    def __reduce__(self) -> Any:
+        return (_rebuild_config_error, (self.detail, self.field, self.source, self.server))
+
+
+def _rebuild_config_error(message: str, field: str | None, source: str | None, server: str | None) -> ConfigError:
+    return ConfigError(message, field=field, source=source, server=server)
+
+
+class ProfileError(ValueError):
+    """An unknown profile, or a server the chosen profile does not allow."""
+
+
+class UsageError(Exception):
+    """A command line that ``mcpsync`` (or ``mcpsync bench``) cannot run: exit status 2."""
+
+
 __all__ += [
     "PoolTimeout",
     "PoolClosed",
+    "InputRequestError",
+    "OutputSchemaError",
+    "NoEndpointAvailable",
+    "ConfigError",
+    "ProfileError",
+    "UsageError",
     "NOT_SENT_ERRORS",
     "TRANSIENT_CODES",
     "attach_fields",

@@ -36,6 +36,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
+from ._errors import ProfileError
 from ._policies import BreakerPolicy, PoolLimits, RetryPolicy, Timeouts
 
 __all__ = [
@@ -66,10 +67,6 @@ PROFILE_FLAGS: tuple[str, ...] = (
     "metrics",
     "routing",
 )
-
-
-class ProfileError(ValueError):
-    """An unknown profile, or a server the chosen profile does not allow."""
 
 
 @dataclass(frozen=True, slots=True)

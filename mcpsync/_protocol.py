@@ -73,6 +73,7 @@ from ._errors import (
     URL_ELICITATION_REQUIRED,
     Cancelled,
     ConnectionClosed,
+    InputRequestError,
     InvalidParams,
     MCPError,
     NetworkError,
@@ -140,11 +141,6 @@ _mrtr = threading.local()
 
 
 _UNKNOWN: Any = object()  # "definition not looked up yet"
-
-
-class InputRequestError(ProtocolError):
-    """A modern-era server asked for input (``InputRequiredResult``) that this client could
-    not give: no handler for it, the handler failed or timed out, or too many rounds."""
 
 
 # ----------------------------------------------------------------------------- helpers

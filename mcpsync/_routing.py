@@ -50,7 +50,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, TypeVar
 
-from ._errors import ServerUnavailable
+from ._errors import NoEndpointAvailable, ServerUnavailable
 from .transports._base import Transport
 
 __all__ = ["Endpoint", "EndpointState", "Router", "NoEndpointAvailable", "mcp_probe"]
@@ -58,10 +58,6 @@ __all__ = ["Endpoint", "EndpointState", "Router", "NoEndpointAvailable", "mcp_pr
 log = logging.getLogger("mcpsync.routing")
 
 T = TypeVar("T")
-
-
-class NoEndpointAvailable(ServerUnavailable):
-    """Every endpoint of the server is unavailable (or behind an open breaker)."""
 
 
 @dataclass(frozen=True, slots=True)
