@@ -90,6 +90,8 @@ INTERNAL_ERROR = -32603
 RESOURCE_NOT_FOUND_OLD = -32002
 UNSUPPORTED_VERSION = -32022
 URL_ELICITATION_REQUIRED = -32042
+REQUEST_TIMEOUT = -32001  # a request (or the client's own handler) did not answer in time
+HEADER_MISMATCH = -32020  # 2026-07-28: the Mcp-* headers disagree with the body
 
 
 class MCPError(Exception):

@@ -68,6 +68,8 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import msgspec
 
+from ._constants import META_LOG_LEVEL as _META_LOG, META_SUBSCRIPTION_ID as SUBSCRIPTION_ID
+from ._errors import REQUEST_TIMEOUT as REQUEST_TIMEOUT_CODE
 from ._errors import (
     METHOD_NOT_FOUND,
     URL_ELICITATION_REQUIRED,
@@ -108,9 +110,6 @@ log = logging.getLogger("mcpsync.client")
 #: The lists whose changes may be watched with :meth:`ProtocolMixin.on_list_changed`.
 LIST_KINDS = ("tools", "prompts", "resources")
 
-SUBSCRIPTION_ID = "io.modelcontextprotocol/subscriptionId"
-_META_LOG = "io.modelcontextprotocol/logLevel"
-REQUEST_TIMEOUT_CODE = -32001
 
 _LEVELS = {
     "debug": logging.DEBUG,
