@@ -50,7 +50,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, TypeVar
 
-from ._errors import NoEndpointAvailable, ServerUnavailable
+from ._errors import NoEndpointAvailable
 from .transports._base import Transport
 
 __all__ = ["Endpoint", "EndpointState", "Router", "NoEndpointAvailable", "mcp_probe"]

@@ -19,7 +19,7 @@ import logging
 import threading
 from typing import Any, Mapping
 
-from ._errors import OutputSchemaError, ProtocolError
+from ._errors import OutputSchemaError
 
 __all__ = ["OutputSchemaError", "validate_output"]
 
