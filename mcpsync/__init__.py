@@ -13,6 +13,8 @@ from ._agent_messages import agent_message
 from ._client import Client, ServerSession
 from ._diagnostics import ConnectionDiagnostics, Diagnostics
 from ._errors import (
+    InputRequestError,
+    OutputSchemaError,
     AuthError,
     Cancelled,
     CircuitOpen,
@@ -51,10 +53,8 @@ from ._messages import (
 )
 from ._skills import Skill, SkillFile, SkillInfo
 from ._cache import ToolCache
-from ._guard import BreakerState
+from ._breaker import BreakerState
 from ._metrics import MetricsRecorder, MetricsSnapshot
-from ._mrtr import InputRequestError
-from ._schema import OutputSchemaError
 from ._subscriptions import Subscription
 from ._protocol_types import (
     Completion,

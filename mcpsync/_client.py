@@ -45,7 +45,9 @@ from ._messages import (
     Tool,
 )
 from ._cache import ResultCache, ToolCache
-from ._guard import BreakerState, CircuitBreaker, Guard, ReconnectSchedule, Recorder
+from ._breaker import BreakerState, CircuitBreaker
+from ._guard import Guard, Recorder
+from ._retry import ReconnectSchedule
 from ._handlers import LEVELS, Handlers
 from ._metrics import MetricsRecorder, MetricsSnapshot, fan_out
 from ._policies import BreakerPolicy, PoolLimits, ReconnectPolicy, RetryPolicy, Timeouts
@@ -590,6 +592,7 @@ class Client:
             # forked: the pool forgets the parent's connections by itself; the
             # worker's threads did not survive the fork
             self._fork_gen = _fork_generation
+            self._lock = threading.Lock()  # a parent thread may have held it at the fork
             self._worker = Worker(f"mcpsync-{self.name}")
             self._primary = None
             self._openings = []  # their threads did not survive the fork

@@ -43,7 +43,7 @@ Example:
     >>> parse_config({"mcpServers": {"demo": {"command": "python", "args": ["-m", 3]}}})
     Traceback (most recent call last):
     ...
-    mcpsync._config_formats.ConfigError: mcpServers.demo.args[1]: expected a string, got 3
+    mcpsync._errors.ConfigError: mcpServers.demo.args[1]: expected a string, got 3
 """
 
 from __future__ import annotations

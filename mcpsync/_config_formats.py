@@ -14,6 +14,8 @@ import os
 import re
 from typing import Any, Mapping
 
+from ._errors import ConfigError
+
 __all__ = ["ConfigError", "expand", "strip_jsonc", "TRANSPORTS", "EDITOR_KEYS"]
 
 #: The transports a configuration entry may name, after aliases are folded.
@@ -56,34 +58,6 @@ EDITOR_KEYS = frozenset({
 
 _VAR = re.compile(r"\$\$\{|\$\{([^}]*)\}")
 _NAME_OK = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
-
-
-class ConfigError(ValueError):
-    """A configuration file is malformed, or names something that cannot be used.
-
-    Attributes:
-        field: the dotted path of the bad field (``mcpServers.everything.args[2]``), or
-            ``None`` for errors of the whole file.
-        source: the file, when the configuration came from one.
-        server: the server entry concerned, when there is one.
-    """
-
-    def __init__(self, message: str, *, field: str | None = None, source: str | None = None, server: str | None = None) -> None:
-        self.field = field
-        self.source = source
-        self.server = server
-        self.detail = message
-        text = f"{field}: {message}" if field else message
-        if source:
-            text = f"{source}: {text}"
-        super().__init__(text)
-
-    def __reduce__(self) -> Any:
-        return (_rebuild_error, (self.detail, self.field, self.source, self.server))
-
-
-def _rebuild_error(message: str, field: str | None, source: str | None, server: str | None) -> ConfigError:
-    return ConfigError(message, field=field, source=source, server=server)
 
 
 def _describe(value: Any) -> str:

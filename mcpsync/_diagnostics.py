@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ._cache import CacheStats
-from ._guard import BreakerState
+from ._breaker import BreakerState
 from ._pool import PoolStats
 
 __all__ = ["ConnectionDiagnostics", "Diagnostics", "snapshot"]

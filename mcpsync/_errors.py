@@ -7,13 +7,18 @@ Every call ends in a result or one of these. The tree is shallow on purpose::
     │   ├── ConnectError             could not start / reach / handshake the server
     │   │   └── StartFailed          the server cannot start (no such command, exited): not retried
     │   ├── ConnectionClosed         the connection died (EOF, reset, process exit)
-    │   │   └── SessionExpired       the server no longer knows the session (HTTP 404)
+    │   │   ├── SessionExpired       the server no longer knows the session (HTTP 404)
+    │   │   └── PoolClosed           the connection pool was closed
     │   ├── RequestTimeout           no answer within the request timeout
     │   ├── ServerUnavailable        marked unavailable after repeated reconnect failures
-    │   └── CircuitOpen              the server's circuit breaker is open
+    │   │   └── NoEndpointAvailable  every endpoint of a routed server is unavailable
+    │   ├── CircuitOpen              the server's circuit breaker is open
+    │   └── PoolTimeout              no pooled connection became free in time (never sent)
     ├── ProtocolError                the peer broke JSON-RPC / MCP (bad frame, bad envelope)
     │   ├── MessageTooLarge          a message exceeded the configured maximum size
-    │   └── SkillIntegrityError      a skill file differs from its listing (size/digest/frontmatter)
+    │   ├── SkillIntegrityError      a skill file differs from its listing (size/digest/frontmatter)
+    │   ├── InputRequestError        a server asked for input this client could not give
+    │   └── OutputSchemaError        structuredContent does not match the tool's outputSchema
     ├── RemoteError                  the server answered with a JSON-RPC error (code/message/data)
     │   ├── ToolError
     │   │   ├── ToolNotFound
@@ -23,8 +28,21 @@ Every call ends in a result or one of these. The tree is shallow on purpose::
     │   ├── MethodNotFound
     │   └── UnsupportedProtocolVersion
     ├── AuthError                    authentication / authorization failed (never retried)
-    │   └── PermissionDenied
+    │   ├── PermissionDenied
+    │   └── TokenEndpointError       the authorization server refused a token request
     └── Cancelled                    the call was cancelled by the caller
+
+Outside :class:`MCPError`, for what goes wrong before any server is involved::
+
+    ValueError
+    ├── ConfigError                  a configuration file is malformed or unusable
+    └── ProfileError                 an unknown profile, or a server it does not allow
+    Exception
+    └── UsageError                   a command line mcpsync cannot run (exit status 2)
+
+Kept elsewhere on purpose: ``FrameTooLarge`` (``mcpsync._speedups``: the compiled
+framer's own signal, which must not import the package; the stdio transport turns it
+into :class:`MessageTooLarge`).
 
 ``RemoteError`` subclasses are chosen from the JSON-RPC error code by a configurable
 table, :data:`ERROR_CODE_TABLE`; :func:`error_from_code` applies it.
@@ -72,6 +90,8 @@ INTERNAL_ERROR = -32603
 RESOURCE_NOT_FOUND_OLD = -32002
 UNSUPPORTED_VERSION = -32022
 URL_ELICITATION_REQUIRED = -32042
+REQUEST_TIMEOUT = -32001  # a request (or the client's own handler) did not answer in time
+HEADER_MISMATCH = -32020  # 2026-07-28: the Mcp-* headers disagree with the body
 
 
 class MCPError(Exception):
@@ -85,7 +105,7 @@ class MCPError(Exception):
     """
 
     # Declared for type checkers only (no class-level value): they are set on the
-    # instance when a retried call ends (see ``mcpsync._guard.retry_call``).
+    # instance when a retried call ends (see ``mcpsync._retry.retry_call``).
     retry_history: tuple[tuple[str, float], ...]
     retried_errors: tuple[MCPError, ...]
 
@@ -269,7 +289,8 @@ def error_from_code(
 
 # ---------------------------------------------------------------------------------------
 # Resilience additions (issue 7): pool errors, error classification, and the mapping of
-# HTTP statuses, gRPC statuses and lower-layer exceptions onto the tree above.
+# HTTP statuses and gRPC statuses onto the tree above. (Lower-layer exceptions are
+# translated where they are caught, by each transport: transports/_http_common.translate.)
 # ---------------------------------------------------------------------------------------
 
 class PoolTimeout(NetworkError):
@@ -283,9 +304,73 @@ class PoolClosed(ConnectionClosed):
     """The connection pool was closed; no connection can be borrowed from it."""
 
 
+class InputRequestError(ProtocolError):
+    """A modern-era server asked for input (``InputRequiredResult``) that this client could
+    not give: no handler for it, the handler failed or timed out, or too many rounds."""
+
+
+class OutputSchemaError(ProtocolError):
+    """A tool's ``structuredContent`` does not match its declared ``outputSchema``.
+
+    Attributes:
+        tool: the tool's name.
+        path: JSON pointer-like path of the first failing location ("" for the root).
+        code: -32602 (the result is invalid for the declared schema).
+    """
+
+
+class NoEndpointAvailable(ServerUnavailable):
+    """Every endpoint of the server is unavailable (or behind an open breaker)."""
+
+
+# --- not MCPError: a wrong configuration or command line, before any server is involved
+
+
+class ConfigError(ValueError):
+    """A configuration file is malformed, or names something that cannot be used.
+
+    Attributes:
+        field: the dotted path of the bad field (``mcpServers.everything.args[2]``), or
+            ``None`` for errors of the whole file.
+        source: the file, when the configuration came from one.
+        server: the server entry concerned, when there is one.
+    """
+
+    def __init__(self, message: str, *, field: str | None = None, source: str | None = None, server: str | None = None) -> None:
+        self.field = field
+        self.source = source
+        self.server = server
+        self.detail = message
+        text = f"{field}: {message}" if field else message
+        if source:
+            text = f"{source}: {text}"
+        super().__init__(text)
+
+    def __reduce__(self) -> Any:
+        return (_rebuild_config_error, (self.detail, self.field, self.source, self.server))
+
+
+def _rebuild_config_error(message: str, field: str | None, source: str | None, server: str | None) -> ConfigError:
+    return ConfigError(message, field=field, source=source, server=server)
+
+
+class ProfileError(ValueError):
+    """An unknown profile, or a server the chosen profile does not allow."""
+
+
+class UsageError(Exception):
+    """A command line that ``mcpsync`` (or ``mcpsync bench``) cannot run: exit status 2."""
+
+
 __all__ += [
     "PoolTimeout",
     "PoolClosed",
+    "InputRequestError",
+    "OutputSchemaError",
+    "NoEndpointAvailable",
+    "ConfigError",
+    "ProfileError",
+    "UsageError",
     "NOT_SENT_ERRORS",
     "TRANSIENT_CODES",
     "attach_fields",
@@ -295,10 +380,8 @@ __all__ += [
     "counts_as_breaker_failure",
     "HTTP_STATUS_TABLE",
     "GRPC_STATUS_TABLE",
-    "EXCEPTION_TABLE",
     "error_from_http_status",
     "error_from_grpc_status",
-    "error_from_exception",
     "retry_after_seconds",
 ]
 
@@ -609,204 +692,6 @@ def error_from_grpc_status(
     if connecting:
         cls, extra = _connect_phase(cls)
     return _build(cls, message or f"gRPC {name}", {"status": name, **extra, **fields})
-
-
-# --- lower-layer exceptions ---------------------------------------------------------
-
-#: Exception class, by qualified name (``module.Class``; builtins without a module),
-#: → exception class. Looked up along the exception's MRO, so the most specific entry
-#: wins. The urllib3 trap: ``NewConnectionError`` (refused, unreachable) subclasses
-#: ``ConnectTimeoutError`` there; it is listed on its own so refused is never a timeout.
-EXCEPTION_TABLE: dict[str, type[MCPError]] = {
-    # Python
-    "TimeoutError": RequestTimeout,  # socket.timeout is the same class
-    "concurrent.futures._base.TimeoutError": RequestTimeout,  # Python 3.10
-    "asyncio.exceptions.TimeoutError": RequestTimeout,  # Python 3.10
-    "subprocess.TimeoutExpired": RequestTimeout,
-    "ConnectionRefusedError": ConnectError,
-    "ConnectionResetError": ConnectionClosed,
-    "ConnectionAbortedError": ConnectionClosed,
-    "BrokenPipeError": ConnectionClosed,
-    "ConnectionError": ConnectionClosed,
-    "EOFError": ConnectionClosed,
-    "socket.gaierror": ConnectError,
-    "socket.herror": ConnectError,
-    "ssl.SSLCertVerificationError": ConnectError,
-    "ssl.SSLError": ConnectError,
-    "FileNotFoundError": ConnectError,  # stdio: the command does not exist
-    "PermissionError": ConnectError,  # stdio: the command is not executable
-    "ChildProcessError": ConnectionClosed,
-    "OSError": NetworkError,
-    # urllib3
-    "urllib3.exceptions.NewConnectionError": ConnectError,
-    "urllib3.exceptions.NameResolutionError": ConnectError,
-    "urllib3.exceptions.ConnectTimeoutError": ConnectError,
-    "urllib3.exceptions.ReadTimeoutError": RequestTimeout,
-    "urllib3.exceptions.TimeoutError": RequestTimeout,
-    "urllib3.exceptions.ProtocolError": ConnectionClosed,
-    "urllib3.exceptions.SSLError": ConnectError,
-    "urllib3.exceptions.ProxyError": ConnectError,
-    "urllib3.exceptions.MaxRetryError": ConnectError,
-    "urllib3.exceptions.DecodeError": ProtocolError,
-    "urllib3.exceptions.HTTPError": NetworkError,
-    # requests
-    "requests.exceptions.ConnectTimeout": ConnectError,
-    "requests.exceptions.ReadTimeout": RequestTimeout,
-    "requests.exceptions.Timeout": RequestTimeout,
-    "requests.exceptions.SSLError": ConnectError,
-    "requests.exceptions.ProxyError": ConnectError,
-    "requests.exceptions.ChunkedEncodingError": ConnectionClosed,
-    "requests.exceptions.ContentDecodingError": ProtocolError,
-    "requests.exceptions.InvalidJSONError": ProtocolError,
-    "requests.exceptions.TooManyRedirects": ProtocolError,
-    "requests.exceptions.InvalidURL": ConnectError,
-    "requests.exceptions.InvalidSchema": ConnectError,
-    "requests.exceptions.MissingSchema": ConnectError,
-    "requests.exceptions.ConnectionError": ConnectError,
-    "requests.exceptions.RequestException": NetworkError,
-    # websocket-client
-    "websocket._exceptions.WebSocketTimeoutException": RequestTimeout,
-    "websocket._exceptions.WebSocketConnectionClosedException": ConnectionClosed,
-    "websocket._exceptions.WebSocketAddressException": ConnectError,
-    "websocket._exceptions.WebSocketProxyException": ConnectError,
-    "websocket._exceptions.WebSocketProtocolException": ProtocolError,
-    "websocket._exceptions.WebSocketPayloadException": ProtocolError,
-    "websocket._exceptions.WebSocketException": NetworkError,
-    # msgspec (a frame that is not JSON)
-    "msgspec.DecodeError": ProtocolError,
-    "msgspec.ValidationError": ProtocolError,
-}
-
-#: Classes whose own entry is a fallback: the exception they wrap (``reason``,
-#: ``args``, ``__cause__``) is mapped first when it has an entry of its own.
-_WRAPPERS = frozenset(
-    {
-        "urllib3.exceptions.MaxRetryError",
-        "urllib3.exceptions.ProtocolError",
-        "urllib3.exceptions.ProxyError",
-        "requests.exceptions.ConnectionError",
-        "requests.exceptions.RequestException",
-        "requests.exceptions.ProxyError",
-        "requests.exceptions.SSLError",
-    }
-)
-
-# Exceptions whose class says "timeout" on the connect path (a ConnectError from them
-# carries ``timeout=True``).
-_CONNECT_TIMEOUTS = frozenset(
-    {"urllib3.exceptions.ConnectTimeoutError", "requests.exceptions.ConnectTimeout"}
-)
-
-
-def _qualname(cls: type) -> str:
-    if cls.__module__ == "builtins":
-        return cls.__qualname__
-    return f"{cls.__module__}.{cls.__qualname__}"
-
-
-def _lookup(exc: BaseException, table: Mapping[str, type[MCPError]]) -> tuple[str, type[MCPError]] | None:
-    for cls in type(exc).__mro__:
-        name = _qualname(cls)
-        hit = table.get(name)
-        if hit is not None:
-            return name, hit
-    return None
-
-
-def _inner(exc: BaseException) -> list[BaseException]:
-    found: list[BaseException] = []
-    reason = getattr(exc, "reason", None)
-    if isinstance(reason, BaseException):
-        found.append(reason)
-    found.extend(a for a in exc.args if isinstance(a, BaseException))
-    if exc.__cause__ is not None:
-        found.append(exc.__cause__)
-    return found
-
-
-def _status_of(exc: BaseException) -> int | None:
-    response = getattr(exc, "response", None)  # requests.HTTPError
-    status = getattr(response, "status_code", None)
-    if status is None:
-        status = getattr(exc, "status_code", None)  # websocket WebSocketBadStatusException
-    return status if isinstance(status, int) and status >= 400 else None
-
-
-def _resolve(
-    exc: BaseException, table: Mapping[str, type[MCPError]], depth: int
-) -> tuple[type[MCPError], dict[str, Any]] | None:
-    hit = _lookup(exc, table)
-    if hit is not None and hit[0] in _WRAPPERS and depth < 4:
-        for inner in _inner(exc):
-            found = _resolve(inner, table, depth + 1)
-            if found is not None:
-                return found
-    if hit is None:
-        return None
-    name, cls = hit
-    if cls is ConnectError:
-        timeout = any(_qualname(c) in _CONNECT_TIMEOUTS for c in type(exc).__mro__) and not any(
-            _qualname(c) == "urllib3.exceptions.NewConnectionError" for c in type(exc).__mro__
-        )
-        return cls, {"timeout": timeout}
-    return cls, {}
-
-
-def error_from_exception(
-    exc: BaseException,
-    *,
-    connecting: bool = False,
-    table: Mapping[str, type[MCPError]] | None = None,
-    message: str | None = None,
-) -> MCPError:
-    """Translate a lower-layer exception (OSError, requests, urllib3, websocket-client,
-    grpc, msgspec) into the tree above, for ``raise error_from_exception(e) from e``.
-
-    Args:
-        exc: the exception caught at the transport boundary. An :class:`MCPError` is
-            returned unchanged.
-        connecting: it was raised while connecting (process start, TCP connect,
-            handshake): timeouts and dead pipes then become :class:`ConnectError`
-            (``timeout`` tells which).
-        table: the exception table (default :data:`EXCEPTION_TABLE`).
-        message: text for the new exception (default ``str(exc)`` or the class name).
-
-    Returns:
-        The exception (not raised), with ``__cause__`` set to ``exc``. Unknown
-        exceptions that are not ``OSError`` become a plain :class:`NetworkError`.
-
-    Example:
-        >>> type(error_from_exception(ConnectionRefusedError())).__name__
-        'ConnectError'
-        >>> type(error_from_exception(TimeoutError())).__name__
-        'RequestTimeout'
-    """
-    if isinstance(exc, MCPError):
-        return exc
-    text = message if message is not None else (str(exc) or type(exc).__name__)
-    status = _status_of(exc)
-    if status is not None:
-        # no session context here: a 404 is "not found"; Retry-After read when there is one
-        headers = getattr(getattr(exc, "response", None), "headers", None)
-        if not isinstance(headers, Mapping):
-            headers = getattr(exc, "resp_headers", None)  # websocket-client
-        err = error_from_http_status(
-            status, text, connecting=connecting, headers=headers if isinstance(headers, Mapping) else None, session=False
-        )
-    elif callable(getattr(exc, "code", None)) and any(_qualname(c) == "grpc.RpcError" for c in type(exc).__mro__):
-        details = exc.details() if callable(getattr(exc, "details", None)) else None  # type: ignore[attr-defined]
-        err = error_from_grpc_status(exc.code(), message or details or text, connecting=connecting)  # type: ignore[attr-defined]
-    else:
-        resolved = _resolve(exc, table if table is not None else EXCEPTION_TABLE, 0)
-        cls, fields = resolved if resolved is not None else (NetworkError, {})
-        if connecting and cls is not ConnectError:
-            cls, extra = _connect_phase(cls)
-            fields = {**fields, **extra}
-        err = _build(cls, text, fields)
-    err.__cause__ = exc
-    return err
-
-
 # ----------------------------------------------------------------------------- OAuth (mcpsync.auth)
 
 

@@ -27,12 +27,12 @@ from typing import Any, Callable, Mapping
 
 import msgspec
 
+from ._errors import REQUEST_TIMEOUT as REQUEST_TIMEOUT_CODE
 from ._errors import METHOD_NOT_FOUND, RemoteError
 from ._messages import to_builtins
 
 __all__ = ["Handlers", "LEVELS", "fill_defaults"]
 
-REQUEST_TIMEOUT_CODE = -32001
 
 #: MCP log levels and the ``logging`` level each maps to.
 LEVELS = {

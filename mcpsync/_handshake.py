@@ -16,6 +16,9 @@ from typing import Any, Callable, Mapping
 
 import msgspec
 
+from ._constants import LATEST_LEGACY, LATEST_MODERN, LEGACY_VERSIONS, MODERN_VERSIONS
+from ._constants import META_CLIENT_CAPABILITIES as _META_CAPS, META_CLIENT_INFO as _META_INFO
+from ._constants import META_LOG_LEVEL as _META_LOG, META_VERSION as _META_VERSION
 from ._dispatcher import Dispatcher
 from ._errors import ProtocolError, RemoteError, RequestTimeout, UnsupportedProtocolVersion
 from ._messages import DiscoverResult, Implementation, InitializeResult, ServerCapabilities, decode_result, encode
@@ -25,17 +28,6 @@ __all__ = ["Handshake", "ServerSession", "MODERN_VERSIONS", "LEGACY_VERSIONS", "
 
 log = logging.getLogger("mcpsync.client")
 
-#: Revisions with the stateless per-request envelope.
-MODERN_VERSIONS: tuple[str, ...] = ("2026-07-28",)
-#: Revisions reached through the initialize handshake, oldest first.
-LEGACY_VERSIONS: tuple[str, ...] = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
-LATEST_MODERN = MODERN_VERSIONS[-1]
-LATEST_LEGACY = LEGACY_VERSIONS[-1]
-
-_META_VERSION = "io.modelcontextprotocol/protocolVersion"
-_META_CAPS = "io.modelcontextprotocol/clientCapabilities"
-_META_INFO = "io.modelcontextprotocol/clientInfo"
-_META_LOG = "io.modelcontextprotocol/logLevel"
 
 #: Era detected per server address ("modern" / "legacy"), so reconnects skip the probe.
 _ERA_CACHE: dict[str, str] = {}

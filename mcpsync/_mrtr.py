@@ -20,7 +20,7 @@ import logging
 import threading
 from typing import Any, Callable, Mapping
 
-from ._errors import MCPError, ProtocolError, RemoteError
+from ._errors import InputRequestError, MCPError, ProtocolError, RemoteError
 from ._protocol_types import decode_input_required
 
 __all__ = ["InputRequestError", "Pending", "drive", "inside"]
@@ -28,11 +28,6 @@ __all__ = ["InputRequestError", "Pending", "drive", "inside"]
 log = logging.getLogger("mcpsync.client")
 
 _local = threading.local()
-
-
-class InputRequestError(ProtocolError):
-    """A modern-era server asked for input (``InputRequiredResult``) that this client could
-    not give: no handler for it, the handler failed or timed out, or too many rounds."""
 
 
 class Pending:

@@ -48,104 +48,16 @@ import time
 import weakref
 from collections import deque
 from contextlib import contextmanager
-from dataclasses import dataclass
 from types import TracebackType
-from typing import Callable, Generic, Iterator, Protocol, TypeVar
+from typing import Callable, Generic, Iterator
 
-from ._errors import ConnectError, ConnectionClosed, PoolClosed, PoolTimeout
+from ._errors import ConnectError, PoolClosed, PoolTimeout
 from ._policies import PoolLimits, Timeouts
+from ._pool_types import C, PoolableConnection, PoolStats, _Entry, _State, _Waiter, connection_is_broken
 
-__all__ = ["PoolableConnection", "ConnectionPool", "Lease", "PoolStats", "PoolManager", "connection_is_broken"]
+__all__ = ["PoolableConnection", "ConnectionPool", "Lease", "PoolStats", "connection_is_broken"]
 
 log = logging.getLogger("mcpsync.pool")
-
-
-class PoolableConnection(Protocol):
-    """What the pool needs of a connection (a :class:`~mcpsync._channel.Channel` has it)."""
-
-    def alive(self) -> bool: ...
-
-    def close(self) -> None: ...
-
-
-C = TypeVar("C", bound=PoolableConnection)
-
-
-def connection_is_broken(exc: BaseException) -> bool:
-    """Default verdict on a call's error: the connection itself died."""
-    return isinstance(exc, ConnectionClosed)
-
-
-@dataclass(frozen=True, slots=True)
-class PoolStats:
-    """A snapshot of the pool's counters.
-
-    Attributes:
-        created: connections opened.
-        closed: connections closed (reaped, discarded or at ``close()``).
-        borrowed: successful borrows.
-        returned: leases given back.
-        in_use: leases not yet given back (``borrowed - returned``).
-        size: connections in the pool now.
-        idle: connections with no call in flight.
-        discarded: connections dropped as dead or broken.
-        reaped: idle connections closed by :meth:`ConnectionPool.reap`.
-        timeouts: borrows that gave up after the borrow timeout.
-        keepalives: keepalive calls made.
-        waiting: borrowers queued for capacity now.
-    """
-
-    created: int
-    closed: int
-    borrowed: int
-    returned: int
-    in_use: int
-    size: int
-    idle: int
-    discarded: int
-    reaped: int
-    timeouts: int
-    keepalives: int
-    waiting: int = 0
-
-
-class _Entry(Generic[C]):
-    __slots__ = ("conn", "in_flight", "last_used", "last_keepalive", "dead", "seq", "retiring")
-
-    def __init__(self, conn: C, now: float, seq: int) -> None:
-        self.conn = conn
-        self.retiring = False  # out of the pool; closed when its last call returns
-        self.in_flight = 0
-        self.last_used = now
-        self.last_keepalive = now
-        self.dead = False
-        self.seq = seq
-
-
-class _State(Generic[C]):
-    """Everything ``close()`` swaps out; the finalizer holds this, never the pool."""
-
-    __slots__ = ("entries", "closed", "stop")
-
-    def __init__(self) -> None:
-        self.entries: list[_Entry[C]] = []
-        self.closed = False
-        self.stop = threading.Event()
-
-
-class _Waiter:
-    """A borrower in the queue: blocked on ``lock`` (held from birth) until it is released
-    with ``entry`` (a slot reserved on it), ``create`` (the right to open a connection) or
-    ``closed`` set. The fields are written under the pool's lock."""
-
-    __slots__ = ("lock", "entry", "create", "closed")
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.lock.acquire()
-        self.entry: _Entry[PoolableConnection] | None = None
-        self.create = False
-        self.closed = False
 
 
 #: ``_grant``'s answer when the borrower is to open a new connection.
@@ -200,10 +112,6 @@ class Lease(Generic[C]):
     def connection(self) -> C:
         """The borrowed connection."""
         return self._entry.conn
-
-    @property
-    def released(self) -> bool:
-        return self._released
 
     def mark_broken(self) -> None:
         """Have the connection discarded (and later replaced) when the lease ends."""
@@ -830,56 +738,3 @@ class ConnectionPool(Generic[C]):
     def __repr__(self) -> str:
         s = self.stats()
         return f"<ConnectionPool {self.address!r} size={s.size} in_use={s.in_use} closed={self.closed}>"
-
-
-class PoolManager(Generic[C]):
-    """One :class:`ConnectionPool` per server address, created on first use.
-
-    Args:
-        factory: ``factory(address)`` opens a connection to ``address``.
-        limits: the limits of every pool.
-        **pool_options: passed to each :class:`ConnectionPool`.
-
-    Example:
-        >>> class Conn:
-        ...     def __init__(self, address): self.address = address
-        ...     def alive(self): return True
-        ...     def close(self): pass
-        >>> pools = PoolManager(Conn)
-        >>> with pools.get("a").connection() as conn:
-        ...     conn.address
-        'a'
-        >>> pools.close()
-    """
-
-    def __init__(self, factory: Callable[[str], C], limits: PoolLimits = PoolLimits.DEFAULT, **pool_options: object) -> None:
-        self._factory = factory
-        self._limits = limits
-        self._options = pool_options
-        self._lock = threading.Lock()
-        self._pools: dict[str, ConnectionPool[C]] = {}
-        self._closed = False
-
-    def get(self, address: str) -> ConnectionPool[C]:
-        """The pool for ``address``, creating it if needed."""
-        with self._lock:
-            if self._closed:
-                raise PoolClosed("the pool manager is closed")
-            pool = self._pools.get(address)
-            if pool is None:
-                factory = self._factory
-                pool = self._pools[address] = ConnectionPool(
-                    lambda: factory(address), self._limits, address=address, **self._options  # type: ignore[arg-type]
-                )
-            return pool
-
-    def addresses(self) -> list[str]:
-        with self._lock:
-            return list(self._pools)
-
-    def close(self) -> None:
-        """Close every pool (outside the lock)."""
-        with self._lock:
-            pools, self._pools, self._closed = list(self._pools.values()), {}, True
-        for pool in pools:
-            pool.close()

@@ -36,6 +36,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence, TypeVar
 
+from ._errors import ProfileError
 from ._policies import BreakerPolicy, PoolLimits, RetryPolicy, Timeouts
 from .transports._factory import TRANSPORT_OPTIONS
 
@@ -68,10 +69,6 @@ PROFILE_FLAGS: tuple[str, ...] = (
     "metrics",
     "routing",
 )
-
-
-class ProfileError(ValueError):
-    """An unknown profile, or a server the chosen profile does not allow."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -471,7 +468,7 @@ class ProcessPerCallClient:
                 server (default: the tool's readOnly/idempotent annotations, when the
                 tools were listed; attempts that never reached a server are always retried).
         """
-        from ._guard import tool_is_retry_safe
+        from ._retry import tool_is_retry_safe
 
         if safe_to_retry is None:
             tool = next((t for t in (self._tools or ()) if t.name == name), None)
@@ -583,7 +580,7 @@ def _per_call_class(client_class: type) -> type:
 
 
 def _closed_state() -> Any:
-    from ._guard import BreakerState
+    from ._breaker import BreakerState
 
     return BreakerState.CLOSED
 

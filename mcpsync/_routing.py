@@ -49,17 +49,13 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
-from ._errors import ServerUnavailable
+from ._errors import NoEndpointAvailable
 from .transports._base import Transport
 
 __all__ = ["Endpoint", "EndpointState", "Router", "NoEndpointAvailable", "mcp_probe"]
 
 log = logging.getLogger("mcpsync.routing")
 
-
-
-class NoEndpointAvailable(ServerUnavailable):
-    """Every endpoint of the server is unavailable (or behind an open breaker)."""
 
 
 @dataclass(frozen=True, slots=True)

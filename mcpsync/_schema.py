@@ -18,7 +18,7 @@ Example:
     >>> validate_output({"type": "object", "required": ["n"]}, {}, tool="count")
     Traceback (most recent call last):
     ...
-    mcpsync._schema.OutputSchemaError: tool 'count' returned structuredContent that does not match its outputSchema: 'n' is a required property
+    mcpsync._errors.OutputSchemaError: tool 'count' returned structuredContent that does not match its outputSchema: 'n' is a required property
 """
 
 from __future__ import annotations
@@ -28,19 +28,9 @@ import logging
 import threading
 from typing import Any, Callable, Mapping
 
-from ._errors import ProtocolError
+from ._errors import OutputSchemaError
 
 __all__ = ["OutputSchemaError", "validate_output", "validator_kind"]
-
-
-class OutputSchemaError(ProtocolError):
-    """A tool's ``structuredContent`` does not match its declared ``outputSchema``.
-
-    Attributes:
-        tool: the tool's name.
-        path: JSON pointer-like path of the first failing location ("" for the root).
-        code: -32602 (the result is invalid for the declared schema).
-    """
 
 
 log = logging.getLogger("mcpsync.schema")

@@ -42,7 +42,7 @@ from ._errors import (
     UnsupportedProtocolVersion,
     attach_fields,
 )
-from ._guard import BreakerState, CircuitBreaker
+from ._breaker import BreakerState, CircuitBreaker
 from ._handshake import _META_LOG, Handshake, ServerSession, _Connection
 from ._messages import decode_result
 from ._metrics import DISCOVERY_METHODS

@@ -30,13 +30,13 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from ._constants import SKILLS_EXTENSION
 from ._errors import INVALID_PARAMS, ProtocolError, ResourceNotFound, SkillIntegrityError
 from ._paging import paginate
 
 __all__ = ["SKILLS_EXTENSION", "SkillFile", "SkillInfo", "Skill", "list_skills", "read_skill", "parse_frontmatter"]
 
 #: the extension's identifier in the server's ``capabilities.extensions``.
-SKILLS_EXTENSION = "io.modelcontextprotocol/skills"
 ENTRY = "SKILL.md"
 _FRONTMATTER = re.compile(r"\A(?:\ufeff)?---[ \t]*\r?\n(.*?)^---[ \t]*(?:\r?\n|\Z)", re.DOTALL | re.MULTILINE)
 

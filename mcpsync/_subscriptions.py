@@ -22,6 +22,7 @@ import logging
 import threading
 from typing import Any, Callable, Mapping
 
+from ._constants import META_SUBSCRIPTION_ID as SUBSCRIPTION_ID
 from ._errors import Cancelled, ConnectionClosed, MCPError, NetworkError, RequestTimeout
 
 __all__ = ["Subscription", "Subscriptions", "LIST_KINDS", "SUBSCRIPTION_ID"]
@@ -31,7 +32,6 @@ log = logging.getLogger("mcpsync.client")
 #: The lists whose changes may be watched with ``Client.on_list_changed``.
 LIST_KINDS = ("tools", "prompts", "resources")
 
-SUBSCRIPTION_ID = "io.modelcontextprotocol/subscriptionId"
 
 LIST_CHANGED = {
     "notifications/tools/list_changed": "tools",

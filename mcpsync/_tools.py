@@ -21,7 +21,7 @@ from typing import Any, Callable, Mapping
 
 from ._cache import EXPLICIT, LIST_CHANGED
 from ._errors import URL_ELICITATION_REQUIRED, MCPError, RemoteError
-from ._guard import tool_is_retry_safe
+from ._retry import tool_is_retry_safe
 from ._messages import CallToolResult, ListToolsResult, Tool
 from ._paging import paginate
 from ._policies import RetryPolicy

@@ -37,14 +37,11 @@ import sys
 from typing import Any, Sequence
 
 from ._cmdline import split_command
+from ._errors import UsageError
 
 __all__ = ["main"]
 
 EXIT_OK, EXIT_TOOL_ERROR, EXIT_USAGE, EXIT_FAILURE = 0, 1, 2, 3
-
-
-class UsageError(Exception):
-    pass
 
 
 def _common(p: argparse.ArgumentParser) -> None:

@@ -8,6 +8,7 @@ from typing import Callable
 
 import msgspec
 
+from .._constants import META_VERSION
 from .._errors import MCPError, MessageTooLarge, NetworkError
 from ..transports._base import Transport
 
@@ -18,7 +19,7 @@ log = logging.getLogger("mcpsync.bridge")
 _json = msgspec.json.Decoder()
 _encode = msgspec.json.encode
 _POLL = 0.5
-_META_VERSION = b"io.modelcontextprotocol/protocolVersion"
+_META_VERSION = META_VERSION.encode()
 
 
 def normalise(message: bytes) -> tuple[bytes | None, bytes | None]:

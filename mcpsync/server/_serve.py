@@ -22,16 +22,13 @@ import msgspec
 
 from .._errors import INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND, MethodNotFound, RemoteError, UnsupportedProtocolVersion
 from .._messages import DiscoverResult, EmptyResult, Implementation, InitializeResult, ListToolsResult, ServerCapabilities
+from .._constants import LEGACY_VERSIONS, META_SERVER_INFO, META_VERSION, MODERN_VERSIONS
 from ._registry import Context, Registry
 
 __all__ = ["ServerCore", "serve_stdio", "MODERN_VERSIONS", "LEGACY_VERSIONS"]
 
 log = logging.getLogger("mcpsync.server")
 
-MODERN_VERSIONS: tuple[str, ...] = ("2026-07-28",)
-LEGACY_VERSIONS: tuple[str, ...] = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
-META_VERSION = "io.modelcontextprotocol/protocolVersion"
-META_SERVER_INFO = "io.modelcontextprotocol/serverInfo"
 
 _decode = msgspec.json.Decoder().decode
 _encode = msgspec.json.encode

@@ -19,7 +19,6 @@ from mcpsync._errors import (
     ServerUnavailable,
     ToolNotFound,
     error_from_code,
-    error_from_exception,
 )
 
 SPEC_ROWS = [
@@ -58,7 +57,7 @@ def test_breaker_seconds_are_filled_in_rounded_up() -> None:
 
 
 def test_connection_refused_is_the_connect_message() -> None:
-    err = error_from_exception(ConnectionRefusedError(111, "refused"), connecting=True)
+    err = ConnectError("cannot connect to http://127.0.0.1:9/mcp: [Errno 111] Connection refused")
     assert agent_message(err, tool="x") == "tool x is unavailable: the server did not respond"
 
 

@@ -17,7 +17,7 @@ from mcpsync._errors import (
     ToolNotFound,
     error_from_code,
 )
-from mcpsync._guard import BreakerState, CircuitBreaker
+from mcpsync._breaker import BreakerState, CircuitBreaker
 from mcpsync._policies import BreakerPolicy
 
 CLOSED, OPEN, HALF_OPEN = BreakerState.CLOSED, BreakerState.OPEN, BreakerState.HALF_OPEN

@@ -1,4 +1,5 @@
-"""The error table: JSON-RPC codes, HTTP statuses, gRPC statuses, lower-layer exceptions.
+"""The error table: JSON-RPC codes, HTTP statuses, gRPC statuses, and the HTTP
+transports' translation of urllib3 / socket exceptions (the live one, ``translate``).
 
 The HTTP and gRPC tables here are the ones the transports use: ``status_error`` of
 ``transports/_http_common.py`` and of ``transports/grpc.py`` only word the message and
@@ -7,11 +8,7 @@ call :func:`error_from_http_status` / :func:`error_from_grpc_status` (checked be
 
 from __future__ import annotations
 
-import concurrent.futures
 import pickle
-import socket
-import ssl
-import subprocess
 
 import pytest
 
@@ -39,7 +36,6 @@ from mcpsync._errors import (
     attach_fields,
     counts_as_breaker_failure,
     error_from_code,
-    error_from_exception,
     error_from_grpc_status,
     error_from_http_status,
     is_server_error,
@@ -234,134 +230,29 @@ def test_grpc_status_code_forms() -> None:
     assert type(err) is ConnectError and err.timeout is True
 
 
-def test_grpc_rpc_error_is_mapped_by_its_code() -> None:
-    grpc = pytest.importorskip("grpc")
-
-    class FakeRpcError(grpc.RpcError):
-        def code(self) -> object:
-            return grpc.StatusCode.UNAUTHENTICATED
-
-        def details(self) -> str:
-            return "token expired"
-
-    err = error_from_exception(FakeRpcError())
-    assert type(err) is AuthError
-    assert err.message == "token expired"
+# --- lower-layer exceptions: the live translation of the HTTP transports -------------
 
 
-# --- lower-layer exceptions ---------------------------------------------------------
+def test_http_transport_translation_of_lower_layer_exceptions() -> None:
+    import urllib3.exceptions as u
 
+    from mcpsync.transports._http_common import translate
 
-@pytest.mark.parametrize(
-    ("exc", "cls"),
-    [
-        (TimeoutError("timed out"), RequestTimeout),
-        (socket.timeout("timed out"), RequestTimeout),
-        (subprocess.TimeoutExpired(["node"], 10), RequestTimeout),
-        (concurrent.futures.TimeoutError(), RequestTimeout),
-        (ConnectionRefusedError(111, "refused"), ConnectError),
-        (ConnectionResetError(104, "reset"), ConnectionClosed),
-        (BrokenPipeError(32, "pipe"), ConnectionClosed),
-        (ConnectionAbortedError(), ConnectionClosed),
-        (EOFError(), ConnectionClosed),
-        (socket.gaierror(-2, "Name or service not known"), ConnectError),
-        (ssl.SSLCertVerificationError("bad cert"), ConnectError),
-        (FileNotFoundError(2, "no such command"), ConnectError),
-        (OSError(5, "io"), NetworkError),
-        (RuntimeError("??"), NetworkError),
-    ],
-)
-def test_python_exceptions(exc: BaseException, cls: type) -> None:
-    err = error_from_exception(exc)
-    assert type(err) is cls
-    assert err.__cause__ is exc
-
-
-def test_connection_refused_is_never_a_timeout() -> None:
-    err = error_from_exception(ConnectionRefusedError(111, "refused"), connecting=True)
-    assert type(err) is ConnectError
-    assert err.timeout is False
-    assert not isinstance(err, RequestTimeout)
-
-
-def test_timeouts_while_connecting_are_connect_timeouts() -> None:
-    err = error_from_exception(TimeoutError(), connecting=True)
-    assert type(err) is ConnectError and err.timeout is True
-    err = error_from_exception(ConnectionResetError(), connecting=True)
-    assert type(err) is ConnectError and err.timeout is False
-
-
-def test_urllib3_trap_new_connection_error_is_not_a_timeout() -> None:
-    u = pytest.importorskip("urllib3.exceptions")
-    refused = u.NewConnectionError(None, "Failed to establish a new connection: [Errno 111] refused")
-    assert isinstance(refused, u.ConnectTimeoutError)  # the trap itself
-    err = error_from_exception(refused)
-    assert type(err) is ConnectError and err.timeout is False
-    err = error_from_exception(u.ConnectTimeoutError(None, "timed out"))
-    assert type(err) is ConnectError and err.timeout is True
-    assert type(error_from_exception(u.ReadTimeoutError(None, "/", "read timed out"))) is RequestTimeout
-    wrapped = u.MaxRetryError(None, "/mcp", reason=refused)
-    err = error_from_exception(wrapped)
-    assert type(err) is ConnectError and err.timeout is False
-    reset = u.ProtocolError("Connection aborted.", ConnectionResetError(104, "reset"))
-    assert type(error_from_exception(reset)) is ConnectionClosed
-
-
-def test_requests_exceptions() -> None:
-    r = pytest.importorskip("requests")
-    u = pytest.importorskip("urllib3.exceptions")
-    refused = r.ConnectionError(u.MaxRetryError(None, "/", reason=u.NewConnectionError(None, "refused")))
-    err = error_from_exception(refused)
-    assert type(err) is ConnectError and err.timeout is False
-    err = error_from_exception(r.ConnectTimeout(u.MaxRetryError(None, "/", reason=u.ConnectTimeoutError(None, "t"))))
-    assert type(err) is ConnectError and err.timeout is True
-    assert type(error_from_exception(r.ReadTimeout("read timed out"))) is RequestTimeout
-    aborted = r.ConnectionError(u.ProtocolError("Connection aborted.", ConnectionResetError(104, "reset")))
-    assert type(error_from_exception(aborted)) is ConnectionClosed
-    assert type(error_from_exception(r.exceptions.ChunkedEncodingError("eof"))) is ConnectionClosed
-    response = r.Response()
-    response.status_code = 401
-    err = error_from_exception(r.HTTPError("401 Client Error", response=response))
-    assert type(err) is AuthError and err.status == 401
-    response.status_code = 503
-    assert type(error_from_exception(r.HTTPError("503", response=response))) is NetworkError
-    response.status_code = 429
-    response.headers["Retry-After"] = "9"
-    err = error_from_exception(r.HTTPError("429", response=response))
-    assert type(err) is NetworkError and (err.retry_after, err.sent) == (9.0, False)
-    response.status_code = 404  # no session here: a wrong URL
-    assert type(error_from_exception(r.HTTPError("404", response=response))) is ProtocolError
-
-
-def test_websocket_client_exceptions() -> None:
-    ws = pytest.importorskip("websocket")
-    assert type(error_from_exception(ws.WebSocketTimeoutException("t"))) is RequestTimeout
-    err = error_from_exception(ws.WebSocketTimeoutException("t"), connecting=True)
-    assert type(err) is ConnectError and err.timeout is True
-    assert type(error_from_exception(ws.WebSocketConnectionClosedException("closed"))) is ConnectionClosed
-    assert type(error_from_exception(ws.WebSocketProtocolException("bad frame"))) is ProtocolError
-    assert type(error_from_exception(ws.WebSocketAddressException("bad address"))) is ConnectError
-    bad = ws.WebSocketBadStatusException("Handshake status %d %s", 403, "Forbidden")
-    err = error_from_exception(bad)
-    assert type(err) is PermissionDenied and err.status == 403
-
-
-def test_msgspec_decode_error_is_protocol_error() -> None:
-    msgspec = pytest.importorskip("msgspec")
-    try:
-        msgspec.json.decode(b"{not json")
-    except msgspec.DecodeError as exc:
-        assert type(error_from_exception(exc)) is ProtocolError
-
-
-def test_mcp_errors_pass_through_and_table_is_configurable() -> None:
-    original = ConnectionClosed("x")
-    assert error_from_exception(original) is original
-    table = {**E.EXCEPTION_TABLE, "ConnectionRefusedError": ServerUnavailable}
-    assert type(error_from_exception(ConnectionRefusedError(), table=table)) is ServerUnavailable
-
-
-# --- classification helpers -----------------------------------------------------------
+    refused = u.NewConnectionError(None, "[Errno 111] Connection refused")  # type: ignore[arg-type]
+    err = translate(refused, "http://h/mcp")
+    assert type(err) is ConnectError and getattr(err, "timeout", False) is False  # refused is never a timeout
+    assert type(translate(u.MaxRetryError(None, "/", reason=refused), "http://h/mcp")) is ConnectError  # type: ignore[arg-type]
+    assert type(translate(u.ConnectTimeoutError(None, "timed out"), "u")) is ConnectError
+    assert type(translate(u.SSLError("bad cert"), "u")) is ConnectError
+    assert type(translate(u.ReadTimeoutError(None, "/", "read timed out"), "u")) is RequestTimeout  # type: ignore[arg-type]
+    assert type(translate(TimeoutError(), "u")) is RequestTimeout
+    assert type(translate(u.ProtocolError("reset"), "u")) is ConnectionClosed
+    assert type(translate(u.ProtocolError("reset"), "u", fatal=False)) is NetworkError
+    err = translate(ConnectionResetError(), "u", connecting=True)
+    assert type(err) is NetworkError and err.sent is True  # written, maybe acted on
+    assert type(translate(RuntimeError("??"), "u")) is NetworkError
+    original = ToolNotFound("x")
+    assert translate(original, "u") is original
 
 
 @pytest.mark.parametrize(

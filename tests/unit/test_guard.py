@@ -15,7 +15,9 @@ from mcpsync._errors import (
     RequestTimeout,
     ServerUnavailable,
 )
-from mcpsync._guard import BreakerState, CircuitBreaker, Guard, ReconnectSchedule, outcome_of
+from mcpsync._breaker import BreakerState, CircuitBreaker
+from mcpsync._guard import Guard, outcome_of
+from mcpsync._retry import ReconnectSchedule
 from mcpsync._policies import BreakerPolicy, RetryPolicy
 
 
@@ -232,7 +234,7 @@ def test_sixteen_threads_through_one_guard(clock: FakeClock, rec: Recorder) -> N
 
 
 def test_tool_is_retry_safe() -> None:
-    from mcpsync._guard import tool_is_retry_safe
+    from mcpsync._retry import tool_is_retry_safe
     from mcpsync._messages import Tool, ToolAnnotations
 
     assert tool_is_retry_safe(Tool(name="read", annotations=ToolAnnotations(read_only_hint=True)))

@@ -19,7 +19,7 @@ from mcpsync._errors import (
     RequestTimeout,
 )
 from mcpsync._policies import PoolLimits
-from mcpsync._pool import ConnectionPool, PoolManager
+from mcpsync._pool import ConnectionPool
 
 
 class FakeConn:
@@ -462,24 +462,6 @@ def test_forked_child_forgets_the_parents_connections(factory: Factory) -> None:
     lease.release()
     assert parent_conn.close_calls == 0 and pool.stats().created == 1
     assert_no_leaks(pool, factory)
-
-
-def test_pool_manager_one_pool_per_address() -> None:
-    made: list[str] = []
-
-    class Conn(FakeConn):
-        def __init__(self, address: str) -> None:
-            super().__init__()
-            made.append(address)
-
-    pools = PoolManager(Conn, PoolLimits(min=1, max=2))
-    with pools.get("a").connection(), pools.get("b").connection():
-        pass
-    assert pools.get("a") is pools.get("a")
-    assert sorted(made) == ["a", "b"] and sorted(pools.addresses()) == ["a", "b"]
-    pools.close()
-    with pytest.raises(PoolClosed):
-        pools.get("a")
 
 
 def test_sixteen_threads_counts_add_up(factory: Factory, clock: FakeClock) -> None:

@@ -28,7 +28,7 @@ from mcpsync._errors import (
     error_from_code,
     may_have_reached_server,
 )
-from mcpsync._guard import ReconnectSchedule, retry_call
+from mcpsync._retry import ReconnectSchedule, retry_call
 from mcpsync._policies import ReconnectPolicy, RetryPolicy
 
 

@@ -1,0 +1,106 @@
+"""The value types of :mod:`mcpsync._pool`: what a pooled connection must offer, the
+stats snapshot, and the pool's per-connection and per-waiter records.
+
+Example:
+    >>> PoolStats(created=1, closed=0, borrowed=1, returned=1, in_use=0, size=1, idle=1,
+    ...           discarded=0, reaped=0, timeouts=0, keepalives=0).in_use
+    0
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import Generic, Protocol, TypeVar
+
+from ._errors import ConnectionClosed
+
+__all__ = ["PoolableConnection", "PoolStats", "connection_is_broken"]
+
+
+class PoolableConnection(Protocol):
+    """What the pool needs of a connection (a :class:`~mcpsync._channel.Channel` has it)."""
+
+    def alive(self) -> bool: ...
+
+    def close(self) -> None: ...
+
+
+C = TypeVar("C", bound=PoolableConnection)
+
+
+def connection_is_broken(exc: BaseException) -> bool:
+    """Default verdict on a call's error: the connection itself died."""
+    return isinstance(exc, ConnectionClosed)
+
+
+@dataclass(frozen=True, slots=True)
+class PoolStats:
+    """A snapshot of the pool's counters.
+
+    Attributes:
+        created: connections opened.
+        closed: connections closed (reaped, discarded or at ``close()``).
+        borrowed: successful borrows.
+        returned: leases given back.
+        in_use: leases not yet given back (``borrowed - returned``).
+        size: connections in the pool now.
+        idle: connections with no call in flight.
+        discarded: connections dropped as dead or broken.
+        reaped: idle connections closed by :meth:`ConnectionPool.reap`.
+        timeouts: borrows that gave up after the borrow timeout.
+        keepalives: keepalive calls made.
+        waiting: borrowers queued for capacity now.
+    """
+
+    created: int
+    closed: int
+    borrowed: int
+    returned: int
+    in_use: int
+    size: int
+    idle: int
+    discarded: int
+    reaped: int
+    timeouts: int
+    keepalives: int
+    waiting: int = 0
+
+
+class _Entry(Generic[C]):
+    __slots__ = ("conn", "in_flight", "last_used", "last_keepalive", "dead", "seq", "retiring")
+
+    def __init__(self, conn: C, now: float, seq: int) -> None:
+        self.conn = conn
+        self.retiring = False  # out of the pool; closed when its last call returns
+        self.in_flight = 0
+        self.last_used = now
+        self.last_keepalive = now
+        self.dead = False
+        self.seq = seq
+
+
+class _State(Generic[C]):
+    """Everything ``close()`` swaps out; the finalizer holds this, never the pool."""
+
+    __slots__ = ("entries", "closed", "stop")
+
+    def __init__(self) -> None:
+        self.entries: list[_Entry[C]] = []
+        self.closed = False
+        self.stop = threading.Event()
+
+
+class _Waiter:
+    """A borrower in the queue: blocked on ``lock`` (held from birth) until it is released
+    with ``entry`` (a slot reserved on it), ``create`` (the right to open a connection) or
+    ``closed`` set. The fields are written under the pool's lock."""
+
+    __slots__ = ("lock", "entry", "create", "closed")
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.lock.acquire()
+        self.entry: _Entry[PoolableConnection] | None = None
+        self.create = False
+        self.closed = False
