@@ -15,6 +15,7 @@ from mcpsync._messages import EmptyResult, decode_result
 from mcpsync.server import Context, Registry
 from mcpsync.server.demo import registry as demo
 from mcpsync.transports.local import LocalChannel
+from tests.helpers import hammer
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -111,9 +112,7 @@ def test_client_over_local(mode: str) -> None:
 @needs_client
 def test_sixteen_threads_on_one_local_client() -> None:
     with Client(lambda: LocalChannel(demo)) as client:
-        with ThreadPoolExecutor(16) as pool:
-            futures = {i: pool.submit(client.call_tool, "echo", {"message": f"m{i}"}) for i in range(160)}
-            assert {i: f.result(timeout=20).text for i, f in futures.items()} == {i: f"m{i}" for i in range(160)}
+        hammer(client, threads=16, calls=10, expect=lambda msg: msg, timeout=20, join=20)
 
 
 def _demo() -> subprocess.Popen[bytes]:

@@ -19,6 +19,7 @@ from mcpsync.server._upstream import upstream_factory
 from mcpsync.server.bridge import Bridge
 from mcpsync.transports.websocket import WebSocketTransport
 from tests.conftest import everything_command
+from tests.helpers import hammer
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -114,26 +115,9 @@ def test_sampling_and_elicitation_reach_the_client(everything_bridge: str) -> No
 
 
 def test_sixteen_threads_share_one_client(everything_bridge: str) -> None:
-    results: dict[int, str] = {}
-    errors: list[BaseException] = []
     with Client(lambda: WebSocketTransport(everything_bridge)) as client:
         client.connect()
-
-        def work(i: int) -> None:
-            try:
-                for j in range(5):
-                    results[i * 10 + j] = client.call_tool("echo", {"message": f"t{i}-{j}"}, timeout=20).text
-            except BaseException as exc:  # noqa: BLE001
-                errors.append(exc)
-
-        threads = [threading.Thread(target=work, args=(i,)) for i in range(16)]
-        for th in threads:
-            th.start()
-        for th in threads:
-            th.join(40)
-        assert not any(th.is_alive() for th in threads)
-    assert not errors
-    assert results == {i * 10 + j: f"Echo: t{i}-{j}" for i in range(16) for j in range(5)}
+        hammer(client, threads=16, calls=5, timeout=20, join=40)
 
 
 def test_sixteen_threads_send_on_one_transport(everything_bridge: str) -> None:
