@@ -52,7 +52,8 @@ from mcpsync import (
 from tests.chaos.proxy import ChaosProxy
 from tests.chaos.test_chaos_stdio import THREADS, join_all, run_callers
 from tests.conftest import ROOT, free_port, server_command
-from tests.servers.chaos_support import ChaosLog, Tally, resent_after_reaching, wait_until
+from tests.helpers import wait_until
+from tests.servers.chaos_support import ChaosLog, Tally, resent_after_reaching
 
 #: what a call that met a frozen server ends with: a timeout, in flight or waiting for a slot
 TIMED_OUT = (RequestTimeout, PoolTimeout)

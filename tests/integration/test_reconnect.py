@@ -17,7 +17,8 @@ import pytest
 
 from mcpsync import BreakerPolicy, Client, ConnectionClosed, PoolLimits, ReconnectPolicy, RetryPolicy, Timeouts
 from tests.conftest import server_command
-from tests.servers.chaos_support import ChaosLog, children_of, kill, pool_pids, wait_gone, wait_until
+from tests.helpers import wait_until
+from tests.servers.chaos_support import ChaosLog, children_of, kill, pool_pids, wait_gone
 
 pytestmark = pytest.mark.timeout(60)
 

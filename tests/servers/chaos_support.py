@@ -12,7 +12,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from mcpsync._errors import may_have_reached_server
 
@@ -58,16 +58,6 @@ def kill(pid: int) -> bool:
         return True
     except ProcessLookupError:
         return False
-
-
-def wait_until(pred: Callable[[], bool], timeout: float, interval: float = 0.01) -> bool:
-    deadline = time.monotonic() + timeout
-    while True:
-        if pred():
-            return True
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(interval)
 
 
 def children_of(pid: int) -> list[int]:
