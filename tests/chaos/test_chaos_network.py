@@ -295,7 +295,7 @@ def test_sixteen_threads_while_the_network_is_cut(case: Case) -> None:
             stop.set()
             join_all(threads, CALL_BOUND + 5)
             stats = client.pool_stats()
-            history = list(client._guard.breaker.transitions)
+            history = list(client.diagnostics().breaker_transitions)
             final_state = client.breaker_state
             unavailable = client.unavailable
         finally:

@@ -12,9 +12,9 @@ import threading
 
 import pytest
 
-from mcpsync import Client, PoolLimits, ResourceNotFound, TextContent
-from mcpsync._protocol_types import Prompt, ResourceTemplate, Task
+from mcpsync import Client, PoolLimits, Prompt, ResourceNotFound, ResourceTemplate, Task, TextContent
 from tests.conftest import everything_command
+from tests.helpers import wait_until
 
 pytestmark = [pytest.mark.timeout(60), pytest.mark.npm]
 
@@ -221,7 +221,7 @@ def test_every_tool(everything):
     tools = {t.name: t for t in everything.list_tools()}
     for name, a in args.items():
         assert name in tools
-        r = everything._protocol_call_tool(name, a, timeout=20)  # validates outputSchema where declared
+        r = everything.call_tool(name, a, timeout=20)  # validates outputSchema where declared
         assert not r.is_error, (name, r.text)
         assert r.content, name
     assert tools["get-structured-content"].output_schema is not None
@@ -234,7 +234,7 @@ def test_task_tool_polled_transparently(everything):
 
 
 def test_task_with_elicitation_and_handle(everything, handlers):
-    task = everything._protocol_call_tool("simulate-research-query", {"topic": "python", "ambiguous": True}, task=True)
+    task = everything.call_tool("simulate-research-query", {"topic": "python", "ambiguous": True}, task=True)
     assert isinstance(task, Task) and task.task_id and task.status == "working"
     assert everything.get_task(task).task_id == task.task_id
     result = everything.wait_task(task, timeout=30)
@@ -369,17 +369,11 @@ def test_subscriptions_restored_after_the_server_restarts():
     got = threading.Event()
     with Client.stdio(cmd[0], cmd[1:], pool=PoolLimits.SINGLE) as c:
         c.subscribe(uri, lambda u: got.set())
-        st = c._pstate()
-        os.kill(c._primary.transport.pid, signal.SIGKILL)
-        for _ in range(200):
-            if not c._primary.alive():
-                break
-            threading.Event().wait(0.025)
+        pid = c.diagnostics().primary.pid
+        os.kill(pid, signal.SIGKILL)
+        wait_until(lambda: (p := c.diagnostics().primary) is None or not p.alive or p.pid != pid, 5)
         assert c.call_tool("echo", {"message": "back"}).text == "Echo: back"  # reconnected
-        for _ in range(400):
-            if st.restores:
-                break
-            threading.Event().wait(0.025)
-        assert st.restores == 1
+        assert wait_until(lambda: c.diagnostics().subscription_restores >= 1, 10)
+        assert c.diagnostics().subscription_restores == 1
         c.call_tool("toggle-subscriber-updates", {})
         assert got.wait(10)

@@ -8,6 +8,7 @@ import pytest
 
 from mcpsync import Client, PoolLimits
 from tests.conftest import server_command
+from tests.helpers import wait_until
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -52,11 +53,7 @@ def test_list_changed_invalidates(mode):
         assert len(c.list_prompts()) == 3
         assert len(c.list_prompts()) == 3  # cached in the modern era (public, 60 s)
         if mode == "modern":  # registered before connecting: the listen stream opens after the handshake
-            for _ in range(400):
-                if c._pstate().acks:
-                    break
-                threading.Event().wait(0.025)
-            assert c._pstate().acks
+            assert wait_until(lambda: c.diagnostics().listen_acks, 10)
         assert c.call_tool("bump", {}).text == "bumped"
         assert changed.wait(10)
         assert [p.name for p in c.list_prompts()][-1] == "p3"
@@ -73,11 +70,11 @@ def test_subscribe_refused_leaves_client_working(mode):
         with pytest.raises(RemoteError) as info:
             c.subscribe("count://reads", lambda u: None)
         assert info.value.code == -32601
-        assert not c._pstate().subs
+        assert not c.diagnostics().subscriptions
         if mode == "modern":
             with pytest.raises(RemoteError):
                 c.on_list_changed("prompts", lambda k: None)
-            assert not c._pstate().list_cbs["prompts"]
+            assert "prompts" not in c.diagnostics().list_watches
         assert c.read_resource("count://reads").text
 
 

@@ -14,10 +14,17 @@ import threading
 
 import pytest
 
-from mcpsync import Client, PoolLimits, RemoteError, ResourceNotFound, TextContent
-from mcpsync._protocol import InputRequestError
-from mcpsync._schema import OutputSchemaError
+from mcpsync import (
+    Client,
+    InputRequestError,
+    OutputSchemaError,
+    PoolLimits,
+    RemoteError,
+    ResourceNotFound,
+    TextContent,
+)
 from tests.conftest import server_command
+from tests.helpers import wait_until
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -223,24 +230,22 @@ def test_tool_details(sdk):
     [icon] = w.icons
     assert icon.mime_type == "image/png" and icon.sizes == ["16x16"] and icon.src.startswith("data:image/png")
     assert w.output_schema["required"] == ["temperature", "conditions"]
-    r = c._protocol_call_tool("weather", {"city": "Oslo"})
+    r = c.call_tool("weather", {"city": "Oslo"})
     assert r.structured_content == {"temperature": 21.5, "conditions": "sunny in Oslo"}
 
 
 def test_output_schema_mismatch(sdk):
     c, _ = sdk
     with pytest.raises(OutputSchemaError) as info:
-        c._protocol_call_tool("lying", {})
+        c.call_tool("lying", {})
     assert info.value.path == "/temperature" and info.value.tool == "lying"
-    with pytest.raises(OutputSchemaError):
-        c.call_tool("lying", {})  # call_tool validates too
     raw = c.call_tool("lying", {}, validate=False)  # unless asked not to
     assert raw.structured_content == {"temperature": "hot"}
 
 
 def test_is_error_is_a_result(sdk):
     c, _ = sdk
-    r = c._protocol_call_tool("broken", {})
+    r = c.call_tool("broken", {})
     assert r.is_error and "broken" in r.text
 
 
@@ -326,14 +331,9 @@ def test_relisten_after_stream_ends():
         c.listen_timeout = 0.5
         got = threading.Event()
         c.subscribe("test://greeting", lambda u: got.set())
-        st = c._pstate()
 
         def acks_reach(n):
-            for _ in range(400):
-                if st.acks >= n:
-                    return True
-                threading.Event().wait(0.025)
-            return False
+            return wait_until(lambda: c.diagnostics().listen_acks >= n, 10)
 
         assert acks_reach(2)  # the first stream ended and a second one was acknowledged
         c.listen_timeout = 60.0
@@ -407,11 +407,7 @@ def test_subscribe_from_a_callback():
         c.on_list_changed("tools", on_tools_changed)  # connected: returns once acknowledged
         c.call_tool("change_lists", {})
         assert done.wait(10)
-        st = c._pstate()
-        for _ in range(400):
-            if st.acks >= 2 and st.attempt is not None and st.attempt.acked.is_set():
-                break
-            threading.Event().wait(0.025)
+        wait_until(lambda: (d := c.diagnostics()).listen_acks >= 2 and d.listen_acknowledged, 10)
         c.call_tool("touch", {"uri": "test://blob"})
         assert updated.wait(10)
 
@@ -423,14 +419,11 @@ def test_modern_relisten_after_the_server_dies():
     with _client("modern", pool=PoolLimits.SINGLE) as c:
         got = threading.Event()
         c.subscribe("test://greeting", lambda u: got.set())
-        st = c._pstate()
-        assert st.acks == 1
-        os.kill(c._primary.transport.pid, signal.SIGKILL)
-        for _ in range(400):  # the listen thread reconnects and listens again
-            if st.acks >= 2:
-                break
-            threading.Event().wait(0.025)
-        assert st.acks >= 2
+        d = c.diagnostics()
+        assert d.listen_acks == 1
+        os.kill(d.primary.pid, signal.SIGKILL)
+        # the listen thread reconnects and listens again
+        assert wait_until(lambda: c.diagnostics().listen_acks >= 2, 10)
         c.call_tool("touch", {"uri": "test://greeting"})
         assert got.wait(10)
 
@@ -458,7 +451,7 @@ def test_concurrent_subscribers_modern():
             try:
                 for j in range(3):
                     with c.subscribe(f"test://items/{i}-{j}", lambda u: None):
-                        assert f"test://items/{i}-{j}" in c._proto_wanted_filter()["resourceSubscriptions"]
+                        assert f"test://items/{i}-{j}" in c.diagnostics().subscriptions
             except BaseException as exc:  # reported below
                 errors.append(exc)
 
@@ -468,7 +461,8 @@ def test_concurrent_subscribers_modern():
         for t in threads:
             t.join(30)
         assert not errors and not any(t.is_alive() for t in threads)
-        assert not c._pstate().subs and c._pstate().attempt is None
+        d = c.diagnostics()
+        assert not d.subscriptions and not d.listening
         for _ in range(200):
             if not _listen_threads("concurrent-subs"):
                 break

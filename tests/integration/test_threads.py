@@ -16,8 +16,9 @@ def test_32_threads_x_200_calls_on_one_client(mode):
     cmd = server_command("raw_server.py")
     with Client.stdio(cmd[0], cmd[1:], mode=mode) as c:
         hammer(c, threads=32, calls=200, expect=lambda m: m)
-        assert not c._primary_connection().channel._pending
-        assert c._primary_connection().channel.stats["dropped"] == 0
+        primary = c.diagnostics().primary
+        assert primary is not None and primary.pending == 0
+        assert primary.dropped == 0
 
 
 def test_16_threads_against_server_everything():
