@@ -22,7 +22,7 @@ from mcpsync.server.bridge import parse_address
 from mcpsync.transports.grpc import GrpcTransport
 from mcpsync.transports.websocket import WebSocketTransport
 from tests.conftest import ROOT, free_port, server_command
-from tests.helpers import wait_until
+from tests.helpers import scripted_server, wait_until
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -304,23 +304,20 @@ def test_tls_for_websocket_and_grpc(tls_files: tuple[Path, Path]) -> None:
 
 
 DYING_SERVER = r"""
-import json, sys
-for line in sys.stdin:
-    msg = json.loads(line)
-    if msg.get("method") == "initialize":
-        print(json.dumps({"jsonrpc": "2.0", "id": msg["id"], "result": {"protocolVersion": "2025-11-25",
-              "capabilities": {"tools": {}}, "serverInfo": {"name": "dying", "version": "0"}}}), flush=True)
-    elif msg.get("method") == "tools/call":
+def answer(method, params):
+    if method == "tools/call":
         sys.exit(3)
+    return None
 """
 
 
 @pytest.mark.parametrize("transport", ["websocket", "grpc"])
-def test_upstream_exiting_mid_call_is_connection_closed(transport: str) -> None:
+def test_upstream_exiting_mid_call_is_connection_closed(transport: str, tmp_path: Path) -> None:
     from mcpsync.server._upstream import upstream_factory
     from mcpsync.server.bridge import Bridge
 
-    with Bridge(upstream_factory([sys.executable, "-c", DYING_SERVER])) as bridge:
+    command, args = scripted_server(tmp_path, DYING_SERVER, name="dying")
+    with Bridge(upstream_factory([command, *args])) as bridge:
         if transport == "websocket":
             url = bridge.serve_websocket().url
             make: Any = lambda: WebSocketTransport(url)  # noqa: E731
