@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-import time
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -14,7 +13,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "servers"))
 import http_support as hs  # noqa: E402
 
 from tests.conftest import everything_command  # noqa: E402
-from tests.helpers import hammer  # noqa: E402
+from tests.helpers import hammer, wait_until  # noqa: E402
 from mcpsync._errors import RequestTimeout  # noqa: E402
 from mcpsync.transports.streamable_http import StreamableHTTPTransport, forget_url  # noqa: E402
 
@@ -64,9 +63,7 @@ def test_auto_mode_finds_the_modern_era(sdk: str) -> None:
         assert c.call_tool("routed", {"region": "ap-south", "n": 4}).text == "ap-south:4"
         seen: list[float] = []
         assert c.call_tool("progress", {"steps": 2}, progress=lambda p, t, m: seen.append(p)).text == "done"
-        deadline = time.monotonic() + 5
-        while len(seen) < 2 and time.monotonic() < deadline:
-            time.sleep(0.02)  # progress callbacks run on the worker
+        wait_until(lambda: len(seen) >= 2, 5)  # progress callbacks run on the worker
         assert seen == [1, 2]
 
 
@@ -100,9 +97,7 @@ def test_auto_mode_falls_back_to_legacy_on_everything(everything: str) -> None:
         uri = "demo://resource/static/document/architecture.md"
         c.request("resources/subscribe", {"uri": uri})
         c.call_tool("toggle-subscriber-updates", {})
-        deadline = time.monotonic() + 8
-        while not updates and time.monotonic() < deadline:
-            time.sleep(0.05)
+        wait_until(lambda: updates, 8)
         assert updates and updates[0]["uri"] == uri
 
 

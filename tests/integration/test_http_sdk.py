@@ -21,7 +21,7 @@ import http_support as hs  # noqa: E402
 from mcpsync._errors import MessageTooLarge  # noqa: E402
 from mcpsync.transports.sse import SSETransport  # noqa: E402
 from mcpsync.transports.streamable_http import StreamableHTTPTransport, forget_url, known_kind  # noqa: E402
-from tests.helpers import hammer  # noqa: E402
+from tests.helpers import hammer, wait_until  # noqa: E402
 
 
 def _serve(*flags: str) -> Iterator[str]:
@@ -295,10 +295,7 @@ def test_modern_cancel_closes_the_response_stream(sse_server: str, client_for: A
     c.wait_notification("notifications/progress", 5)  # the stream is open
     assert t.session_info()["inflight_streams"] == 1
     t.send(json.dumps({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 77}}).encode(), 1)
-    deadline = time.monotonic() + 5
-    while t.session_info()["inflight_streams"] and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert t.session_info()["inflight_streams"] == 0
+    assert wait_until(lambda: t.session_info()["inflight_streams"] == 0, 5)
     assert _echo(c, "next", modern=True) == "Echo: next"
     assert 77 not in c._waiting  # no late answer to the cancelled call
 

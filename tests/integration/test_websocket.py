@@ -19,7 +19,7 @@ from mcpsync.server._upstream import upstream_factory
 from mcpsync.server.bridge import Bridge
 from mcpsync.transports.websocket import WebSocketTransport
 from tests.conftest import everything_command
-from tests.helpers import hammer
+from tests.helpers import hammer, wait_until
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -153,11 +153,7 @@ def test_sixteen_threads_send_on_one_transport(everything_bridge: str) -> None:
 def test_keepalive_pings_are_answered(everything_bridge: str) -> None:
     with WebSocketTransport(everything_bridge, ping_interval=0.05) as t:
         t.connect(10)
-        for _ in range(200):
-            if t.pongs >= 2:
-                break
-            time.sleep(0.02)
-        assert t.pongs >= 2
+        assert wait_until(lambda: t.pongs >= 2, 4)
 
 
 def test_bridge_checks_the_bearer_token(guarded_bridge: str) -> None:
