@@ -52,7 +52,8 @@ from mcpsync import (
 from tests.chaos.proxy import ChaosProxy
 from tests.chaos.test_chaos_stdio import THREADS, join_all, run_callers
 from tests.conftest import ROOT, free_port, server_command
-from tests.servers.chaos_support import ChaosLog, Tally, resent_after_reaching, wait_until
+from tests.helpers import wait_until
+from tests.servers.chaos_support import ChaosLog, Tally, resent_after_reaching
 
 #: what a call that met a frozen server ends with: a timeout, in flight or waiting for a slot
 TIMED_OUT = (RequestTimeout, PoolTimeout)
@@ -294,7 +295,7 @@ def test_sixteen_threads_while_the_network_is_cut(case: Case) -> None:
             stop.set()
             join_all(threads, CALL_BOUND + 5)
             stats = client.pool_stats()
-            history = list(client._guard.breaker.transitions)
+            history = list(client.diagnostics().breaker_transitions)
             final_state = client.breaker_state
             unavailable = client.unavailable
         finally:

@@ -50,14 +50,15 @@ from mcpsync import (
     Timeouts,
 )
 from tests.conftest import server_command
+from tests.helpers import wait_until
 from tests.servers.chaos_support import (
     ChaosLog,
     Tally,
     kill,
+    noticed_dead,
     pool_pids,
     resent_after_reaching,
     wait_gone,
-    wait_until,
 )
 
 pytestmark = pytest.mark.timeout(60)
@@ -208,7 +209,7 @@ def test_sixteen_threads_while_servers_are_killed() -> None:
         stop.set()
         join_all(threads, CALL_BOUND + 5)
         stats = client.pool_stats()
-        history = list(client._guard.breaker.transitions)
+        history = list(client.diagnostics().breaker_transitions)
         final_state = client.breaker_state
     finally:
         stop.set()
@@ -230,7 +231,7 @@ def test_sixteen_threads_while_servers_are_killed() -> None:
     assert stats.in_use == 0, f"leaked leases: {info}"
     # on schedule: a killed stdio server restarts at once, so every rebuild succeeded on
     # its first (immediate) attempt and no reconnect failure was counted
-    assert not client._reconnect.history and not client.unavailable, client._reconnect.history
+    assert not client.diagnostics().reconnect_history and not client.unavailable, client.diagnostics().reconnect_history
     # metrics: one record per echo call under its tool (hidden tools/list calls apart),
     # outcomes matching what the callers saw (+ the warm-up)
     outcomes = Counter(outcome for tool, outcome in records if tool == "echo")
@@ -331,10 +332,8 @@ def test_read_only_tool_is_retried_after_a_reconnect(tmp_path: Path) -> None:
     with client:
         assert client.list_tools()  # annotations known: die_once is read-only
         pids = pool_pids(client)
-        with client._pool._lock:
-            conns = [e.conn for e in client._pool._state.entries]
         kill(pids[0])
-        assert wait_until(lambda: not any(c.alive() for c in conns), 5)
+        assert wait_until(lambda: noticed_dead(client, pids), 5)
         assert client.call_tool("echo", {"key": "reconnected"}).text == "reconnected"  # new process
         token = tmp_path / "after-reconnect.marker"
         r = client.call_tool("die_once", {"token": str(token)})  # kills its server once
@@ -380,8 +379,9 @@ def test_unavailable_after_sixth_failed_reconnect_and_reconnect_clears_it(tmp_pa
         assert client.unavailable
         assert len(told) == 1 and told[0].failures == RECONNECT.max_failures
         # the schedule: failures 1..5 waited 0, b, 2b, 4b, 8b; the 6th marked it
-        sched = [d for _, d in client._reconnect.history]
-        assert sched == [*RECONNECT.schedule(), None], client._reconnect.history
+        history = client.diagnostics().reconnect_history
+        sched = [d for _, d in history]
+        assert sched == [*RECONNECT.schedule(), None], history
         spawned = len(ChaosLog.read(log_path).starts) - starts_before
         # 6 failed connects, one process each (a process that exits is not restarted within
         # an attempt: only a connect that timed out is tried twice); one outage counted once
@@ -416,11 +416,9 @@ def test_calls_stay_bounded_while_reconnects_hang(tmp_path: Path) -> None:
         assert client.call_tool("echo", {"key": "first"}).text == "first"
         before = pool_pids(client)
         marker.touch()
-        with client._pool._lock:
-            conns = [e.conn for e in client._pool._state.entries]
         for pid in before:
             kill(pid)
-        assert wait_until(lambda: not any(c.alive() for c in conns), 5)
+        assert wait_until(lambda: noticed_dead(client, before), 5)
 
         def caller(i: int) -> None:
             try:

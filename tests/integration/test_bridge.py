@@ -22,6 +22,7 @@ from mcpsync.server.bridge import parse_address
 from mcpsync.transports.grpc import GrpcTransport
 from mcpsync.transports.websocket import WebSocketTransport
 from tests.conftest import ROOT, free_port, server_command
+from tests.helpers import scripted_server, wait_until
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -117,11 +118,8 @@ def test_each_connection_gets_its_own_upstream(sdk_bridge: BridgeProcess) -> Non
         assert a.call_tool("echo", {"message": "a"}).text == "Echo: a"
         assert b.call_tool("echo", {"message": "b"}).text == "Echo: b"
         assert len(sdk_bridge.children()) == 2
-    for _ in range(100):  # closing the downstream connections stops their upstream processes
-        if not sdk_bridge.children():
-            break
-        time.sleep(0.05)
-    assert sdk_bridge.children() == []
+    # closing the downstream connections stops their upstream processes
+    assert wait_until(lambda: not sdk_bridge.children(), 5), sdk_bridge.children()
 
 
 def test_sigterm_shuts_down_cleanly(sdk_bridge: BridgeProcess) -> None:
@@ -157,8 +155,9 @@ def test_killing_the_bridge_mid_call_is_a_typed_error(sdk_bridge: BridgeProcess,
 
         th = threading.Thread(target=call)
         th.start()
-        started.wait(5)
-        time.sleep(0.3)  # the request is on its way to the upstream
+        assert started.wait(5)
+        # the request has left the client: it waits for its answer on the one connection
+        assert wait_until(lambda: client.diagnostics().in_flight == 1 and client.diagnostics().connections[0].pending == 1, 10)
         os.killpg(sdk_bridge.proc.pid, signal.SIGKILL)
         th.join(15)
         assert not th.is_alive(), "the pending call hung after the bridge died"
@@ -226,14 +225,17 @@ def http_sdk_server() -> Iterator[str]:
     proc = subprocess.Popen(server_command("http_sdk_server.py", "--port", str(port)),
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        for _ in range(200):
+
+        def listening() -> bool:
+            if proc.poll() is not None:
+                pytest.fail("the HTTP SDK server did not start")
             try:
                 socket.create_connection(("127.0.0.1", port), 0.2).close()
-                break
+                return True
             except OSError:
-                if proc.poll() is not None:
-                    pytest.fail("the HTTP SDK server did not start")
-                time.sleep(0.05)
+                return False
+
+        assert wait_until(listening, 20, interval=0.05)
         yield f"http://127.0.0.1:{port}/mcp"
     finally:
         proc.kill()
@@ -302,23 +304,20 @@ def test_tls_for_websocket_and_grpc(tls_files: tuple[Path, Path]) -> None:
 
 
 DYING_SERVER = r"""
-import json, sys
-for line in sys.stdin:
-    msg = json.loads(line)
-    if msg.get("method") == "initialize":
-        print(json.dumps({"jsonrpc": "2.0", "id": msg["id"], "result": {"protocolVersion": "2025-11-25",
-              "capabilities": {"tools": {}}, "serverInfo": {"name": "dying", "version": "0"}}}), flush=True)
-    elif msg.get("method") == "tools/call":
+def answer(method, params):
+    if method == "tools/call":
         sys.exit(3)
+    return None
 """
 
 
 @pytest.mark.parametrize("transport", ["websocket", "grpc"])
-def test_upstream_exiting_mid_call_is_connection_closed(transport: str) -> None:
+def test_upstream_exiting_mid_call_is_connection_closed(transport: str, tmp_path: Path) -> None:
     from mcpsync.server._upstream import upstream_factory
     from mcpsync.server.bridge import Bridge
 
-    with Bridge(upstream_factory([sys.executable, "-c", DYING_SERVER])) as bridge:
+    command, args = scripted_server(tmp_path, DYING_SERVER, name="dying")
+    with Bridge(upstream_factory([command, *args])) as bridge:
         if transport == "websocket":
             url = bridge.serve_websocket().url
             make: Any = lambda: WebSocketTransport(url)  # noqa: E731
@@ -329,8 +328,4 @@ def test_upstream_exiting_mid_call_is_connection_closed(transport: str) -> None:
             assert client.server_info.name == "dying"
             with pytest.raises(ConnectionClosed, match="upstream"):
                 client.call_tool("anything", {}, timeout=20)
-        for _ in range(100):
-            if bridge.sessions() == 0:
-                break
-            time.sleep(0.05)
-        assert bridge.sessions() == 0
+        assert wait_until(lambda: bridge.sessions() == 0, 5), bridge.sessions()

@@ -27,6 +27,8 @@ from mcpsync import (
     StartFailed,
 )
 from tests.conftest import NPM_PREFIX, PYTHON, everything_command, server_command
+from tests.helpers import scripted_server
+from tests.servers.chaos_support import children_of, is_gone
 
 pytestmark = pytest.mark.timeout(150)
 
@@ -46,21 +48,7 @@ def _npm_server(name: str) -> list[str]:
 
 def _children() -> set[int]:
     """The pids of this process's live children."""
-    pids: set[int] = set()
-    for task in Path(f"/proc/{os.getpid()}/task").glob("*"):
-        try:
-            pids |= {int(p) for p in (task / "children").read_text().split()}
-        except OSError:
-            pass
-    return {p for p in pids if _alive(p)}
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
+    return {p for p in children_of(os.getpid()) if not is_gone(p)}
 
 
 def _delayed(seconds: float, argv: list[str], pid_file: Path) -> tuple[str, list[str]]:
@@ -350,31 +338,19 @@ def test_the_first_call_goes_out_before_any_discovery(tmp_path: Path) -> None:
 
 
 def test_a_server_whose_tools_list_hangs_does_not_delay_calls(tmp_path: Path) -> None:
-    script = tmp_path / "no_list.py"
-    script.write_text(_NO_LIST_SERVER)
-    with Client.stdio(PYTHON, [str(script)], mode="legacy") as client:
+    with Client.stdio(*scripted_server(tmp_path, _NO_LIST_SERVER, name="no-list"), mode="legacy") as client:
         began = time.monotonic()
         assert client.call_tool("echo", {"message": "quick"}).text == "quick"
         assert time.monotonic() - began < 5  # the old path waited 10 s for tools/list first
 
 
 _NO_LIST_SERVER = r'''
-import json, sys
-for line in sys.stdin:
-    msg = json.loads(line)
-    rid, method = msg.get("id"), msg.get("method")
-    if rid is None:
-        continue
-    if method == "initialize":
-        res = {"protocolVersion": "2025-11-25", "capabilities": {"tools": {}}, "serverInfo": {"name": "no-list", "version": "1"}}
-    elif method == "tools/call":
-        res = {"content": [{"type": "text", "text": msg["params"]["arguments"]["message"]}]}
-    elif method == "tools/list":
-        continue  # never answered
-    else:
-        print(json.dumps({"jsonrpc": "2.0", "id": rid, "error": {"code": -32601, "message": "no"}}), flush=True)
-        continue
-    print(json.dumps({"jsonrpc": "2.0", "id": rid, "result": res}), flush=True)
+def answer(method, params):
+    if method == "tools/call":
+        return {"content": [{"type": "text", "text": params["arguments"]["message"]}]}
+    if method == "tools/list":
+        raise Silent  # never answered
+    return None
 '''
 
 
@@ -407,7 +383,7 @@ def test_sixteen_threads_over_the_websocket_bridge_share_one_upstream_session() 
             with ThreadPoolExecutor(16) as pool:
                 lengths = list(pool.map(lambda n: _think(client, n), range(1, 16 * 4 + 1)))
             assert sorted(lengths) == list(range(1, 16 * 4 + 1))
-            assert len([p for p in bridge.children() if _alive(p)]) == 1
+            assert len([p for p in bridge.children() if not is_gone(p)]) == 1
     finally:
         stop(bridge)
 
@@ -436,4 +412,4 @@ def test_close_of_several_stubborn_connections_takes_one_escalation(mcpsync_thre
     client.close()
     took = time.monotonic() - began
     assert took < 3 * 2 * 2.0, took  # in turn it took 12 s
-    assert not [p for p in pids if _alive(p)]
+    assert not [p for p in pids if not is_gone(p)]

@@ -28,7 +28,8 @@ SCRIPT = textwrap.dedent(
     """
     import json, sys, threading, time
     from mcpsync import Client, PoolLimits, Timeouts
-    from tests.servers.chaos_support import pool_pids, wait_until
+    from tests.helpers import wait_until
+    from tests.servers.chaos_support import pool_pids
 
     how, server_args = sys.argv[1], sys.argv[2:]
     clients = []

@@ -24,6 +24,7 @@ from mcpsync.server._upstream import upstream_factory
 from mcpsync.server.bridge import Bridge
 from mcpsync.transports.grpc import SERVICE, GrpcTransport, decode_frame, encode_frame
 from tests.conftest import everything_command, free_port, server_command
+from tests.helpers import hammer, wait_until
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -114,10 +115,7 @@ def test_sampling_and_elicitation_reach_the_client(everything: str) -> None:
 def test_sixteen_threads_share_one_client(everything: str) -> None:
     with Client(lambda: GrpcTransport(everything)) as client:
         client.connect()
-        with ThreadPoolExecutor(16) as pool:
-            futures = {i: pool.submit(client.call_tool, "echo", {"message": f"m{i}"}, timeout=20) for i in range(64)}
-            got = {i: f.result(timeout=40).text for i, f in futures.items()}
-    assert got == {i: f"Echo: m{i}" for i in range(64)}
+        hammer(client, threads=16, calls=4, timeout=20, join=40)
 
 
 def test_messages_above_four_mib_pass(everything: str) -> None:
@@ -146,7 +144,7 @@ def test_sdk_server_over_a_session(sdk: str, mode: str) -> None:
         assert client.call_tool("progress", {"steps": 3}, progress=lambda *a: prog.append(a)).text == "done"
         if mode == "legacy":  # a server→client request relayed by the bridge
             assert client.call_tool("ask", {"question": "?"}).text == "answer: 42"
-    assert _eventually(lambda: len(prog) == 3) and [p[0] for p in prog] == [1, 2, 3]
+    assert wait_until(lambda: len(prog) == 3, 5) and [p[0] for p in prog] == [1, 2, 3]
 
 
 def test_sdk_server_over_request_scoped_calls(sdk: str) -> None:
@@ -159,7 +157,7 @@ def test_sdk_server_over_request_scoped_calls(sdk: str) -> None:
         assert got == {i: i + 1000 for i in range(32)}
         prog: list[tuple] = []
         assert client.call_tool("progress", {"steps": 2}, progress=lambda *a: prog.append(a)).text == "done"
-        assert _eventually(lambda: len(prog) == 2) and [p[0] for p in prog] == [1, 2]
+        assert wait_until(lambda: len(prog) == 2, 5) and [p[0] for p in prog] == [1, 2]
         with pytest.raises(RequestTimeout):  # the RPC is cancelled, which cancels the request
             client.call_tool("sleep", {"seconds": 20}, timeout=0.5)
         assert client.call_tool("echo", {"message": "after"}).text == "Echo: after"
@@ -279,14 +277,3 @@ def test_close_from_another_thread_wakes_the_reader(everything: str) -> None:
     th.join(10)
     assert not th.is_alive() and got and isinstance(got[0], NetworkError)
     t.close()
-
-
-def _eventually(check, limit: float = 5.0) -> bool:
-    """Progress callbacks run on the client's worker: poll (bounded) until they have."""
-    import time
-
-    for _ in range(int(limit / 0.01)):
-        if check():
-            return True
-        time.sleep(0.01)
-    return check()

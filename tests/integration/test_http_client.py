@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import sys
-import threading
-import time
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -15,6 +13,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "servers"))
 import http_support as hs  # noqa: E402
 
 from tests.conftest import everything_command  # noqa: E402
+from tests.helpers import hammer, wait_until  # noqa: E402
 from mcpsync._errors import RequestTimeout  # noqa: E402
 from mcpsync.transports.streamable_http import StreamableHTTPTransport, forget_url  # noqa: E402
 
@@ -66,9 +65,7 @@ def test_auto_mode_finds_the_modern_era(sdk: str) -> None:
         assert c.call_tool("routed", {"region": "ap-south", "n": 4}).text == "ap-south:4"
         seen: list[float] = []
         assert c.call_tool("progress", {"steps": 2}, progress=lambda p, t, m: seen.append(p)).text == "done"
-        deadline = time.monotonic() + 5
-        while len(seen) < 2 and time.monotonic() < deadline:
-            time.sleep(0.02)  # progress callbacks run on the worker
+        wait_until(lambda: len(seen) >= 2, 5)  # progress callbacks run on the worker
         assert seen == [1, 2]
 
 
@@ -102,9 +99,7 @@ def test_auto_mode_falls_back_to_legacy_on_everything(everything: str) -> None:
         uri = "demo://resource/static/document/architecture.md"
         c.request("resources/subscribe", {"uri": uri})
         c.call_tool("toggle-subscriber-updates", {})
-        deadline = time.monotonic() + 8
-        while not updates and time.monotonic() < deadline:
-            time.sleep(0.05)
+        wait_until(lambda: updates, 8)
         assert updates and updates[0]["uri"] == uri
 
 
@@ -132,20 +127,5 @@ def test_bare_sdk_sse_url_through_the_client(sdk_sse: str) -> None:
 @pytest.mark.parametrize("server", ["sdk", pytest.param("everything", marks=pytest.mark.npm)])
 def test_sixteen_threads_share_one_client(server: str, request: pytest.FixtureRequest) -> None:
     base = request.getfixturevalue(server)
-    results: dict[int, list[str]] = {}
-    errors: list[BaseException] = []
     with _client(f"{base}/mcp") as c:
-
-        def work(n: int) -> None:
-            try:
-                results[n] = [c.call_tool("echo", {"message": f"{n}/{i}"}).text for i in range(5)]
-            except BaseException as exc:  # noqa: BLE001
-                errors.append(exc)
-
-        threads = [threading.Thread(target=work, args=(n,)) for n in range(16)]
-        for th in threads:
-            th.start()
-        for th in threads:
-            th.join(30)
-    assert not errors
-    assert results == {n: [f"Echo: {n}/{i}" for i in range(5)] for n in range(16)}
+        hammer(c, threads=16, calls=5, timeout=30)

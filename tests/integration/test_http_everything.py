@@ -6,7 +6,6 @@ The server runs under Node with the loopback preload (127.0.0.1 only), port from
 from __future__ import annotations
 
 import sys
-import threading
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -17,6 +16,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "servers"))
 import http_support as hs  # noqa: E402
 
 from tests.conftest import everything_command  # noqa: E402
+from tests.helpers import hammer  # noqa: E402
 from mcpsync.transports.sse import SSETransport  # noqa: E402
 from mcpsync.transports.streamable_http import StreamableHTTPTransport, forget_url, known_kind  # noqa: E402
 
@@ -102,24 +102,9 @@ def test_streamable_progress_notifications(streamable: str) -> None:
 
 def test_streamable_sixteen_threads(streamable: str) -> None:
     c = _connect(StreamableHTTPTransport(f"{streamable}/mcp"))
-    results: dict[int, list[str]] = {}
-    errors: list[BaseException] = []
-
-    def work(n: int) -> None:
-        try:
-            results[n] = [_echo(c, f"{n}.{i}") for i in range(3)]
-        except BaseException as exc:  # noqa: BLE001
-            errors.append(exc)
-
     try:
         c.initialize()
-        threads = [threading.Thread(target=work, args=(n,)) for n in range(16)]
-        for th in threads:
-            th.start()
-        for th in threads:
-            th.join(30)
-        assert not errors
-        assert results == {n: [f"Echo: {n}.{i}" for i in range(3)] for n in range(16)}
+        hammer(ask=lambda msg: _echo(c, msg), threads=16, calls=3, join=30)
     finally:
         c.close()
 

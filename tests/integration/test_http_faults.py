@@ -29,6 +29,7 @@ from mcpsync._errors import (  # noqa: E402
 )
 from mcpsync.transports.sse import SSETransport  # noqa: E402
 from mcpsync.transports.streamable_http import StreamableHTTPTransport, forget_url  # noqa: E402
+from tests.helpers import run_in_child, wait_until  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("http_path")  # both HTTP paths: fast and urllib3
 
@@ -263,7 +264,7 @@ def test_idle_get_stream_that_closes_at_once_backs_off(transport: Any, faulty: F
     before = faulty.hits[("GET", "/getquiet")]  # the server is shared by the module's tests
     try:
         c.initialize()
-        time.sleep(2.5)
+        time.sleep(2.5)  # the window whose reconnects are counted (not a synchronisation)
         hits = faulty.hits[("GET", "/getquiet")] - before
         # delays of 1 s, 2 s, 4 s ... not a reconnect every second forever (nor a tight loop)
         assert 1 <= hits <= 3
@@ -307,11 +308,13 @@ def test_one_pool_per_origin_shared_and_released(faulty: FaultyServer) -> None:
     assert all(k[0] != ("http", "127.0.0.1", faulty.port) for k in common._pools)
 
 
-def test_exhausted_pool_is_a_bounded_wait(transport: Any) -> None:
+def test_exhausted_pool_is_a_bounded_wait(transport: Any, faulty: FaultyServer) -> None:
     t = transport("/slow", pool_size=1)
+    before = faulty.hits[("POST", "/slow")]
     first = threading.Thread(target=lambda: t.send(REQ, 5))
     first.start()
-    time.sleep(0.2)  # the only connection is now busy
+    # the only connection is busy once the server holds the first request
+    assert wait_until(lambda: faulty.hits[("POST", "/slow")] > before, 10)
     try:
         with pytest.raises(RequestTimeout, match="no free connection"):
             t.send(REQ, 0.3)
@@ -401,25 +404,11 @@ def test_a_forked_child_gets_its_own_connections_and_threads(transport: Any, fau
     parent = transport("/drop")
     parent.send(REQ, 5)  # a stream thread ran and is parked; the pool holds a connection
     assert parent.receive(5) is not None
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - runs in the child
-        code = 1
-        try:
-            child = StreamableHTTPTransport(faulty.url("/drop"), sse_fallback=False)
-            child.connect(2)
-            child.send(REQ, 5)
-            code = 0 if child.receive(5) is not None else 3
-        except BaseException:  # noqa: BLE001
-            code = 2
-        os._exit(code)
-    deadline = time.monotonic() + 15
-    while time.monotonic() < deadline:
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            break
-        time.sleep(0.05)
-    else:
-        os.kill(pid, 9)
-        os.waitpid(pid, 0)
-        pytest.fail("the forked child hung")
-    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+
+    def child() -> bytes:
+        fresh = StreamableHTTPTransport(faulty.url("/drop"), sse_fallback=False)
+        fresh.connect(2)
+        fresh.send(REQ, 5)
+        return b"ok" if fresh.receive(5) is not None else b"no answer"
+
+    assert run_in_child(child, timeout=15) == b"ok"  # b"hung" if the child hung, b"" if it raised

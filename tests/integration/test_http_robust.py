@@ -50,20 +50,10 @@ INIT = json.dumps(
 
 
 # the faulty server and the transport maker, shared with the older fault tests
+from tests.helpers import wait_until  # noqa: E402
 from tests.integration.test_http_faults import faulty, transport  # noqa: E402,F401
 
 pytestmark = pytest.mark.usefixtures("http_path")  # both HTTP paths: fast and urllib3
-
-
-def _eventually(check: Any, limit: float) -> bool:
-    """Poll ``check`` (bounded) until it holds."""
-    deadline = time.monotonic() + limit
-    pause = threading.Event()
-    while time.monotonic() < deadline:
-        if check():
-            return True
-        pause.wait(0.05)
-    return bool(check())
 
 
 # --------------------------------------------------------------------------- one mapping
@@ -298,4 +288,4 @@ def test_no_http_thread_outlives_close(faulty: FaultyServer) -> None:
     assert len(_ours(before)) >= 11, [th.name for th in _ours(before)]
     c.close()
     sse.close()
-    assert _eventually(lambda: not _ours(before), 5.0), [th.name for th in _ours(before)]
+    assert wait_until(lambda: not _ours(before), 5.0), [th.name for th in _ours(before)]

@@ -21,6 +21,7 @@ import http_support as hs  # noqa: E402
 from mcpsync._errors import MessageTooLarge  # noqa: E402
 from mcpsync.transports.sse import SSETransport  # noqa: E402
 from mcpsync.transports.streamable_http import StreamableHTTPTransport, forget_url, known_kind  # noqa: E402
+from tests.helpers import hammer, wait_until  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("http_path")  # both HTTP paths: fast and urllib3
 
@@ -248,22 +249,7 @@ def test_sixteen_threads_share_one_transport(server: str, modern: bool, request:
     c = client_for(f"{base}/mcp")
     if not modern:
         c.initialize()
-    results: dict[int, list[str]] = {}
-    errors: list[BaseException] = []
-
-    def work(n: int) -> None:
-        try:
-            results[n] = [_echo(c, f"t{n}-{i}", modern=modern) for i in range(4)]
-        except BaseException as exc:  # noqa: BLE001
-            errors.append(exc)
-
-    threads = [threading.Thread(target=work, args=(n,)) for n in range(16)]
-    for th in threads:
-        th.start()
-    for th in threads:
-        th.join(30)
-    assert not errors
-    assert results == {n: [f"Echo: t{n}-{i}" for i in range(4)] for n in range(16)}
+    hammer(ask=lambda msg: _echo(c, msg, modern=modern), threads=16, calls=4, join=30)
 
 
 # ------------------------------------------------------------------ HTTP+SSE (2024-11-05)
@@ -311,10 +297,7 @@ def test_modern_cancel_closes_the_response_stream(sse_server: str, client_for: A
     c.wait_notification("notifications/progress", 5)  # the stream is open
     assert t.session_info()["inflight_streams"] == 1
     t.send(json.dumps({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 77}}).encode(), 1)
-    deadline = time.monotonic() + 5
-    while t.session_info()["inflight_streams"] and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert t.session_info()["inflight_streams"] == 0
+    assert wait_until(lambda: t.session_info()["inflight_streams"] == 0, 5)
     assert _echo(c, "next", modern=True) == "Echo: next"
     assert 77 not in c._waiting  # no late answer to the cancelled call
 

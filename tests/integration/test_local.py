@@ -15,6 +15,7 @@ from mcpsync._messages import EmptyResult, decode_result
 from mcpsync.server import Context, Registry
 from mcpsync.server.demo import registry as demo
 from mcpsync.transports.local import LocalChannel
+from tests.helpers import hammer, wait_until
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -111,9 +112,7 @@ def test_client_over_local(mode: str) -> None:
 @needs_client
 def test_sixteen_threads_on_one_local_client() -> None:
     with Client(lambda: LocalChannel(demo)) as client:
-        with ThreadPoolExecutor(16) as pool:
-            futures = {i: pool.submit(client.call_tool, "echo", {"message": f"m{i}"}) for i in range(160)}
-            assert {i: f.result(timeout=20).text for i, f in futures.items()} == {i: f"m{i}" for i in range(160)}
+        hammer(client, threads=16, calls=10, expect=lambda msg: msg, timeout=20, join=20)
 
 
 def _demo() -> subprocess.Popen[bytes]:
@@ -159,16 +158,5 @@ def test_client_over_the_demo_process(mode: str) -> None:
         assert client.call_tool("add", {"a": 2, "b": 2}).structured_content == {"result": 4}
         prog: list[tuple] = []
         assert client.call_tool("slow_count", {"to": 3, "delay": 0.01}, progress=lambda *a: prog.append(a)).text == "counted to 3"
-        assert _eventually(lambda: len(prog) == 3) and [p[0] for p in prog] == [1, 2, 3]
+        assert wait_until(lambda: len(prog) == 3, 5) and [p[0] for p in prog] == [1, 2, 3]
         assert client.call_tool("fail", {}).is_error
-
-
-def _eventually(check, limit: float = 5.0) -> bool:
-    """Progress callbacks run on the client's worker: poll (bounded) until they have."""
-    import time
-
-    for _ in range(int(limit / 0.01)):
-        if check():
-            return True
-        time.sleep(0.01)
-    return check()

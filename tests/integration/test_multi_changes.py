@@ -9,24 +9,15 @@ from __future__ import annotations
 
 import json
 import sys
-import time
 
 from mcpsync import Client
 from mcpsync._multi import MultiClient
 from mcpsync.adapters import ToolAdapter
 from tests.conftest import server_command
+from tests.helpers import wait_until
 
 COUNTING = server_command("counting_server.py")
 DEMO = [sys.executable, "-m", "mcpsync.server.demo"]
-
-
-def _wait_for(predicate, timeout=10.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.02)
-    return False
 
 
 def _lists(client) -> int:
@@ -44,7 +35,7 @@ def test_list_changed_with_a_new_tool_reaches_the_multiclient_and_the_adapter():
             assert adapter.openai() is before  # cached: no relisting without a change
         assert multi.call_tool("change", {}).content[0].text == "changed"
         # the server's list_changed invalidates that server's tools; the next render relists
-        assert _wait_for(lambda: "extra_0" in [t["function"]["name"] for t in adapter.openai()])
+        assert wait_until(lambda: "extra_0" in [t["function"]["name"] for t in adapter.openai()])
         after = [t["function"]["name"] for t in adapter.openai()]
         assert set(after) - set(names) == {"extra_0"}
         assert [n for n in after if n != "extra_0"] == names  # everything else kept its order

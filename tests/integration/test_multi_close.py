@@ -13,6 +13,7 @@ import pytest
 from mcpsync import Client
 from mcpsync._multi import MultiClient
 from tests.conftest import server_command
+from tests.helpers import wait_until
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -52,8 +53,5 @@ def test_eight_stubborn_servers_close_in_parallel_and_leave_nothing_behind():
             t.name for t in _mcpsync_threads() - before if "stubborn" in t.name or t.name.endswith(suffixes)
         )
 
-    deadline = time.monotonic() + 5.0  # a thread told to stop may take a moment to end
-    while left() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not left()
+    assert wait_until(lambda: not left(), 5.0), left()  # a thread told to stop may take a moment to end
     multi.close()  # idempotent

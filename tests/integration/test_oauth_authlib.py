@@ -19,7 +19,8 @@ import requests
 from mcpsync._errors import AuthError
 from mcpsync.auth import ClientCredentials, DeviceCode, MemoryTokenStore, OAuth, SigningKey, clear_metadata_cache
 from tests.conftest import PYTHON, SERVERS, free_port
-from tests.integration.test_oauth_sdk import call, initialize, raw, tool, tool_text, wait_for
+from tests.integration.test_oauth_sdk import call, initialize, raw, tool, tool_text
+from tests.helpers import wait_until
 
 pytest.importorskip("authlib")
 pytest.importorskip("flask")
@@ -180,11 +181,11 @@ def test_machine_token_renewed_in_background() -> None:
                    storage=MemoryTokenStore()) as auth:
             assert call(auth, urls["mcp"], initialize()).status_code == 200
             first = auth.tokens.access_token
-            assert wait_for(lambda: auth.tokens is not None and auth.tokens.access_token != first, timeout=20)
+            assert wait_until(lambda: auth.tokens is not None and auth.tokens.access_token != first, 20)
             assert auth.stats["authorizations"] >= 2
             assert tool_text(call(auth, urls["mcp"], tool("whoami")))
             # The expired one is refused by the resource server (bounded wait for its expiry).
-            assert wait_for(lambda: raw(urls["mcp"], first, initialize()).status_code == 401, timeout=10, step=0.25)
+            assert wait_until(lambda: raw(urls["mcp"], first, initialize()).status_code == 401, 10, interval=0.25)
 
 
 def test_dpop_bound_tokens_with_server_nonces() -> None:

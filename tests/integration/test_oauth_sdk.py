@@ -35,6 +35,7 @@ from mcpsync.auth import (
     clear_metadata_cache,
 )
 from tests.conftest import PYTHON, SERVERS, free_port
+from tests.helpers import wait_until
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -131,15 +132,6 @@ def tool_text(resp: requests.Response) -> str:
     return resp.json()["result"]["content"][0]["text"]
 
 
-def wait_for(predicate, timeout: float = 20.0, step: float = 0.05) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(step)
-    return predicate()
-
-
 def make_auth(urls: dict[str, str], store=None, grant: Grant | None = None, **kw: Any) -> OAuth:
     kw.setdefault("interactive_timeout", 10.0)
     grant = grant if grant is not None else AuthorizationCode(open_browser=browser)
@@ -177,7 +169,7 @@ def test_full_lifecycle(layout: str, caplog: pytest.LogCaptureFixture) -> None:
             assert who["client_id"] == client.client_id and "mcp" in who["scopes"]
 
             # Expiry (3 s lifetime) → refreshed in the background, before it expires.
-            assert wait_for(lambda: auth.stats["background_refreshes"] >= 1)
+            assert wait_until(lambda: auth.stats["background_refreshes"] >= 1, 20)
             second = auth.tokens
             assert second is not None and second.access_token != first.access_token
             assert store.load_tokens(urls["mcp"]) == second

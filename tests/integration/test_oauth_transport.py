@@ -9,7 +9,8 @@ import json
 import pytest
 
 from mcpsync.auth import AuthorizationCode, MemoryTokenStore, OAuth
-from tests.integration.test_oauth_sdk import auth_server, browser, make_auth, raw, tool, wait_for
+from tests.integration.test_oauth_sdk import auth_server, browser, make_auth, raw, tool
+from tests.helpers import wait_until
 
 transport_mod = pytest.importorskip("mcpsync.transports.streamable_http")
 pytestmark = [pytest.mark.timeout(90), pytest.mark.usefixtures("http_path")]  # both HTTP paths: fast and urllib3
@@ -38,7 +39,7 @@ def test_client_over_streamable_http_with_oauth(layout: str) -> None:
 
                 # Expiry: refreshed in the background; calls keep working without a new authorization.
                 first = auth.tokens.access_token
-                assert wait_for(lambda: auth.stats["background_refreshes"] >= 1)
+                assert wait_until(lambda: auth.stats["background_refreshes"] >= 1, 20)
                 assert auth.tokens.access_token != first
                 assert json.loads(client.call_tool("whoami", {}).content[0].text)["client_id"] == who["client_id"]
                 assert auth.stats["authorizations"] == 2

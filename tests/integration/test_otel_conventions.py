@@ -175,7 +175,7 @@ def test_http_session_id_only_where_a_session_has_one(otel, http_sdk: str, mode:
     port = int(http_sdk.rsplit(":", 1)[1].split("/")[0])
     with Client.http(http_sdk, mode=mode, name="sdk-http", telemetry=tel) as client:
         client.call_tool("add", {"a": 2, "b": 3}, timeout=30)
-        sid = client._primary.transport.session_info().get("session_id")
+        sid = client.diagnostics().session_id
     span = next(s for s in exporter.get_finished_spans() if s.name == "tools/call add")
     assert span.attributes["network.transport"] == "tcp"
     assert span.attributes["network.protocol.name"] == "http"

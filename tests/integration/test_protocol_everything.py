@@ -12,9 +12,9 @@ import threading
 
 import pytest
 
-from mcpsync import Client, PoolLimits, ResourceNotFound, TextContent
-from mcpsync._protocol_types import Prompt, ResourceTemplate, Task
+from mcpsync import Client, PoolLimits, Prompt, ResourceNotFound, ResourceTemplate, Task, TextContent
 from tests.conftest import everything_command
+from tests.helpers import wait_until
 
 pytestmark = [pytest.mark.timeout(60), pytest.mark.npm]
 
@@ -369,16 +369,11 @@ def test_subscriptions_restored_after_the_server_restarts():
     got = threading.Event()
     with Client.stdio(cmd[0], cmd[1:], pool=PoolLimits.SINGLE) as c:
         c.subscribe(uri, lambda u: got.set())
-        os.kill(c._primary.transport.pid, signal.SIGKILL)
-        for _ in range(200):
-            if not c._primary.alive():
-                break
-            threading.Event().wait(0.025)
+        pid = c.diagnostics().primary.pid
+        os.kill(pid, signal.SIGKILL)
+        wait_until(lambda: (p := c.diagnostics().primary) is None or not p.alive or p.pid != pid, 5)
         assert c.call_tool("echo", {"message": "back"}).text == "Echo: back"  # reconnected
-        for _ in range(400):
-            if c.diagnostics().subscription_restores:
-                break
-            threading.Event().wait(0.025)
+        assert wait_until(lambda: c.diagnostics().subscription_restores >= 1, 10)
         assert c.diagnostics().subscription_restores == 1
         c.call_tool("toggle-subscriber-updates", {})
         assert got.wait(10)

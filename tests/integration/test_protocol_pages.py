@@ -8,6 +8,7 @@ import pytest
 
 from mcpsync import Client, PoolLimits
 from tests.conftest import server_command
+from tests.helpers import scripted_server, wait_until
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -52,11 +53,7 @@ def test_list_changed_invalidates(mode):
         assert len(c.list_prompts()) == 3
         assert len(c.list_prompts()) == 3  # cached in the modern era (public, 60 s)
         if mode == "modern":  # registered before connecting: the listen stream opens after the handshake
-            for _ in range(400):
-                if c.diagnostics().listen_acks:
-                    break
-                threading.Event().wait(0.025)
-            assert c.diagnostics().listen_acks
+            assert wait_until(lambda: c.diagnostics().listen_acks, 10)
         assert c.call_tool("bump", {}).text == "bumped"
         assert changed.wait(10)
         assert [p.name for p in c.list_prompts()][-1] == "p3"
@@ -82,22 +79,13 @@ def test_subscribe_refused_leaves_client_working(mode):
 
 
 _LOOPING_PAGES = r'''
-import json, sys
-for line in sys.stdin:
-    msg = json.loads(line)
-    rid, method = msg.get("id"), msg.get("method")
-    if rid is None:
-        continue
-    if method == "initialize":
-        res = {"protocolVersion": "2025-11-25", "capabilities": {"tools": {}, "tasks": {"list": {}}},
-               "serverInfo": {"name": "loops", "version": "1"}}
-    elif method in ("tasks/list", "tools/list", "prompts/list", "resources/list"):
-        key = {"tasks/list": "tasks", "tools/list": "tools", "prompts/list": "prompts", "resources/list": "resources"}[method]
-        res = {key: [], "nextCursor": "again"}  # the same cursor for ever: a broken server
-    else:
-        print(json.dumps({"jsonrpc": "2.0", "id": rid, "error": {"code": -32601, "message": "no"}}), flush=True)
-        continue
-    print(json.dumps({"jsonrpc": "2.0", "id": rid, "result": res}), flush=True)
+KEYS = {"tasks/list": "tasks", "tools/list": "tools", "prompts/list": "prompts", "resources/list": "resources"}
+
+
+def answer(method, params):
+    if method in KEYS:
+        return {KEYS[method]: [], "nextCursor": "again"}  # the same cursor for ever: a broken server
+    return None
 '''
 
 
@@ -105,12 +93,9 @@ for line in sys.stdin:
 def test_a_repeated_cursor_ends_every_listing(tmp_path, listing):
     """One pagination loop for every list method: a server that repeats its cursor gets a
     ProtocolError, never an endless loop (tasks/list had no such guard)."""
-    import sys
-
     from mcpsync import ProtocolError
 
-    script = tmp_path / "loops.py"
-    script.write_text(_LOOPING_PAGES)
-    with Client.stdio(sys.executable, [str(script)], mode="legacy") as client:
+    server = scripted_server(tmp_path, _LOOPING_PAGES, name="loops", capabilities={"tools": {}, "tasks": {"list": {}}})
+    with Client.stdio(*server, mode="legacy") as client:
         with pytest.raises(ProtocolError, match="repeated the .* cursor 'again'"):
             getattr(client, listing)()

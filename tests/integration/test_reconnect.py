@@ -17,7 +17,8 @@ import pytest
 
 from mcpsync import BreakerPolicy, Client, ConnectionClosed, PoolLimits, ReconnectPolicy, RetryPolicy, Timeouts
 from tests.conftest import server_command
-from tests.servers.chaos_support import ChaosLog, children_of, kill, pool_pids, wait_gone, wait_until
+from tests.helpers import wait_until
+from tests.servers.chaos_support import ChaosLog, children_of, kill, noticed_dead, pool_pids, wait_gone
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -37,14 +38,12 @@ def make(tmp_path: Path, *extra: str, **options: Any) -> tuple[Client, Path]:
 def kill_all(client: Client) -> list[int]:
     """SIGKILL every server of the pool; return once the client has noticed the deaths
     (a call racing the notice is test_call_that_never_reached_a_server_is_retried's case)."""
-    with client._pool._lock:
-        conns = [e.conn for e in client._pool._state.entries]
     pids = pool_pids(client)
     assert pids
     for pid in pids:
         kill(pid)
     assert not wait_gone(pids, 5)
-    assert wait_until(lambda: not any(c.alive() for c in conns), 5), "the client never noticed the kill"
+    assert wait_until(lambda: noticed_dead(client, pids), 5), "the client never noticed the kill"
     return pids
 
 
@@ -63,7 +62,7 @@ def test_next_call_after_kill_runs_on_a_new_process(tmp_path: Path) -> None:
         assert second != first and second in children_of(os.getpid())
         after = client.pool_stats()
         assert after.created == before.created + 1 and after.discarded == before.discarded + 1
-        assert not client.unavailable and not client._reconnect.history
+        assert not client.unavailable and not client.diagnostics().reconnect_history
         # tools are listed by the new process
         names = {t.name for t in client.list_tools()}
         assert {"echo", "lookup", "pid", "touch"} <= names
@@ -194,12 +193,12 @@ def test_subscription_restored_when_the_session_connection_alone_dies(tmp_path: 
             th.join(10)
         assert len(pool_pids(client)) == 2
         client.subscribe("chaos://a", lambda uri: updated.set())
-        session_pid = client._primary.transport.pid
+        session_pid = client.diagnostics().primary.pid
         survivor = [p for p in pool_pids(client) if p != session_pid]
         kill(session_pid)
         assert not wait_gone([session_pid], 5)
         # the session connection is replaced at once by the surviving one
-        assert wait_until(lambda: client._primary is not None and client._primary.transport.pid != session_pid, 5)
+        assert wait_until(lambda: (p := client.diagnostics().primary) is not None and p.pid != session_pid, 5)
         for i in range(5):
             assert client.call_tool("echo", {"key": f"k{i}"}).text == f"k{i}"
         assert pool_pids(client) == survivor

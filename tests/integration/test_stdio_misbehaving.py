@@ -25,6 +25,7 @@ from mcpsync import (
     Timeouts,
 )
 from tests.conftest import server_command
+from tests.helpers import wait_until
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -54,9 +55,9 @@ def test_a_caller_that_takes_over_from_the_idle_reader_gets_its_answer():
     # reads its own answer itself.
     with raw_client() as c:
         c.call_tool("echo", {"message": "warm"})
-        time.sleep(0.1)
+        time.sleep(0.1)  # idle past the grace period (not a synchronisation)
         assert c.call_tool("sleep", {"seconds": 0.8}).text == "slept"
-        time.sleep(0.1)
+        time.sleep(0.1)  # idle again
         assert c.call_tool("echo", {"message": "again"}).text == "again"
 
 
@@ -65,7 +66,7 @@ def test_garbage_lines_are_dropped_and_the_call_still_answers(caplog):
         with raw_client("--misbehave", "garbage") as c:
             assert c.call_tool("bad").text == "ok after garbage"
             assert c.call_tool("echo", {"message": "still fine"}).text == "still fine"
-            assert c._primary_connection().channel.stats["dropped"] >= 3
+            assert c.diagnostics().primary.dropped >= 3
     dropped = [r.getMessage() for r in caplog.records if "invalid message (dropped)" in r.getMessage()]
     # each line is logged with why it was dropped: not JSON at all, or JSON but no envelope
     assert any("malformed JSON" in m and "this is not json" in m for m in dropped), dropped
@@ -110,7 +111,8 @@ def test_server_exiting_mid_call_fails_every_pending_call_at_once():
         threads = [threading.Thread(target=slow) for _ in range(4)]
         for t in threads:
             t.start()
-        time.sleep(0.2)
+        # the four slow calls are out before the one that makes the server exit
+        assert wait_until(lambda: sum(conn.pending for conn in c.diagnostics().connections) == 4, 10)
         with pytest.raises(ConnectionClosed) as info:
             c.call_tool("bad")
         assert "exiting on purpose" in str(info.value)
@@ -128,7 +130,7 @@ def test_server_that_never_answers_times_out_and_is_told_to_cancel():
         # the server saw our notifications/cancelled (counted by its stats tool)
         stats = c.call_tool("stats").structured_content
         assert stats.get("notifications/cancelled") == 1
-        assert not c._primary_connection().channel._pending  # nothing left in the pending map
+        assert c.diagnostics().primary.pending == 0  # nothing left in the pending map
 
 
 def test_a_safe_call_that_timed_out_is_not_retried_past_its_timeout():
@@ -147,10 +149,8 @@ def test_a_call_starved_of_connections_ends_at_its_timeout_not_after_retries():
         c.call_tool("stats")  # connected
         busy = threading.Thread(target=c.call_tool, args=("sleep", {"seconds": 3}), daemon=True)
         busy.start()
-        deadline = time.monotonic() + 10
-        while c._pool.stats().in_use < 1:  # the sleeping call holds the only connection
-            assert time.monotonic() < deadline
-            time.sleep(0.01)
+        # the sleeping call holds the only connection
+        assert wait_until(lambda: c.pool_stats().in_use >= 1, 10)
         with pytest.raises(PoolTimeout) as info:
             c.call_tool("stats", timeout=0.5)
         # the wait for a connection is the call's own timeout: no retry waits again
@@ -203,9 +203,7 @@ def test_progress_reaches_the_callback_on_a_worker_thread():
 
         r = c.call_tool("progress", {"steps": 3}, progress=on_progress)
         assert r.text == "done"
-        deadline = time.monotonic() + 5
-        while len(seen) < 3 and time.monotonic() < deadline:
-            time.sleep(0.01)
+        wait_until(lambda: len(seen) >= 3, 5)
     assert [s[:3] for s in seen] == [(1, 3, "step 1"), (2, 3, "step 2"), (3, 3, "step 3")]
     assert all(s[3] for s in seen)
 
@@ -233,9 +231,7 @@ def test_close_reaps_the_child_and_leaves_no_threads():
     with pytest.raises(ChildProcessError):
         os.waitpid(pid, os.WNOHANG)  # already reaped: no zombie
     mine = (f"mcpsync-reader-{c.name}", f"mcpsync-stderr-{c.name}", f"mcpsync-{c.name}-")
-    deadline = time.monotonic() + 5
-    while any(t.name.startswith(mine) for t in _threads_named("mcpsync-")) and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_until(lambda: not any(t.name.startswith(mine) for t in _threads_named("mcpsync-")), 5, interval=0.05)
     assert not [t.name for t in _threads_named("mcpsync-") if t.name.startswith(mine)]
 
 

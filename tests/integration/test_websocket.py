@@ -19,6 +19,7 @@ from mcpsync.server._upstream import upstream_factory
 from mcpsync.server.bridge import Bridge
 from mcpsync.transports.websocket import WebSocketTransport
 from tests.conftest import everything_command
+from tests.helpers import hammer, wait_until
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -114,26 +115,9 @@ def test_sampling_and_elicitation_reach_the_client(everything_bridge: str) -> No
 
 
 def test_sixteen_threads_share_one_client(everything_bridge: str) -> None:
-    results: dict[int, str] = {}
-    errors: list[BaseException] = []
     with Client(lambda: WebSocketTransport(everything_bridge)) as client:
         client.connect()
-
-        def work(i: int) -> None:
-            try:
-                for j in range(5):
-                    results[i * 10 + j] = client.call_tool("echo", {"message": f"t{i}-{j}"}, timeout=20).text
-            except BaseException as exc:  # noqa: BLE001
-                errors.append(exc)
-
-        threads = [threading.Thread(target=work, args=(i,)) for i in range(16)]
-        for th in threads:
-            th.start()
-        for th in threads:
-            th.join(40)
-        assert not any(th.is_alive() for th in threads)
-    assert not errors
-    assert results == {i * 10 + j: f"Echo: t{i}-{j}" for i in range(16) for j in range(5)}
+        hammer(client, threads=16, calls=5, timeout=20, join=40)
 
 
 def test_sixteen_threads_send_on_one_transport(everything_bridge: str) -> None:
@@ -169,11 +153,7 @@ def test_sixteen_threads_send_on_one_transport(everything_bridge: str) -> None:
 def test_keepalive_pings_are_answered(everything_bridge: str) -> None:
     with WebSocketTransport(everything_bridge, ping_interval=0.05) as t:
         t.connect(10)
-        for _ in range(200):
-            if t.pongs >= 2:
-                break
-            time.sleep(0.02)
-        assert t.pongs >= 2
+        assert wait_until(lambda: t.pongs >= 2, 4)
 
 
 def test_bridge_checks_the_bearer_token(guarded_bridge: str) -> None:

@@ -12,7 +12,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from mcpsync._errors import may_have_reached_server
 
@@ -20,17 +20,13 @@ SERVERS = Path(__file__).resolve().parent
 
 
 def pool_pids(client: Any) -> list[int]:
-    """Pids of the live stdio server processes in ``client``'s pool."""
-    pool = client._pool
-    with pool._lock:
-        entries = list(pool._state.entries)
-    pids = []
-    for entry in entries:
-        transport = getattr(entry.conn, "transport", None)
-        pid = getattr(transport, "pid", None)
-        if pid is not None and transport.alive():
-            pids.append(pid)
-    return pids
+    """Pids of the live stdio server processes of ``client``'s connections, oldest first."""
+    return list(client.diagnostics().pids)
+
+
+def noticed_dead(client: Any, pids: list[int]) -> bool:
+    """True once ``client`` holds no live connection to any of ``pids`` (it noticed the deaths)."""
+    return not any(c.alive and c.pid in pids for c in client.diagnostics().connections)
 
 
 def is_gone(pid: int) -> bool:
@@ -58,16 +54,6 @@ def kill(pid: int) -> bool:
         return True
     except ProcessLookupError:
         return False
-
-
-def wait_until(pred: Callable[[], bool], timeout: float, interval: float = 0.01) -> bool:
-    deadline = time.monotonic() + timeout
-    while True:
-        if pred():
-            return True
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(interval)
 
 
 def children_of(pid: int) -> list[int]:

@@ -19,6 +19,7 @@ from mcpsync._breaker import BreakerState, CircuitBreaker
 from mcpsync._guard import Guard, outcome_of
 from mcpsync._retry import ReconnectSchedule
 from mcpsync._policies import BreakerPolicy, RetryPolicy
+from tests.helpers import run_in_child
 
 
 class FakeClock:
@@ -244,29 +245,6 @@ def test_tool_is_retry_safe() -> None:
     assert not tool_is_retry_safe(None)
     assert tool_is_retry_safe(None, opt_in=True)
     assert tool_is_retry_safe(type("T", (), {"annotations": {"readOnlyHint": True}})())
-
-
-def run_in_child(body) -> bytes:  # type: ignore[no-untyped-def]
-    """Fork; run ``body()`` (returns bytes) in the child; its answer, or b"hung" after 20 s."""
-    import os
-    import select
-    import signal
-
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        try:
-            os.write(w, body())
-        finally:
-            os._exit(0)
-    os.close(w)
-    ready, _, _ = select.select([r], [], [], 20.0)
-    answer = os.read(r, 64) if ready else b"hung"
-    if not ready:
-        os.kill(pid, signal.SIGKILL)
-    os.waitpid(pid, 0)
-    os.close(r)
-    return answer
 
 
 def test_breaker_lock_is_renewed_in_a_forked_child(clock: FakeClock) -> None:

@@ -20,6 +20,7 @@ from mcpsync._errors import (
 )
 from mcpsync._policies import PoolLimits
 from mcpsync._pool import ConnectionPool
+from tests.helpers import run_in_child
 
 
 class FakeConn:
@@ -419,29 +420,6 @@ def test_maintenance_thread_reaps_on_its_own(factory: Factory, clock: FakeClock)
         threading.Event().wait(0.01)
     assert len(pool) == 0 and pool.stats().reaped == 1
     pool.close()
-
-
-def run_in_child(body) -> bytes:  # type: ignore[no-untyped-def]
-    """Fork; run ``body()`` (returns bytes) in the child; its answer, or b"hung" after 20 s."""
-    import os
-    import select
-    import signal
-
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        try:
-            os.write(w, body())
-        finally:
-            os._exit(0)
-    os.close(w)
-    ready, _, _ = select.select([r], [], [], 20.0)
-    answer = os.read(r, 64) if ready else b"hung"
-    if not ready:
-        os.kill(pid, signal.SIGKILL)
-    os.waitpid(pid, 0)
-    os.close(r)
-    return answer
 
 
 def test_forked_child_forgets_the_parents_connections(factory: Factory) -> None:
