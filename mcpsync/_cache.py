@@ -109,7 +109,8 @@ def credential_key(credential: Any) -> str | None:
     if _sha256 is None:
         from hashlib import sha256 as _sha256  # imported on first use: ~5 ms off ``import mcpsync``
     data = credential if isinstance(credential, bytes) else str(credential).encode()
-    return _sha256(b"mcpsync-cred\x00" + data).hexdigest()[:32]
+    digest: str = _sha256(b"mcpsync-cred\x00" + data).hexdigest()
+    return digest[:32]
 
 
 def merge_cache_hints(pages: Iterable[Any]) -> tuple[int | None, str | None]:

@@ -165,7 +165,10 @@ class RequestTimeout(NetworkError):
 
 
 class ServerUnavailable(NetworkError):
-    """The server was marked unavailable after repeated reconnection failures."""
+    """The server was marked unavailable after repeated reconnection failures
+    (``failures``: how many in a row)."""
+
+    failures: int
 
 
 class CircuitOpen(NetworkError):

@@ -139,7 +139,7 @@ class Handshake:
         mode = c.mode
         if mode == "auto":
             with _ERA_LOCK:
-                mode = _ERA_CACHE.get(conn.key, "auto")  # type: ignore[assignment]
+                mode = _ERA_CACHE.get(conn.key, "auto")
         if mode in ("auto", "modern"):
             remaining = deadline - time.monotonic()
             probe = remaining if mode == "modern" or starting else max(min(remaining / 2, 5.0), 0.05)

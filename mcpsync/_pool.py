@@ -49,7 +49,7 @@ import weakref
 from collections import deque
 from contextlib import contextmanager
 from types import TracebackType
-from typing import Callable, Generic, Iterator
+from typing import Any, Callable, Generic, Iterator
 
 from ._errors import ConnectError, PoolClosed, PoolTimeout
 from ._policies import PoolLimits, Timeouts
@@ -147,7 +147,7 @@ class Lease(Generic[C]):
 
 
 #: Live pools, so that a forked child can drop what it inherited (see ``_after_fork``).
-_LIVE_POOLS: "weakref.WeakSet[ConnectionPool[PoolableConnection]]" = weakref.WeakSet()
+_LIVE_POOLS: "weakref.WeakSet[ConnectionPool[Any]]" = weakref.WeakSet()
 
 
 def _after_fork_in_child() -> None:

@@ -43,7 +43,8 @@ from ._errors import (
     attach_fields,
 )
 from ._breaker import BreakerState, CircuitBreaker
-from ._handshake import _META_LOG, Handshake, ServerSession, _Connection
+from ._constants import META_LOG_LEVEL as _META_LOG
+from ._handshake import Handshake, ServerSession, _Connection
 from ._messages import decode_result
 from ._metrics import DISCOVERY_METHODS
 from ._mrtr import drive as _drive_input_rounds
@@ -177,7 +178,7 @@ class Session:
         """
         c = self._client
         c._check_usable()
-        conn = c._primary
+        conn: _Connection | None = c._primary
         if conn is not None and conn.alive():
             return conn
         bound = c.timeouts.request if timeout is None else timeout
@@ -185,7 +186,7 @@ class Session:
         lease = c._guard.call(
             lambda: c._pool.borrow(self._left(deadline)), safe_to_retry=True, tool="initialize", budget=bound
         )
-        new = lease.connection
+        new: _Connection = lease.connection
         lease.release()
         with c._lock:
             old, c._primary = c._primary, new
@@ -547,7 +548,7 @@ class Session:
         """
         c = self._client
         router = c.router
-        breakers: dict[str, CircuitBreaker] = c._endpoint_breakers  # type: ignore[assignment]
+        breakers: dict[str, CircuitBreaker] = c._endpoint_breakers
         router.probe_in_background()
         if all(b.state is BreakerState.OPEN for b in breakers.values()):
             wait = min(b.retry_after() for b in breakers.values())

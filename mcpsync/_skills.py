@@ -198,6 +198,7 @@ class Skill:
         if len(contents) != 1:
             raise ProtocolError(f"resources/read of {item.uri} returned {len(contents)} contents, not one file")
         c = contents[0]
+        data: bytes
         if c.text is not None:
             data = c.text.encode("utf-8")
         elif c.blob is not None:

@@ -169,7 +169,8 @@ class Tools:
                     self.check_result(definition, result)
             elif listed is None:
                 self._check_late(name, result, ends)
-        return result
+        answer: CallToolResult = result  # the typed decode made it one
+        return answer
 
     def _as_task(
         self,
@@ -182,10 +183,10 @@ class Tools:
         definition: Tool | None,
     ) -> CallToolResult | Task:
         tasks = self._client._tasks
-        handle = tasks.start(name, arguments, timeout=timeout, meta=meta)
+        handle: Task = tasks.start(name, arguments, timeout=timeout, meta=meta)
         if handle_only:
             return handle
-        result = tasks.wait(handle, timeout)
+        result: CallToolResult = tasks.wait(handle, timeout)
         if validate and definition is not None:
             self.check_result(definition, result)
         return result
