@@ -28,27 +28,19 @@ from urllib.parse import urljoin
 
 from .._errors import ConnectError, ConnectionClosed, MCPError, ProtocolError
 from ._base import Transport
-from ._http_common import (
-    MAX_DPOP_NONCE_RETRIES,
+from ._http_errors import (
     MAX_REDIRECTS,
-    HTTPOptions,
-    Pools,
-    SSEParser,
-    _Oversized,
-    acquire_pool,
-    auth_retry,
-    call_auth_headers,
-    dpop_nonce_challenge,
-    media_type,
-    origin_of,
     read_body,
     redirect_target,
-    release_pool,
     request_timeout,
     sent_secrets,
     status_error,
     translate,
 )
+from ._http_headers import auth_retry, call_auth_headers, dpop_nonce_challenge, MAX_DPOP_NONCE_RETRIES
+from ._http_options import HTTPOptions, media_type, origin_of
+from ._http_pools import acquire_pool, Pools, release_pool
+from ._sse import _Oversized, SSEParser
 
 __all__ = ["SSETransport"]
 

@@ -78,32 +78,29 @@ from .._errors import (
     SessionExpired,
 )
 from ._base import Transport
-from ._http_common import (
-    MAX_DPOP_NONCE_RETRIES,
+from ._http_errors import (
     MAX_REDIRECTS,
-    HTTPOptions,
-    Pools,
-    SSEParser,
-    _Oversized,
-    acquire_pool,
+    read_body,
+    redact,
+    redirect_target,
+    request_timeout,
+    sent_secrets,
+    status_error,
+    translate,
+)
+from ._http_headers import (
     auth_retry,
     call_auth_headers,
     dpop_nonce_challenge,
     encode_header_value,
     header_annotation_error,
     header_annotations,
+    MAX_DPOP_NONCE_RETRIES,
     mcp_param_headers,
-    media_type,
-    read_body,
-    redirect_target,
-    StreamThreads,
-    redact,
-    release_pool,
-    request_timeout,
-    sent_secrets,
-    status_error,
-    translate,
 )
+from ._http_options import HTTPOptions, media_type
+from ._http_pools import acquire_pool, Pools, release_pool, StreamThreads
+from ._sse import _Oversized, SSEParser
 
 __all__ = ["StreamableHTTPTransport", "open_http_transport", "known_kind", "known_era", "forget_url"]
 

@@ -48,7 +48,7 @@ from .._errors import (
 )
 from .._speedups import DEFAULT_MAX_MESSAGE_SIZE as _DEFAULT_MAX
 from ._base import Transport
-from ._http_common import redact
+from ._http_errors import redact
 
 __all__ = ["WebSocketTransport", "SUBPROTOCOL", "DEFAULT_MAX_MESSAGE_SIZE"]
 
