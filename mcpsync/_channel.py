@@ -7,9 +7,123 @@ channel, which calls registered Python functions with no serialisation.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Protocol
 
-__all__ = ["Channel", "ProgressCallback", "NotificationHandler", "RequestHandler"]
+__all__ = [
+    "Channel",
+    "MessageFacts",
+    "ProgressCallback",
+    "NotificationHandler",
+    "RequestHandler",
+    "SAFE_METHODS",
+    "message_facts",
+]
+
+#: where a modern-era request names its protocol version: ``params._meta[META_VERSION]``
+META_VERSION = "io.modelcontextprotocol/protocolVersion"
+#: the params member whose value a modern-era request repeats in ``Mcp-Name``
+NAME_KEYS = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
+
+#: Requests that are safe to send again: they read, or set a state to the same value, so
+#: a repeat duplicates no side effect. The Client retries them after any transient
+#: failure; a transport may re-issue them when a stream breaks before the answer. The one
+#: table of it (``tools/call`` is judged per tool, from its annotations, by the Client).
+SAFE_METHODS = frozenset(
+    {
+        "ping",
+        "server/discover",
+        "tools/list",
+        "resources/list",
+        "resources/templates/list",
+        "resources/read",
+        "prompts/list",
+        "prompts/get",
+        "completion/complete",
+        "tasks/get",
+        "tasks/list",
+        "tasks/result",
+        "logging/setLevel",
+        "resources/subscribe",
+        "resources/unsubscribe",
+    }
+)
+
+
+@dataclass(frozen=True, slots=True)
+class MessageFacts:
+    """What a transport may need to know about one outgoing message, computed once by
+    the layer that encoded it, so that no transport decodes the bytes it is given.
+
+    Attributes:
+        id: the request id (None for a notification).
+        method: the JSON-RPC method.
+        modern_version: the protocol version the request names in its ``_meta``
+            (modern era), None for a legacy-era message.
+        name: what the modern era's ``Mcp-Name`` header carries (the tool or prompt
+            name, the resource URI), None when the method names nothing.
+        safe_to_resend: the method is in :data:`SAFE_METHODS`.
+        tool: the tool a ``tools/call`` names.
+        arguments: that call's arguments, as given (a dict, or undecoded JSON), for the
+            ``Mcp-Param-*`` headers.
+        cancels: the request id a ``notifications/cancelled`` cancels.
+        meta: the request's ``_meta`` (decoded), for a request the transport makes on
+            the same terms (e.g. re-listing tools).
+    """
+
+    id: Any = None
+    method: str | None = None
+    modern_version: str | None = None
+    name: str | None = None
+    safe_to_resend: bool = False
+    tool: str | None = None
+    arguments: Any = None
+    cancels: Any = None
+    meta: Mapping[str, Any] | None = None
+
+    @property
+    def is_request(self) -> bool:
+        return self.method is not None and self.id is not None
+
+
+def message_facts(id: Any, method: str | None, params: Any, decode: Callable[[Any], Any] | None = None) -> MessageFacts | None:
+    """The facts of a message with this ``id``, ``method`` and ``params``.
+
+    ``params`` is the plain (dict) form; a ``_meta`` that is still undecoded JSON
+    (``msgspec.Raw``) is passed through ``decode``. None when
+    ``params`` has another shape (the caller then has no facts to give).
+    """
+    if params is None:
+        return MessageFacts(id, method, safe_to_resend=method in SAFE_METHODS)
+    if not isinstance(params, Mapping):
+        return None
+    modern = name = tool = arguments = cancels = None
+    meta = params.get("_meta")
+    if meta is not None and not isinstance(meta, Mapping) and decode is not None:
+        meta = decode(meta)
+    if isinstance(meta, Mapping):
+        version = meta.get(META_VERSION)
+        modern = version if isinstance(version, str) else None
+    if method == "tools/call":
+        tool = params.get("name")
+        arguments = params.get("arguments")
+    elif method == "notifications/cancelled":
+        cancels = params.get("requestId")
+    key = NAME_KEYS.get(method) if method is not None else None
+    if key is not None:
+        value = params.get(key)
+        name = value if isinstance(value, str) else None
+    return MessageFacts(
+        id,
+        method,
+        modern_version=modern,
+        name=name,
+        safe_to_resend=method in SAFE_METHODS,
+        tool=tool if isinstance(tool, str) else None,
+        arguments=arguments,
+        cancels=cancels,
+        meta=meta if isinstance(meta, Mapping) else None,
+    )
 
 #: progress(progress, total, message)
 ProgressCallback = Callable[[float, "float | None", "str | None"], None]

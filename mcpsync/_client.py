@@ -103,20 +103,8 @@ _ERA_CACHE: dict[str, str] = {}
 _ERA_LOCK = threading.Lock()
 
 
-#: Requests without side effects: retried after any transient failure.
-_SAFE_METHODS = frozenset(
-    {
-        "ping",
-        "server/discover",
-        "tools/list",
-        "resources/list",
-        "resources/templates/list",
-        "resources/read",
-        "prompts/list",
-        "prompts/get",
-        "completion/complete",
-    }
-)
+#: Requests without side effects: retried after any transient failure (one table, in _channel).
+from ._channel import SAFE_METHODS as _SAFE_METHODS  # noqa: E402
 
 
 def _version() -> str:

@@ -30,7 +30,7 @@ from typing import Any, Callable, Mapping
 
 import msgspec
 
-from ._channel import NotificationHandler, ProgressCallback, RequestHandler
+from ._channel import MessageFacts, NotificationHandler, ProgressCallback, RequestHandler, message_facts
 from ._errors import (
     INTERNAL_ERROR,
     INVALID_REQUEST,
@@ -120,6 +120,8 @@ class Dispatcher:
         code_table: Mapping[int, type[RemoteError]] | None = None,
     ) -> None:
         self.transport = transport
+        #: the transport wants each message's facts with its bytes (send(data, timeout, facts))
+        self._facts = bool(getattr(transport, "takes_facts", False))
         self.name = name
         self._own_worker = worker is None
         self.worker = worker if worker is not None else Worker(f"mcpsync-{name}")
@@ -193,9 +195,12 @@ class Dispatcher:
 
     # ------------------------------------------------------------------ sending
 
-    def _send(self, data: bytes, timeout: float | None = None) -> None:
+    def _send(self, data: bytes, timeout: float | None = None, facts: MessageFacts | None = None) -> None:
         try:
-            self.transport.send(data, timeout)
+            if facts is None:
+                self.transport.send(data, timeout)
+            else:
+                self.transport.send(data, timeout, facts)
         except NetworkError as exc:
             if isinstance(exc, ConnectionClosed):
                 self._mark_dead(exc)
@@ -208,7 +213,13 @@ class Dispatcher:
         msg: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
         if params is not None:
             msg["params"] = params
-        self._send(encode(msg))
+        self._send(encode(msg), None, self._facts_for(None, method, params))
+
+    def _facts_for(self, rid: Any, method: str, params: Any) -> MessageFacts | None:
+        """The facts of a message, computed once here, for a transport that takes them."""
+        if not self._facts:
+            return None
+        return message_facts(rid, method, params, _any.decode)
 
     def next_id(self) -> int:
         return next(self._ids)
@@ -270,7 +281,10 @@ class Dispatcher:
             self._check_usable()
         self._last_activity = slot.deadline - timeout
         try:
-            self.transport.send(data, timeout)
+            if self._facts:
+                self.transport.send(data, timeout, message_facts(rid, method, params, _any.decode))
+            else:
+                self.transport.send(data, timeout)
         except BaseException as exc:
             pending.pop(rid, None)
             if isinstance(exc, ConnectionClosed):
@@ -362,6 +376,7 @@ class Dispatcher:
                 self._send(
                     encode({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": slot.id, "reason": reason}}),
                     1.0,
+                    self._facts_for(None, "notifications/cancelled", {"requestId": slot.id}),
                 )
             except MCPError:
                 pass
@@ -380,6 +395,7 @@ class Dispatcher:
             self._send(
                 encode({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": request_id, "reason": reason}}),
                 1.0,
+                self._facts_for(None, "notifications/cancelled", {"requestId": request_id}),
             )
         except MCPError:
             pass
