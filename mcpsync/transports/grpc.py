@@ -52,6 +52,7 @@ from .._errors import (
 )
 from .._speedups import DEFAULT_MAX_MESSAGE_SIZE as _DEFAULT_MAX
 from ._base import Transport
+from ._inbox import ENDED, Inbox
 
 __all__ = [
     "GrpcTransport",
@@ -178,7 +179,7 @@ def status_error(code: Any, details: str, where: str, *, connecting: bool = Fals
     return error_from_grpc_status(code, f"{where}: gRPC {name}: {details or 'no details'}", connecting=connecting)
 
 
-_END = object()
+_END = object()  # ends the session stream's outbox (the half-close)
 
 
 class _Id(msgspec.Struct):
@@ -247,7 +248,7 @@ class GrpcTransport(Transport):
         self._options = channel_options(max_message_size, extra)
         self._protocol_version: str | None = None
         self._channel: Any = None
-        self._inbox: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._inbox = Inbox()
         self._outbox: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._end: MCPError | None = None
         self._end_reported = False
@@ -348,7 +349,7 @@ class GrpcTransport(Transport):
             self._pool.shutdown(wait=False, cancel_futures=True)
         if channel is not None:
             channel.close()
-        self._inbox.put(_END)
+        self._inbox.end()
 
     # ------------------------------------------------------------------ I/O
 
@@ -369,16 +370,9 @@ class GrpcTransport(Transport):
             self._send_call(message)
 
     def receive(self, timeout: float | None) -> bytes | None:
-        try:
-            if timeout is not None and timeout <= 0:
-                item = self._inbox.get_nowait()
-            else:
-                item = self._inbox.get(timeout=timeout)
-        except queue.Empty:
-            return None
-        if item is not _END:
-            return item
-        self._inbox.put(_END)
+        item = self._inbox.take(timeout)
+        if item is not ENDED:
+            return item  # type: ignore[no-any-return]
         with self._lock:
             err = self._end
             first = not self._end_reported
@@ -425,7 +419,7 @@ class GrpcTransport(Transport):
             if not self._closed:
                 self._set_end(ConnectionClosed(f"{self.describe()}: reading failed: {exc}"))
         finally:
-            self._inbox.put(_END)
+            self._inbox.end()
 
     def _set_end(self, err: MCPError) -> None:
         with self._lock:
@@ -476,10 +470,10 @@ class GrpcTransport(Transport):
             if isinstance(err, RequestTimeout):
                 return  # the dispatcher times the request out itself
             self._set_end(err)
-            self._inbox.put(_END)
+            self._inbox.end()
         except Exception as exc:  # noqa: BLE001
             self._set_end(ConnectionClosed(f"{self.describe()}: reading failed: {exc}"))
-            self._inbox.put(_END)
+            self._inbox.end()
         finally:
             if rid is not None:
                 with self._lock:
