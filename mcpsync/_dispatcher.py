@@ -26,7 +26,7 @@ import logging
 import re
 import threading
 import time
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, cast
 
 import msgspec
 
@@ -120,8 +120,12 @@ class Dispatcher:
         code_table: Mapping[int, type[RemoteError]] | None = None,
     ) -> None:
         self.transport = transport
-        #: the transport wants each message's facts with its bytes (send(data, timeout, facts))
-        self._facts = bool(getattr(transport, "takes_facts", False))
+        #: a transport that takes each message's facts with its bytes: send(data, timeout, facts)
+        self._send_facts: Callable[[bytes, float | None, MessageFacts], None] | None = (
+            cast("Callable[[bytes, float | None, MessageFacts], None]", transport.send)
+            if getattr(transport, "takes_facts", False)
+            else None
+        )
         self.name = name
         self._own_worker = worker is None
         self.worker = worker if worker is not None else Worker(f"mcpsync-{name}")
@@ -197,10 +201,11 @@ class Dispatcher:
 
     def _send(self, data: bytes, timeout: float | None = None, facts: MessageFacts | None = None) -> None:
         try:
-            if facts is None:
+            send_facts = self._send_facts
+            if facts is None or send_facts is None:
                 self.transport.send(data, timeout)
             else:
-                self.transport.send(data, timeout, facts)
+                send_facts(data, timeout, facts)
         except NetworkError as exc:
             if isinstance(exc, ConnectionClosed):
                 self._mark_dead(exc)
@@ -217,7 +222,7 @@ class Dispatcher:
 
     def _facts_for(self, rid: Any, method: str, params: Any) -> MessageFacts | None:
         """The facts of a message, computed once here, for a transport that takes them."""
-        if not self._facts:
+        if self._send_facts is None:
             return None
         return message_facts(rid, method, params, _any.decode)
 
@@ -281,10 +286,15 @@ class Dispatcher:
             self._check_usable()
         self._last_activity = slot.deadline - timeout
         try:
-            if self._facts:
-                self.transport.send(data, timeout, message_facts(rid, method, params, _any.decode))
-            else:
+            send_facts = self._send_facts
+            if send_facts is None:
                 self.transport.send(data, timeout)
+            else:
+                facts = message_facts(rid, method, params, _any.decode)
+                if facts is None:
+                    self.transport.send(data, timeout)
+                else:
+                    send_facts(data, timeout, facts)
         except BaseException as exc:
             pending.pop(rid, None)
             if isinstance(exc, ConnectionClosed):
