@@ -41,6 +41,7 @@ from typing import Any, Iterator, Mapping, Sequence
 
 import msgspec
 
+from .._channel import MessageFacts, message_facts
 from .._errors import (
     ConnectError,
     ConnectionClosed,
@@ -189,6 +190,17 @@ class _Id(msgspec.Struct):
 
 
 _peek = msgspec.json.Decoder(_Id)
+
+
+def _facts_of(message: bytes) -> MessageFacts:
+    """Facts for a message sent without them (read from its id, method and params)."""
+    try:
+        env = _peek.decode(message)
+    except msgspec.DecodeError as exc:
+        raise ProtocolError(f"not a JSON-RPC message: {exc}") from exc
+    method = env.method if isinstance(env.method, str) else None
+    facts = message_facts(env.id, method, env.params)
+    return facts if facts is not None else MessageFacts(env.id, method)
 
 
 class GrpcTransport(Transport):
@@ -353,7 +365,10 @@ class GrpcTransport(Transport):
 
     # ------------------------------------------------------------------ I/O
 
-    def send(self, message: bytes, timeout: float | None = None) -> None:
+    #: the dispatcher passes each message's :class:`~mcpsync._channel.MessageFacts`
+    takes_facts = True
+
+    def send(self, message: bytes, timeout: float | None = None, facts: MessageFacts | None = None) -> None:
         if self._closed or self._channel is None:
             raise ConnectionClosed(f"{self.describe()}: connection is closed")
         if self._end is not None:
@@ -367,7 +382,7 @@ class GrpcTransport(Transport):
         if not self.request_scoped:
             self._outbox.put(message)
         else:
-            self._send_call(message)
+            self._send_call(message, facts)
 
     def receive(self, timeout: float | None) -> bytes | None:
         item = self._inbox.take(timeout)
@@ -428,13 +443,11 @@ class GrpcTransport(Transport):
 
     # ------------------------------------------------------------------ request scope
 
-    def _send_call(self, message: bytes) -> None:
-        try:
-            env = _peek.decode(message)
-        except msgspec.DecodeError as exc:
-            raise ProtocolError(f"not a JSON-RPC message: {exc}") from exc
-        if env.method == "notifications/cancelled" and isinstance(env.params, dict):
-            rid = env.params.get("requestId")
+    def _send_call(self, message: bytes, facts: MessageFacts | None = None) -> None:
+        if facts is None:
+            facts = _facts_of(message)
+        if facts.method == "notifications/cancelled":
+            rid = facts.cancels
             with self._lock:
                 call = self._calls.pop(rid, None)
                 if call is not None:
@@ -443,16 +456,16 @@ class GrpcTransport(Transport):
                 call.cancel()
             return
         call = self._call_rpc(message, metadata=self._call_metadata())
-        is_request = env.method is not None and env.id is not None
+        is_request = facts.is_request
         with self._lock:
             if self._closed:
                 call.cancel()
                 raise ConnectionClosed(f"{self.describe()}: connection is closed")
             if is_request:
-                self._calls[env.id] = call
+                self._calls[facts.id] = call
             pool = self._pool
         assert pool is not None
-        pool.submit(self._pump_call, env.id if is_request else None, call)
+        pool.submit(self._pump_call, facts.id if is_request else None, call)
 
     def _pump_call(self, rid: Any, call: Any) -> None:
         grpc = _grpc()
