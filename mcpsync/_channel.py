@@ -7,8 +7,9 @@ channel, which calls registered Python functions with no serialisation.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Protocol
+
+import msgspec
 
 __all__ = [
     "Channel",
@@ -50,8 +51,7 @@ SAFE_METHODS = frozenset(
 )
 
 
-@dataclass(frozen=True, slots=True)
-class MessageFacts:
+class MessageFacts(msgspec.Struct, frozen=True):
     """What a transport may need to know about one outgoing message, computed once by
     the layer that encoded it, so that no transport decodes the bytes it is given.
 
@@ -90,39 +90,47 @@ def message_facts(id: Any, method: str | None, params: Any, decode: Callable[[An
     """The facts of a message with this ``id``, ``method`` and ``params``.
 
     ``params`` is the plain (dict) form; a ``_meta`` that is still undecoded JSON
-    (``msgspec.Raw``) is passed through ``decode``. None when
-    ``params`` has another shape (the caller then has no facts to give).
+    (``msgspec.Raw``) is passed through ``decode``. None when ``params`` has another
+    shape (the caller then has no facts to give).
     """
     if params is None:
         return MessageFacts(id, method, safe_to_resend=method in SAFE_METHODS)
-    if not isinstance(params, Mapping):
+    if type(params) is not dict and not isinstance(params, Mapping):
         return None
+    get = params.get
     modern = name = tool = arguments = cancels = None
-    meta = params.get("_meta")
-    if meta is not None and not isinstance(meta, Mapping) and decode is not None:
-        meta = decode(meta)
-    if isinstance(meta, Mapping):
-        version = meta.get(META_VERSION)
-        modern = version if isinstance(version, str) else None
+    meta = get("_meta")
+    if meta is not None:
+        if type(meta) is not dict and not isinstance(meta, Mapping):
+            meta = decode(meta) if decode is not None else None
+            if not isinstance(meta, Mapping):
+                meta = None
+        if meta is not None:
+            version = meta.get(META_VERSION)
+            modern = version if type(version) is str else None
     if method == "tools/call":
-        tool = params.get("name")
-        arguments = params.get("arguments")
+        tool = get("name")
+        if type(tool) is not str:
+            tool = None
+        arguments = get("arguments")
+        name = tool
     elif method == "notifications/cancelled":
-        cancels = params.get("requestId")
-    key = NAME_KEYS.get(method) if method is not None else None
-    if key is not None:
-        value = params.get(key)
-        name = value if isinstance(value, str) else None
+        cancels = get("requestId")
+    else:
+        key = NAME_KEYS.get(method) if method is not None else None
+        if key is not None:
+            value = get(key)
+            name = value if type(value) is str else None
     return MessageFacts(
         id,
         method,
         modern_version=modern,
         name=name,
         safe_to_resend=method in SAFE_METHODS,
-        tool=tool if isinstance(tool, str) else None,
+        tool=tool,
         arguments=arguments,
         cancels=cancels,
-        meta=meta if isinstance(meta, Mapping) else None,
+        meta=meta,
     )
 
 #: progress(progress, total, message)
