@@ -9,7 +9,129 @@ from __future__ import annotations
 
 from typing import Any, Callable, Mapping, Protocol
 
-__all__ = ["Channel", "ProgressCallback", "NotificationHandler", "RequestHandler"]
+import msgspec
+
+from ._constants import META_VERSION  # where a modern-era request names its version: params._meta[META_VERSION]
+
+__all__ = [
+    "Channel",
+    "MessageFacts",
+    "ProgressCallback",
+    "NotificationHandler",
+    "RequestHandler",
+    "SAFE_METHODS",
+    "message_facts",
+]
+
+#: the params member whose value a modern-era request repeats in ``Mcp-Name``
+NAME_KEYS = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
+
+#: Requests that are safe to send again: they read, or set a state to the same value, so
+#: a repeat duplicates no side effect. The Client retries them after any transient
+#: failure; a transport may re-issue them when a stream breaks before the answer. The one
+#: table of it (``tools/call`` is judged per tool, from its annotations, by the Client).
+SAFE_METHODS = frozenset(
+    {
+        "ping",
+        "server/discover",
+        "tools/list",
+        "resources/list",
+        "resources/templates/list",
+        "resources/read",
+        "prompts/list",
+        "prompts/get",
+        "completion/complete",
+        "tasks/get",
+        "tasks/list",
+        "tasks/result",
+        "logging/setLevel",
+        "resources/subscribe",
+        "resources/unsubscribe",
+    }
+)
+
+
+class MessageFacts(msgspec.Struct, frozen=True):
+    """What a transport may need to know about one outgoing message, computed once by
+    the layer that encoded it, so that no transport decodes the bytes it is given.
+
+    Attributes:
+        id: the request id (None for a notification).
+        method: the JSON-RPC method.
+        modern_version: the protocol version the request names in its ``_meta``
+            (modern era), None for a legacy-era message.
+        name: what the modern era's ``Mcp-Name`` header carries (the tool or prompt
+            name, the resource URI), None when the method names nothing.
+        safe_to_resend: the method is in :data:`SAFE_METHODS`.
+        tool: the tool a ``tools/call`` names.
+        arguments: that call's arguments, as given (a dict, or undecoded JSON), for the
+            ``Mcp-Param-*`` headers.
+        cancels: the request id a ``notifications/cancelled`` cancels.
+        meta: the request's ``_meta`` (decoded), for a request the transport makes on
+            the same terms (e.g. re-listing tools).
+    """
+
+    id: Any = None
+    method: str | None = None
+    modern_version: str | None = None
+    name: str | None = None
+    safe_to_resend: bool = False
+    tool: str | None = None
+    arguments: Any = None
+    cancels: Any = None
+    meta: Mapping[str, Any] | None = None
+
+    @property
+    def is_request(self) -> bool:
+        return self.method is not None and self.id is not None
+
+
+def message_facts(id: Any, method: str | None, params: Any, decode: Callable[[Any], Any] | None = None) -> MessageFacts | None:
+    """The facts of a message with this ``id``, ``method`` and ``params``.
+
+    ``params`` is the plain (dict) form; a ``_meta`` that is still undecoded JSON
+    (``msgspec.Raw``) is passed through ``decode``. None when ``params`` has another
+    shape (the caller then has no facts to give).
+    """
+    if params is None:
+        return MessageFacts(id, method, safe_to_resend=method in SAFE_METHODS)
+    if type(params) is not dict and not isinstance(params, Mapping):
+        return None
+    get = params.get
+    modern = name = tool = arguments = cancels = None
+    meta = get("_meta")
+    if meta is not None:
+        if type(meta) is not dict and not isinstance(meta, Mapping):
+            meta = decode(meta) if decode is not None else None
+            if not isinstance(meta, Mapping):
+                meta = None
+        if meta is not None:
+            version = meta.get(META_VERSION)
+            modern = version if type(version) is str else None
+    if method == "tools/call":
+        tool = get("name")
+        if type(tool) is not str:
+            tool = None
+        arguments = get("arguments")
+        name = tool
+    elif method == "notifications/cancelled":
+        cancels = get("requestId")
+    else:
+        key = NAME_KEYS.get(method) if method is not None else None
+        if key is not None:
+            value = get(key)
+            name = value if type(value) is str else None
+    return MessageFacts(
+        id,
+        method,
+        modern_version=modern,
+        name=name,
+        safe_to_resend=method in SAFE_METHODS,
+        tool=tool,
+        arguments=arguments,
+        cancels=cancels,
+        meta=meta,
+    )
 
 #: progress(progress, total, message)
 ProgressCallback = Callable[[float, "float | None", "str | None"], None]

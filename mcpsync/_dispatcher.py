@@ -26,11 +26,11 @@ import logging
 import re
 import threading
 import time
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, cast
 
 import msgspec
 
-from ._channel import NotificationHandler, ProgressCallback, RequestHandler
+from ._channel import MessageFacts, NotificationHandler, ProgressCallback, RequestHandler, message_facts
 from ._errors import (
     INTERNAL_ERROR,
     INVALID_REQUEST,
@@ -120,6 +120,12 @@ class Dispatcher:
         code_table: Mapping[int, type[RemoteError]] | None = None,
     ) -> None:
         self.transport = transport
+        #: a transport that takes each message's facts with its bytes: send(data, timeout, facts)
+        self._send_facts: Callable[[bytes, float | None, MessageFacts], None] | None = (
+            cast("Callable[[bytes, float | None, MessageFacts], None]", transport.send)
+            if getattr(transport, "takes_facts", False)
+            else None
+        )
         self.name = name
         self._own_worker = worker is None
         self.worker = worker if worker is not None else Worker(f"mcpsync-{name}")
@@ -193,9 +199,13 @@ class Dispatcher:
 
     # ------------------------------------------------------------------ sending
 
-    def _send(self, data: bytes, timeout: float | None = None) -> None:
+    def _send(self, data: bytes, timeout: float | None = None, facts: MessageFacts | None = None) -> None:
         try:
-            self.transport.send(data, timeout)
+            send_facts = self._send_facts
+            if facts is None or send_facts is None:
+                self.transport.send(data, timeout)
+            else:
+                send_facts(data, timeout, facts)
         except NetworkError as exc:
             if isinstance(exc, ConnectionClosed):
                 self._mark_dead(exc)
@@ -208,7 +218,13 @@ class Dispatcher:
         msg: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
         if params is not None:
             msg["params"] = params
-        self._send(encode(msg))
+        self._send(encode(msg), None, self._facts_for(None, method, params))
+
+    def _facts_for(self, rid: Any, method: str, params: Any) -> MessageFacts | None:
+        """The facts of a message, computed once here, for a transport that takes them."""
+        if self._send_facts is None:
+            return None
+        return message_facts(rid, method, params, _any.decode)
 
     def next_id(self) -> int:
         return next(self._ids)
@@ -270,7 +286,15 @@ class Dispatcher:
             self._check_usable()
         self._last_activity = slot.deadline - timeout
         try:
-            self.transport.send(data, timeout)
+            send_facts = self._send_facts
+            if send_facts is None:
+                self.transport.send(data, timeout)
+            else:
+                facts = message_facts(rid, method, params, _any.decode)
+                if facts is None:
+                    self.transport.send(data, timeout)
+                else:
+                    send_facts(data, timeout, facts)
         except BaseException as exc:
             pending.pop(rid, None)
             if isinstance(exc, ConnectionClosed):
@@ -362,6 +386,7 @@ class Dispatcher:
                 self._send(
                     encode({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": slot.id, "reason": reason}}),
                     1.0,
+                    self._facts_for(None, "notifications/cancelled", {"requestId": slot.id}),
                 )
             except MCPError:
                 pass
@@ -380,6 +405,7 @@ class Dispatcher:
             self._send(
                 encode({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": request_id, "reason": reason}}),
                 1.0,
+                self._facts_for(None, "notifications/cancelled", {"requestId": request_id}),
             )
         except MCPError:
             pass

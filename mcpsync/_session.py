@@ -24,6 +24,7 @@ import time
 import weakref
 from typing import Any, Callable, Mapping
 
+from ._channel import SAFE_METHODS  # the one table of requests safe to repeat
 from ._cache import RECONNECT
 from ._channel import Channel, ProgressCallback
 from ._dispatcher import Dispatcher
@@ -55,20 +56,6 @@ __all__ = ["Session", "SAFE_METHODS"]
 
 log = logging.getLogger("mcpsync.client")
 
-#: Requests without side effects: retried after any transient failure.
-SAFE_METHODS = frozenset(
-    {
-        "ping",
-        "server/discover",
-        "tools/list",
-        "resources/list",
-        "resources/templates/list",
-        "resources/read",
-        "prompts/list",
-        "prompts/get",
-        "completion/complete",
-    }
-)
 
 
 class _Opening:

@@ -33,6 +33,7 @@ from typing import Any, Callable, Mapping
 import msgspec
 
 from .._errors import InvalidParams, ResourceNotFound, ToolNotFound
+from ._context import Context
 from .._messages import (
     CallToolResult,
     EmbeddedResource,
@@ -58,35 +59,6 @@ _SIMPLE: dict[Any, tuple[str, tuple[type, ...]]] = {
     list: ("array", (list, tuple)),
     dict: ("object", (dict,)),
 }
-
-
-class Context:
-    """Given to a tool that declares a parameter annotated ``Context`` (or named ``ctx``).
-
-    ``progress(done, total, message)`` reports progress to the caller (a progress
-    callback in-process, ``notifications/progress`` over the wire); ``log(level, data)``
-    sends a log message.
-    """
-
-    __slots__ = ("_progress", "_log", "request_meta")
-
-    def __init__(
-        self,
-        progress: Callable[[float, float | None, str | None], None] | None = None,
-        log: Callable[[str, Any], None] | None = None,
-        request_meta: Mapping[str, Any] | None = None,
-    ) -> None:
-        self._progress = progress
-        self._log = log
-        self.request_meta = request_meta or {}
-
-    def progress(self, done: float, total: float | None = None, message: str | None = None) -> None:
-        if self._progress is not None:
-            self._progress(done, total, message)
-
-    def log(self, level: str, data: Any) -> None:
-        if self._log is not None:
-            self._log(level, data)
 
 
 _NO_CONTEXT = Context()
@@ -375,6 +347,12 @@ class Registry:
         return deco
 
     # ------------------------------------------------------------------ tools
+
+    def local_handle(self) -> Any:
+        """A :class:`~mcpsync.server._serve.LocalHandle`: this registry as the Local transport serves it."""
+        from ._serve import LocalHandle
+
+        return LocalHandle(self)
 
     def list_tools(self) -> list[Tool]:
         """The registered tools, in registration order."""

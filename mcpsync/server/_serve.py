@@ -23,7 +23,11 @@ import msgspec
 from .._errors import INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND, MethodNotFound, RemoteError, UnsupportedProtocolVersion
 from .._messages import DiscoverResult, EmptyResult, Implementation, InitializeResult, ListToolsResult, ServerCapabilities
 from .._constants import LEGACY_VERSIONS, META_SERVER_INFO, META_VERSION, MODERN_VERSIONS
-from ._registry import Context, Registry
+from ._context import Context
+
+#: a :class:`mcpsync.server.Registry` (not imported: the registry builds a core for its
+#: :meth:`~mcpsync.server.Registry.local_handle`, so importing it here would be a cycle)
+Registry = Any
 
 __all__ = ["ServerCore", "serve_stdio", "MODERN_VERSIONS", "LEGACY_VERSIONS"]
 
@@ -230,3 +234,28 @@ def serve_stdio(
     finally:
         pool.shutdown(wait=True)
         sys.stdout = saved_stdout
+
+
+class LocalHandle:
+    """What the in-process Local transport needs from a :class:`Registry`.
+
+    Handed out by :meth:`Registry.local_handle` so that ``mcpsync.transports`` never
+    imports ``mcpsync.server``: the transport calls ``call_tool`` (a tool on the caller's
+    thread, progress and log callbacks wired into its :class:`Context`) and ``handle``
+    (any other request, after the protocol version check).
+    """
+
+    __slots__ = ("name", "_core", "_call")
+
+    def __init__(self, registry: Registry) -> None:
+        self.name = registry.name
+        self._core = ServerCore(registry)
+        self._call = registry.call_tool
+
+    def call_tool(self, name: str, arguments: Any, progress: Any = None, log: Any = None, meta: Any = None) -> Any:
+        ctx = Context(progress, log, meta) if (progress is not None or log is not None) else None
+        return self._call(name, arguments, ctx)
+
+    def handle(self, method: str, params: Mapping[str, Any] | None) -> Any:
+        self._core.modern_version(params)
+        return self._core.handle(method, params, None)

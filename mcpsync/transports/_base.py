@@ -45,6 +45,12 @@ class Transport:
     #: Short name used in logs and errors ("stdio", "http", ...).
     kind: str = "transport"
 
+    #: True when ``send`` takes a third argument, the message's
+    #: :class:`~mcpsync._channel.MessageFacts` (id, method, era, ``Mcp-Name``, whether it
+    #: is safe to resend), computed once by the dispatcher: ``send(message, timeout, facts)``.
+    #: Such a transport never decodes what it sends to learn them.
+    takes_facts: bool = False
+
     def connect(self, timeout: float) -> None:
         raise NotImplementedError
 

@@ -41,6 +41,7 @@ from typing import Any, Iterator, Mapping, Sequence
 
 import msgspec
 
+from .._channel import MessageFacts, message_facts
 from .._errors import (
     ConnectError,
     ConnectionClosed,
@@ -52,6 +53,7 @@ from .._errors import (
 )
 from .._speedups import DEFAULT_MAX_MESSAGE_SIZE as _DEFAULT_MAX
 from ._base import Transport
+from ._inbox import ENDED, Inbox
 
 __all__ = [
     "GrpcTransport",
@@ -178,7 +180,7 @@ def status_error(code: Any, details: str, where: str, *, connecting: bool = Fals
     return error_from_grpc_status(code, f"{where}: gRPC {name}: {details or 'no details'}", connecting=connecting)
 
 
-_END = object()
+_END = object()  # ends the session stream's outbox (the half-close)
 
 
 class _Id(msgspec.Struct):
@@ -188,6 +190,17 @@ class _Id(msgspec.Struct):
 
 
 _peek = msgspec.json.Decoder(_Id)
+
+
+def _facts_of(message: bytes) -> MessageFacts:
+    """Facts for a message sent without them (read from its id, method and params)."""
+    try:
+        env = _peek.decode(message)
+    except msgspec.DecodeError as exc:
+        raise ProtocolError(f"not a JSON-RPC message: {exc}") from exc
+    method = env.method if isinstance(env.method, str) else None
+    facts = message_facts(env.id, method, env.params)
+    return facts if facts is not None else MessageFacts(env.id, method)
 
 
 class GrpcTransport(Transport):
@@ -247,7 +260,7 @@ class GrpcTransport(Transport):
         self._options = channel_options(max_message_size, extra)
         self._protocol_version: str | None = None
         self._channel: Any = None
-        self._inbox: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._inbox = Inbox()
         self._outbox: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._end: MCPError | None = None
         self._end_reported = False
@@ -348,11 +361,14 @@ class GrpcTransport(Transport):
             self._pool.shutdown(wait=False, cancel_futures=True)
         if channel is not None:
             channel.close()
-        self._inbox.put(_END)
+        self._inbox.end()
 
     # ------------------------------------------------------------------ I/O
 
-    def send(self, message: bytes, timeout: float | None = None) -> None:
+    #: the dispatcher passes each message's :class:`~mcpsync._channel.MessageFacts`
+    takes_facts = True
+
+    def send(self, message: bytes, timeout: float | None = None, facts: MessageFacts | None = None) -> None:
         if self._closed or self._channel is None:
             raise ConnectionClosed(f"{self.describe()}: connection is closed")
         if self._end is not None:
@@ -366,19 +382,12 @@ class GrpcTransport(Transport):
         if not self.request_scoped:
             self._outbox.put(message)
         else:
-            self._send_call(message)
+            self._send_call(message, facts)
 
     def receive(self, timeout: float | None) -> bytes | None:
-        try:
-            if timeout is not None and timeout <= 0:
-                item = self._inbox.get_nowait()
-            else:
-                item = self._inbox.get(timeout=timeout)
-        except queue.Empty:
-            return None
-        if item is not _END:
-            return item
-        self._inbox.put(_END)
+        item = self._inbox.take(timeout)
+        if item is not ENDED:
+            return item  # type: ignore[no-any-return]
         with self._lock:
             err = self._end
             first = not self._end_reported
@@ -425,7 +434,7 @@ class GrpcTransport(Transport):
             if not self._closed:
                 self._set_end(ConnectionClosed(f"{self.describe()}: reading failed: {exc}"))
         finally:
-            self._inbox.put(_END)
+            self._inbox.end()
 
     def _set_end(self, err: MCPError) -> None:
         with self._lock:
@@ -434,13 +443,11 @@ class GrpcTransport(Transport):
 
     # ------------------------------------------------------------------ request scope
 
-    def _send_call(self, message: bytes) -> None:
-        try:
-            env = _peek.decode(message)
-        except msgspec.DecodeError as exc:
-            raise ProtocolError(f"not a JSON-RPC message: {exc}") from exc
-        if env.method == "notifications/cancelled" and isinstance(env.params, dict):
-            rid = env.params.get("requestId")
+    def _send_call(self, message: bytes, facts: MessageFacts | None = None) -> None:
+        if facts is None:
+            facts = _facts_of(message)
+        if facts.method == "notifications/cancelled":
+            rid = facts.cancels
             with self._lock:
                 call = self._calls.pop(rid, None)
                 if call is not None:
@@ -449,16 +456,16 @@ class GrpcTransport(Transport):
                 call.cancel()
             return
         call = self._call_rpc(message, metadata=self._call_metadata())
-        is_request = env.method is not None and env.id is not None
+        is_request = facts.is_request
         with self._lock:
             if self._closed:
                 call.cancel()
                 raise ConnectionClosed(f"{self.describe()}: connection is closed")
             if is_request:
-                self._calls[env.id] = call
+                self._calls[facts.id] = call
             pool = self._pool
         assert pool is not None
-        pool.submit(self._pump_call, env.id if is_request else None, call)
+        pool.submit(self._pump_call, facts.id if is_request else None, call)
 
     def _pump_call(self, rid: Any, call: Any) -> None:
         grpc = _grpc()
@@ -476,10 +483,10 @@ class GrpcTransport(Transport):
             if isinstance(err, RequestTimeout):
                 return  # the dispatcher times the request out itself
             self._set_end(err)
-            self._inbox.put(_END)
+            self._inbox.end()
         except Exception as exc:  # noqa: BLE001
             self._set_end(ConnectionClosed(f"{self.describe()}: reading failed: {exc}"))
-            self._inbox.put(_END)
+            self._inbox.end()
         finally:
             if rid is not None:
                 with self._lock:

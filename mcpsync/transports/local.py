@@ -35,19 +35,15 @@ class LocalChannel:
     """An in-process :class:`~mcpsync._channel.Channel` over a :class:`mcpsync.server.Registry`.
 
     Args:
-        registry: the tools, resources and prompts to serve.
+        registry: the tools, resources and prompts to serve; anything with a
+            ``local_handle()`` (see :meth:`mcpsync.server.Registry.local_handle`) and a ``name``.
     """
 
     kind = "local"
 
     def __init__(self, registry: Any) -> None:
-        from ..server._registry import Context
-        from ..server._serve import ServerCore
-
         self.registry = registry
-        self._core = ServerCore(registry)
-        self._call = registry.call_tool
-        self._context = Context
+        self._handle = registry.local_handle()
         self._closed = False
         self._on_notification: NotificationHandler | None = None
         self._on_request: RequestHandler | None = None
@@ -62,14 +58,13 @@ class LocalChannel:
         if self._closed:
             raise ConnectionClosed(f"{self.describe()}: channel is closed")
         if method == "tools/call" and params is not None:
-            ctx = None
-            if progress is not None or self._on_notification is not None:
-                ctx = self._context(progress, self._log, params.get("_meta"))
             name = params.get("name")
             if isinstance(name, str):
-                return self._call(name, params.get("arguments"), ctx)
-        self._core.modern_version(params)
-        return self._core.handle(method, params, None)
+                log = self._log if self._on_notification is not None else None
+                if progress is None and log is None:
+                    return self._handle.call_tool(name, params.get("arguments"))
+                return self._handle.call_tool(name, params.get("arguments"), progress, self._log, params.get("_meta"))
+        return self._handle.handle(method, params)
 
     def _log(self, level: str, data: Any) -> None:
         handler = self._on_notification

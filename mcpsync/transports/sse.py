@@ -18,7 +18,6 @@ Example:
 
 from __future__ import annotations
 
-import collections
 import logging
 import threading
 import time
@@ -28,27 +27,20 @@ from urllib.parse import urljoin
 
 from .._errors import ConnectError, ConnectionClosed, MCPError, ProtocolError
 from ._base import Transport
-from ._http_common import (
-    MAX_DPOP_NONCE_RETRIES,
+from ._http_errors import (
     MAX_REDIRECTS,
-    HTTPOptions,
-    Pools,
-    SSEParser,
-    _Oversized,
-    acquire_pool,
-    auth_retry,
-    call_auth_headers,
-    dpop_nonce_challenge,
-    media_type,
-    origin_of,
     read_body,
     redirect_target,
-    release_pool,
     request_timeout,
     sent_secrets,
     status_error,
     translate,
 )
+from ._http_headers import auth_retry, call_auth_headers, dpop_nonce_challenge, MAX_DPOP_NONCE_RETRIES
+from ._http_options import HTTPOptions, media_type, origin_of
+from ._inbox import ENDED, Inbox
+from ._http_pools import acquire_pool, Pools, release_pool
+from ._sse import _Oversized, SSEParser
 
 __all__ = ["SSETransport"]
 
@@ -121,8 +113,7 @@ class SSETransport(Transport):
         self.options = options
         self.endpoint: str | None = None
         self._lock = threading.Lock()
-        self._cond = threading.Condition(threading.Lock())
-        self._queue: collections.deque[Any] = collections.deque()
+        self._inbox = Inbox()
         self._closed = False
         self._ended: MCPError | None = None
         self._pool_key: Any = None
@@ -233,21 +224,13 @@ class SSETransport(Transport):
 
     def receive(self, timeout: float | None) -> bytes | None:
         """The next message from the stream, None after ``timeout``; ConnectionClosed at its end."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        with self._cond:
-            while not self._queue:
-                if self._closed:
-                    raise ConnectionClosed("transport is closed")
-                if self._ended is not None:
-                    raise ConnectionClosed(f"SSE stream ended: {self._ended}")
-                if deadline is None:
-                    self._cond.wait()
-                else:
-                    left = deadline - time.monotonic()
-                    if left <= 0:
-                        return None
-                    self._cond.wait(left)
-            item = self._queue.popleft()
+        if self._closed and self._inbox.empty():
+            raise ConnectionClosed("transport is closed")
+        item = self._inbox.take(timeout)
+        if item is ENDED:
+            if self._closed:
+                raise ConnectionClosed("transport is closed")
+            raise ConnectionClosed(f"SSE stream ended: {self._ended}")
         if isinstance(item, _Oversized):
             raise item.error
         return item  # type: ignore[no-any-return]
@@ -269,8 +252,7 @@ class SSETransport(Transport):
         if self._pool_key is not None:
             release_pool(self._pool_key)
             self._pool_key = None
-        with self._cond:
-            self._cond.notify_all()
+        self._inbox.end()
 
     def alive(self) -> bool:
         return not self._closed and self._ended is None
@@ -370,16 +352,11 @@ class SSETransport(Transport):
 
     def _take(self, ev: Any) -> None:
         if isinstance(ev, _Oversized):
-            self._put(ev)
+            self._inbox.put(ev)
         elif ev.event == "message" and ev.data.strip():
-            self._put(ev.data)
+            self._inbox.put(ev.data)
         elif ev.event == "endpoint":
             log.debug("%s sent another endpoint event; ignored", self.url)
-
-    def _put(self, item: Any) -> None:
-        with self._cond:
-            self._queue.append(item)
-            self._cond.notify()
 
     def _read_loop(self, resp: Any, parser: SSEParser) -> None:
         reason: MCPError
@@ -394,6 +371,5 @@ class SSETransport(Transport):
         except Exception as exc:  # noqa: BLE001 - translated
             reason = translate(exc, self.url)
         _drop(resp)
-        with self._cond:
-            self._ended = reason
-            self._cond.notify_all()
+        self._ended = reason
+        self._inbox.end()

@@ -66,8 +66,11 @@ from typing import Any, Callable, Mapping, Union
 
 import msgspec
 import urllib3
-from msgspec import UNSET, Raw, Struct, UnsetType, field
+from msgspec import UNSET, Raw, Struct, UnsetType
 
+from .._channel import MessageFacts, message_facts
+from .._constants import MODERN_FIRST
+from .._errors import HEADER_MISMATCH
 from .._errors import (
     ConnectionClosed,
     NetworkError,
@@ -78,41 +81,34 @@ from .._errors import (
     SessionExpired,
 )
 from ._base import Transport
-from ._http_common import (
-    MAX_DPOP_NONCE_RETRIES,
+from ._http_errors import (
     MAX_REDIRECTS,
-    HTTPOptions,
-    Pools,
-    SSEParser,
-    _Oversized,
-    acquire_pool,
+    read_body,
+    redact,
+    redirect_target,
+    request_timeout,
+    sent_secrets,
+    status_error,
+    translate,
+)
+from ._http_headers import (
     auth_retry,
     call_auth_headers,
     dpop_nonce_challenge,
     encode_header_value,
     header_annotation_error,
     header_annotations,
+    MAX_DPOP_NONCE_RETRIES,
     mcp_param_headers,
-    media_type,
-    read_body,
-    redirect_target,
-    StreamThreads,
-    redact,
-    release_pool,
-    request_timeout,
-    sent_secrets,
-    status_error,
-    translate,
 )
+from ._http_options import HTTPOptions, media_type
+from ._http_pools import acquire_pool, Pools, release_pool, StreamThreads
+from ._sse import _Oversized, SSEParser
 
 __all__ = ["StreamableHTTPTransport", "known_kind", "known_era", "forget_url"]
 
 log = logging.getLogger("mcpsync.http")
 
-MODERN_META_KEY = "io.modelcontextprotocol/protocolVersion"
-MODERN_FIRST = "2026-07-28"
-HEADER_MISMATCH = -32020
-_NAME_KEYS = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
 _JSON = "application/json"
 _SSE = "text/event-stream"
 _RESUME_ATTEMPTS = 5
@@ -160,25 +156,6 @@ def _remember(cache: dict[str, str], url: str, value: str, *, overwrite: bool = 
 # ----------------------------------------------------------------- message peeking
 
 
-#: Requests whose re-issue could repeat a side effect (the rest are re-issued freely).
-_MAY_HAVE_EFFECTS = frozenset({"tools/call", "tasks/cancel", "completion/complete"})
-
-
-class _OutParams(Struct):
-    name: Any = None
-    uri: Any = None
-    cursor: Any = None
-    arguments: Raw = Raw()
-    requestId: Any = None  # noqa: N815 - wire name
-    meta: Union[dict[str, Any], None] = field(default=None, name="_meta")
-
-
-class _Out(Struct):
-    id: Union[int, str, None, UnsetType] = UNSET
-    method: Union[str, None] = None
-    params: Union[_OutParams, None] = None
-
-
 class _In(Struct):
     id: Union[int, str, None, UnsetType] = UNSET
     method: Union[str, None] = None
@@ -201,7 +178,6 @@ class _ToolsPeek(Struct):
     nextCursor: Union[str, None] = None  # noqa: N815 - wire name
 
 
-_out_decoder = msgspec.json.Decoder(_Out)
 _in_decoder = msgspec.json.Decoder(_In)
 _error_decoder = msgspec.json.Decoder(_ErrorPeek)
 _tools_decoder = msgspec.json.Decoder(_ToolsPeek)
@@ -210,30 +186,41 @@ _encoder = msgspec.json.Encoder()
 
 
 class _Message:
-    """What the transport needs to know about one outgoing message."""
+    """What the transport needs to know about one outgoing message: its bytes and the
+    :class:`~mcpsync._channel.MessageFacts` the layer above computed when it encoded
+    them (decoded from the bytes only when a caller gave none)."""
 
-    __slots__ = ("body", "id", "method", "params", "modern_version", "kind")
+    __slots__ = ("body", "facts", "id", "method", "modern_version", "kind")
 
-    def __init__(self, body: bytes) -> None:
+    def __init__(self, body: bytes, facts: MessageFacts | None = None) -> None:
         self.body = body
-        try:
-            out = _out_decoder.decode(body)
-        except (msgspec.ValidationError, msgspec.DecodeError):
-            out = _Out()
-        self.id = None if out.id is UNSET else out.id
-        self.method = out.method
-        self.params = out.params
-        meta = out.params.meta if out.params is not None else None
-        version = meta.get(MODERN_META_KEY) if meta else None
-        self.modern_version: str | None = version if isinstance(version, str) else None
-        if out.method is not None:
-            self.kind = "request" if out.id is not UNSET and out.id is not None else "notification"
+        if facts is None:
+            facts = _facts_of(body)
+        self.facts = facts
+        self.id = facts.id
+        self.method = facts.method
+        self.modern_version = facts.modern_version
+        if facts.method is not None:
+            self.kind = "request" if facts.id is not None else "notification"
         else:
             self.kind = "response"
 
     @property
     def is_request(self) -> bool:
         return self.kind == "request"
+
+
+def _facts_of(body: bytes) -> MessageFacts:
+    """Facts for bytes that came without them (a direct caller, an internal replay)."""
+    try:
+        obj = _any_decoder.decode(body)
+    except (msgspec.ValidationError, msgspec.DecodeError):
+        obj = None
+    if not isinstance(obj, dict):
+        return MessageFacts()
+    method = obj.get("method")
+    facts = message_facts(obj.get("id"), method if isinstance(method, str) else None, obj.get("params"))
+    return facts if facts is not None else MessageFacts(obj.get("id"), method if isinstance(method, str) else None)
 
 
 def _with_id(body: bytes, new_id: Any) -> bytes:
@@ -424,8 +411,14 @@ class StreamableHTTPTransport(Transport):
         if self.sse_fallback and known_kind(self.url) == "sse" and self._delegate is None:
             self._switch_to_sse(timeout)
 
-    def send(self, message: bytes, timeout: float | None = None) -> None:
+    #: the dispatcher passes each message's :class:`~mcpsync._channel.MessageFacts`
+    takes_facts = True
+
+    def send(self, message: bytes, timeout: float | None = None, facts: MessageFacts | None = None) -> None:
         """POST one message; its answer (if any) becomes available from :meth:`receive`.
+
+        ``facts`` (from the layer that encoded ``message``) spare the transport decoding
+        it; without them the transport reads them from the bytes.
 
         Raises:
             ConnectionClosed: the transport is closed or the session is gone.
@@ -447,7 +440,7 @@ class StreamableHTTPTransport(Transport):
             self.connect(self.options.connect_timeout)
         if message[:1] == b"[" or message.lstrip()[:1] == b"[":
             raise ProtocolError("JSON-RPC batches are never sent over Streamable HTTP")
-        msg = _Message(message)
+        msg = _Message(message, facts)
         if msg.method == "notifications/cancelled" and self._cancel(msg):
             return
         if msg.method == "initialize" and msg.is_request:
@@ -628,16 +621,17 @@ class StreamableHTTPTransport(Transport):
         if modern is not None:
             h["MCP-Protocol-Version"] = modern
             if msg is not None and msg.method is not None:
+                facts = msg.facts
                 h["Mcp-Method"] = msg.method
-                key = _NAME_KEYS.get(msg.method)
-                if key is not None and msg.params is not None:
-                    value = getattr(msg.params, key)
-                    if isinstance(value, str):
-                        h["Mcp-Name"] = encode_header_value(value)
-                if msg.method == "tools/call" and msg.params is not None:
-                    annotations = self._tool_headers.get(msg.params.name)
-                    if annotations and len(msg.params.arguments):
-                        h.update(mcp_param_headers(annotations, _any_decoder.decode(msg.params.arguments)))
+                if facts.name is not None:
+                    h["Mcp-Name"] = encode_header_value(facts.name)
+                if facts.tool is not None and facts.arguments:
+                    annotations = self._tool_headers.get(facts.tool)
+                    if annotations:
+                        arguments = facts.arguments
+                        if not isinstance(arguments, Mapping):
+                            arguments = _any_decoder.decode(arguments)
+                        h.update(mcp_param_headers(annotations, arguments))
         else:
             if self._session_id is not None and not (msg is not None and msg.method == "initialize"):
                 h["Mcp-Session-Id"] = self._session_id
@@ -1011,7 +1005,7 @@ class StreamableHTTPTransport(Transport):
                     resp = _NO_STREAM
                 parser = SSEParser(self.options.max_message_size)
                 continue
-            if msg.modern_version and msg.method in _MAY_HAVE_EFFECTS:
+            if msg.modern_version and not msg.facts.safe_to_resend:
                 # the server may already be acting on it: re-issuing could run a tool
                 # twice. Fail it as possibly sent; the client's retry policy re-sends it
                 # (with a new id) only when the tool is read-only, idempotent or opted in.
@@ -1154,8 +1148,7 @@ class StreamableHTTPTransport(Transport):
 
     def _cancel(self, msg: _Message) -> bool:
         """Close the stream of the cancelled request. True when nothing needs POSTing."""
-        params = msg.params
-        rid = params.requestId if params is not None else None
+        rid = msg.facts.cancels
         with self._lock:
             exch = self._inflight.get(rid)
         if exch is None:
@@ -1239,10 +1232,10 @@ class StreamableHTTPTransport(Transport):
 
     def _relist_tools(self, failed: _Message, deadline: float | None) -> None:
         """Fetch every page of tools/list again to refresh the Mcp-Param annotations."""
-        meta = failed.params.meta if failed.params is not None else None
+        meta = failed.facts.meta
         cursor: str | None = None
         for _ in range(100):
-            params: dict[str, Any] = {"_meta": meta or {}}
+            params: dict[str, Any] = {"_meta": dict(meta or {})}
             if cursor is not None:
                 params["cursor"] = cursor
             req = _Message(

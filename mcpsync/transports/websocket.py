@@ -26,7 +26,6 @@ Example:
 
 from __future__ import annotations
 
-import queue
 import socket
 import ssl
 import threading
@@ -48,7 +47,8 @@ from .._errors import (
 )
 from .._speedups import DEFAULT_MAX_MESSAGE_SIZE as _DEFAULT_MAX
 from ._base import Transport
-from ._http_common import redact
+from ._http_errors import redact
+from ._inbox import ENDED, Inbox
 
 __all__ = ["WebSocketTransport", "SUBPROTOCOL", "DEFAULT_MAX_MESSAGE_SIZE"]
 
@@ -59,9 +59,6 @@ DEFAULT_MAX_MESSAGE_SIZE = _DEFAULT_MAX
 _STATUS_UNSUPPORTED_DATA = 1003
 _STATUS_INVALID_PAYLOAD = 1007
 _HEAD = 256
-
-# Queue items: bytes (a message) or this end-of-stream marker.
-_WAKE = object()
 
 
 class WebSocketTransport(Transport):
@@ -104,7 +101,7 @@ class WebSocketTransport(Transport):
         self._subprotocols = list(subprotocols)
         self._io_timeout = io_timeout
         self._ws: websocket.WebSocket | None = None
-        self._inbox: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._inbox = Inbox()
         self._state_lock = threading.Lock()
         self._closed = threading.Event()
         self._stop = threading.Event()  # the pinger's: set by close() and when the reader ends
@@ -179,7 +176,7 @@ class WebSocketTransport(Transport):
             if not mine:
                 reader.join(2.0)
             ws.shutdown()
-        self._inbox.put(_WAKE)
+        self._inbox.end()
 
     def alive(self) -> bool:
         return self._ws is not None and not self._closed.is_set() and self._fault is None
@@ -214,11 +211,10 @@ class WebSocketTransport(Transport):
     def receive(self, timeout: float | None) -> bytes | None:
         if self._closed.is_set() and self._inbox.empty():
             raise ConnectionClosed(f"{self.describe()}: connection is closed")
-        try:
-            item = self._inbox.get(timeout=timeout) if timeout is None or timeout > 0 else self._inbox.get_nowait()
-        except queue.Empty:
+        item = self._inbox.take(timeout)
+        if item is None:
             return None
-        if isinstance(item, bytes):
+        if item is not ENDED:
             if len(item) > self.max_message_size:
                 raise MessageTooLarge(
                     f"{self.describe()}: a {len(item)}-byte message exceeds the "
@@ -228,8 +224,7 @@ class WebSocketTransport(Transport):
                     tail=item[-_HEAD:],
                 )
             return item
-        # end of stream: leave the marker for every later receive
-        self._inbox.put(_WAKE)
+        # end of stream (the inbox keeps the mark for every later receive)
         with self._state_lock:
             fault, self._protocol_fault = self._protocol_fault, None
         if fault is not None:
@@ -276,7 +271,7 @@ class WebSocketTransport(Transport):
                 # ping frames were answered inside recv_data_frame
         finally:
             self._stop.set()
-            self._inbox.put(_WAKE)
+            self._inbox.end()
 
     def _violation(self, status: int, text: str) -> None:
         self._fault = f"{self.describe()}: closed after a protocol violation: {text}"

@@ -1,0 +1,145 @@
+"""Request headers the HTTP transports compute: the ``Mcp-Param-*`` headers a tool's
+input schema asks for (``x-mcp-header``), and the auth hook's headers and retries
+(DPoP nonce challenges included).
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+from typing import Any, Mapping
+
+from .._errors import AuthError, MCPError
+
+_HEADER_SAFE = re.compile(r"^[\x20-\x7E]*$")
+_B64_SENTINEL = re.compile(r"^=\?base64\?.*\?=$")
+_TOKEN = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
+_PRIMITIVE = ("string", "integer", "boolean")
+_SUB_ONE = ("additionalProperties", "items", "contains", "not", "if", "then", "else", "propertyNames",
+            "unevaluatedItems", "unevaluatedProperties", "contentSchema", "additionalItems")
+_SUB_LIST = ("allOf", "anyOf", "oneOf", "prefixItems")
+_SUB_MAP = ("patternProperties", "dependentSchemas", "$defs", "definitions")
+_X_HEADER = "x-mcp-header"
+
+
+def encode_header_value(value: str) -> str:
+    """A header value as is when it is plain printable ASCII, else ``=?base64?…?=``."""
+    if _HEADER_SAFE.match(value) and value == value.strip() and not _B64_SENTINEL.match(value):
+        return value
+    return "=?base64?" + base64.b64encode(value.encode("utf-8")).decode("ascii") + "?="
+
+
+def _schema_positions(root: Any) -> list[tuple[tuple[str, ...] | None, dict[str, Any]]]:
+    """Every subschema of ``root`` with its pure-``properties`` path (None when off that chain)."""
+    out: list[tuple[tuple[str, ...] | None, dict[str, Any]]] = []
+    stack: list[tuple[tuple[str, ...] | None, Any]] = [((), root)]
+    budget = 10_000
+    while stack and budget > 0:
+        budget -= 1
+        path, schema = stack.pop()
+        if not isinstance(schema, dict):
+            continue
+        out.append((path, schema))
+        for kw, val in schema.items():
+            if kw == "properties" and isinstance(val, dict):
+                for name, sub in val.items():
+                    stack.append(((*path, name) if path is not None else None, sub))
+            elif kw in _SUB_ONE:
+                stack.append((None, val))
+            elif kw in _SUB_LIST and isinstance(val, list):
+                stack.extend((None, sub) for sub in val)
+            elif kw in _SUB_MAP and isinstance(val, dict):
+                stack.extend((None, sub) for sub in val.values())
+    return out
+
+
+def header_annotation_error(input_schema: Any) -> str | None:
+    """Why the ``x-mcp-header`` annotations of a tool's input schema are invalid, or None.
+
+    A valid annotation sits on a property reached from the root through ``properties``
+    only, is an RFC 9110 token, annotates a string / integer / boolean property, and is
+    unique (case-insensitively). Tools with an invalid annotation are dropped by the
+    client.
+    """
+    seen: set[str] = set()
+    for path, schema in _schema_positions(input_schema):
+        if _X_HEADER not in schema:
+            continue
+        if not path:
+            return "x-mcp-header outside a pure properties chain"
+        token = schema[_X_HEADER]
+        if not isinstance(token, str) or not _TOKEN.match(token):
+            return f"x-mcp-header on {'.'.join(path)!r} is not an HTTP token"
+        if schema.get("type") not in _PRIMITIVE:
+            return f"x-mcp-header on {'.'.join(path)!r} is not on a string/integer/boolean property"
+        if token.lower() in seen:
+            return f"x-mcp-header {token!r} appears twice"
+        seen.add(token.lower())
+    return None
+
+
+def header_annotations(input_schema: Any) -> dict[tuple[str, ...], str]:
+    """Property path → header token, for a schema :func:`header_annotation_error` accepts."""
+    return {
+        path: schema[_X_HEADER]
+        for path, schema in _schema_positions(input_schema)
+        if path and isinstance(schema.get(_X_HEADER), str)
+    }
+
+
+def mcp_param_headers(annotations: Mapping[tuple[str, ...], str], arguments: Any) -> dict[str, str]:
+    """The ``Mcp-Param-<token>`` headers mirroring ``arguments`` (absent values omitted)."""
+    headers: dict[str, str] = {}
+    for path, token in annotations.items():
+        node: Any = arguments
+        for key in path:
+            node = node.get(key) if isinstance(node, dict) else None
+        if node is None:
+            continue
+        if isinstance(node, bool):
+            rendered = "true" if node else "false"
+        elif isinstance(node, (str, int, float)):
+            rendered = str(node)
+        else:
+            continue
+        headers["Mcp-Param-" + token] = encode_header_value(rendered)
+    return headers
+
+
+def call_auth_headers(auth: Any, url: str, method: str) -> dict[str, str]:
+    """Headers from the auth hook; a failing hook is an :class:`AuthError`."""
+    if auth is None:
+        return {}
+    try:
+        return dict(auth.headers(url, method) or {})
+    except MCPError:
+        raise
+    except Exception as exc:  # the hook is user / OAuth code
+        raise AuthError(f"the auth hook failed to provide headers for {url}: {exc}") from exc
+
+
+#: DPoP nonce challenges answered per HTTP request (RFC 9449 §9), apart from the one auth retry.
+MAX_DPOP_NONCE_RETRIES = 2
+_USE_DPOP_NONCE = re.compile(r'\berror\s*=\s*"?use_dpop_nonce\b', re.IGNORECASE)
+
+
+def dpop_nonce_challenge(status: int, headers: Mapping[str, str]) -> bool:
+    """A 401 asking the client to put the server's ``DPoP-Nonce`` in its proof (RFC 9449 §9):
+    a request to answer with the nonce, not a failed authorization."""
+    return (
+        status == 401
+        and bool(headers.get("DPoP-Nonce"))
+        and bool(_USE_DPOP_NONCE.search(headers.get("WWW-Authenticate") or ""))
+    )
+
+
+def auth_retry(auth: Any, url: str, method: str, status: int, headers: Mapping[str, str]) -> bool:
+    """Ask the auth hook whether a 401/403 should be retried with fresh headers."""
+    if auth is None or not hasattr(auth, "on_response"):
+        return False
+    try:
+        return bool(auth.on_response(url, method, status, headers))
+    except MCPError:
+        raise
+    except Exception as exc:
+        raise AuthError(f"the auth hook failed on HTTP {status} from {url}: {exc}") from exc

@@ -1,0 +1,42 @@
+"""The facts the dispatcher hands a transport with each message (issue 17), and the one
+table of methods that are safe to send again."""
+
+from __future__ import annotations
+
+import msgspec
+
+from mcpsync._channel import META_VERSION, SAFE_METHODS, MessageFacts, message_facts
+
+MODERN = {META_VERSION: "2026-07-28"}
+
+
+def test_tools_call_facts_name_the_tool_and_keep_the_arguments_as_given() -> None:
+    raw = msgspec.Raw(b'{"a": 1}')
+    facts = message_facts(7, "tools/call", {"name": "add", "arguments": raw, "_meta": MODERN})
+    assert facts == MessageFacts(7, "tools/call", modern_version="2026-07-28", name="add", tool="add", arguments=raw, meta=MODERN)
+    assert facts.is_request and not facts.safe_to_resend
+
+
+def test_undecoded_meta_is_decoded_once_for_the_version() -> None:
+    meta = msgspec.json.encode(MODERN)
+    facts = message_facts(1, "resources/read", {"uri": "file:///x", "_meta": msgspec.Raw(meta)}, msgspec.json.decode)
+    assert facts is not None
+    assert (facts.modern_version, facts.name, facts.safe_to_resend) == ("2026-07-28", "file:///x", True)
+
+
+def test_legacy_notification_and_cancel() -> None:
+    facts = message_facts(None, "notifications/cancelled", {"requestId": 4, "reason": "x"})
+    assert facts is not None
+    assert (facts.modern_version, facts.cancels, facts.is_request) == (None, 4, False)
+    assert message_facts(3, "ping", None) == MessageFacts(3, "ping", safe_to_resend=True)
+    assert message_facts(3, "ping", ["not", "a", "mapping"]) is None
+
+
+def test_one_table_of_methods_safe_to_resend() -> None:
+    from mcpsync import _session
+    from mcpsync.transports import streamable_http
+
+    assert _session.SAFE_METHODS is SAFE_METHODS
+    assert not hasattr(streamable_http, "_MAY_HAVE_EFFECTS")
+    assert "tools/call" not in SAFE_METHODS and "tasks/cancel" not in SAFE_METHODS
+    assert {"tools/list", "resources/read", "completion/complete"} <= SAFE_METHODS
