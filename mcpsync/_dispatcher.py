@@ -373,7 +373,7 @@ class Dispatcher:
                 )
         if slot.error is not None:
             raise slot.error
-        return slot.result
+        return slot.result  # type: ignore[no-any-return]
 
     def _abandon(self, slot: _Pending, reason: str) -> bool:
         """Stop waiting for ``slot`` and tell the server. False if it was answered meanwhile."""

@@ -78,8 +78,8 @@ def _json_type(annotation: Any) -> tuple[dict[str, Any], tuple[type, ...] | None
     if origin is typing.Union or (origin is not None and str(origin) == "<class 'types.UnionType'>"):
         args = [a for a in typing.get_args(annotation) if a is not type(None)]
         if len(args) == 1:
-            schema, check = _json_type(args[0])
-            return schema, (check + (type(None),)) if check else None
+            inner, check = _json_type(args[0])
+            return inner, (check + (type(None),)) if check else None
         return {}, None
     if origin is typing.Literal:
         values = list(typing.get_args(annotation))
@@ -203,7 +203,7 @@ class Registry:
         if callable(name):  # used bare: @reg.tool
             fn, name = name, None
             self.add_tool(fn)
-            return fn  # type: ignore[return-value]
+            return fn
 
         def deco(fn: Callable[..., Any]) -> Callable[..., Any]:
             self.add_tool(fn, name=name, title=title, description=description, input_schema=input_schema,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Callable
+from typing import Any, Callable
 
 import msgspec
 
@@ -61,7 +61,7 @@ class Relay:
         self._close_lock = threading.Lock()
         self._done = False
         self._version_known = False
-        self._init_ids: set = set()
+        self._init_ids: set[Any] = set()
 
     def open(self, timeout: float) -> None:
         self.upstream.connect(timeout)

@@ -216,6 +216,7 @@ class Bridge:
         """Start a WebSocket listener (subprotocol ``mcp``) and return it."""
         try:
             from websockets.sync.server import serve
+            from websockets.typing import Subprotocol
         except ImportError as exc:  # pragma: no cover
             raise MCPError("the WebSocket bridge needs the websockets package: pip install 'mcpsync[bridge]'") from exc
 
@@ -235,7 +236,7 @@ class Bridge:
             host,
             port,
             ssl=ssl_context,
-            subprotocols=["mcp"],
+            subprotocols=[Subprotocol("mcp")],
             process_request=process_request,
             compression=None,
             max_size=self.max_message_size,
@@ -307,7 +308,7 @@ class Bridge:
         from concurrent.futures import ThreadPoolExecutor
 
         try:
-            import grpc
+            import grpc  # type: ignore[import-untyped]
         except ImportError as exc:  # pragma: no cover
             raise MCPError("the gRPC bridge needs grpcio: pip install 'mcpsync[grpc]'") from exc
         server = grpc.server(
@@ -472,9 +473,9 @@ class _SharedSession:
         if obj.get("method") == "notifications/progress":
             token = (obj.get("params") or {}).get("progressToken")
             with self._lock:
-                q = self._progress.get(token)
-            if q is not None:
-                q.put(message)
+                waiting = self._progress.get(token)
+            if waiting is not None:
+                waiting.put(message)
             return
         if "id" in obj:  # a server→client request: none exist in the request-scoped era
             reply = {"jsonrpc": "2.0", "id": obj["id"], "error": {"code": -32601, "message": "no client session on a request-scoped call"}}

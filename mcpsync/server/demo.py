@@ -21,7 +21,7 @@ import datetime as _dt
 import re
 import sys
 import time
-from typing import Sequence
+from typing import Any, Sequence
 
 from .. import __version__ as _version
 from ._registry import Context, Registry
@@ -54,7 +54,7 @@ def add(a: float, b: float) -> float:
 
 
 @registry.tool(annotations={"readOnlyHint": True})
-def word_count(text: str, top: int = 3) -> dict:
+def word_count(text: str, top: int = 3) -> dict[str, Any]:
     """Count the characters, words and lines of a text, and its most common words."""
     words = re.findall(r"[\w']+", text.lower())
     common = collections.Counter(words).most_common(max(top, 0))
@@ -67,7 +67,7 @@ def word_count(text: str, top: int = 3) -> dict:
 
 
 @registry.tool(annotations={"readOnlyHint": True})
-def current_time(utc_offset_hours: float = 0.0) -> dict:
+def current_time(utc_offset_hours: float = 0.0) -> dict[str, Any]:
     """The current date and time, ISO 8601, at a UTC offset in hours (default UTC)."""
     if not -14 <= utc_offset_hours <= 14:
         raise ValueError("utc_offset_hours must be between -14 and 14")

@@ -228,11 +228,11 @@ class _DeadlineTimeout(urllib3.Timeout):
         return _DeadlineTimeout(self.deadline, self._connect_s, self._read_s)
 
     @property
-    def connect_timeout(self) -> float:  # type: ignore[override]
+    def connect_timeout(self) -> float:
         return max(0.001, min(self._connect_s, self.deadline - time.monotonic()))
 
     @property
-    def read_timeout(self) -> float:  # type: ignore[override]
+    def read_timeout(self) -> float:
         return max(0.001, min(self._read_s, self.deadline - time.monotonic()))
 
 

@@ -47,7 +47,7 @@ def _load_prctl() -> Callable[..., int] | None:
         libc = ctypes.CDLL(None, use_errno=True)
         prctl = libc.prctl
         prctl.restype = ctypes.c_int
-        return prctl  # type: ignore[no-any-return]
+        return prctl
     except (OSError, AttributeError):  # pragma: no cover - no libc prctl
         return None
 
@@ -197,4 +197,4 @@ def _through_setpriv(argv: Any, kwargs: dict[str, Any]) -> list[str]:
         if found is None:
             raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), command)
         resolved = found
-    return [_SETPRIV, "--pdeathsig", "KILL", "--", resolved, *argv[1:]]  # type: ignore[list-item]
+    return [_SETPRIV, "--pdeathsig", "KILL", "--", resolved, *argv[1:]]

@@ -158,7 +158,7 @@ def decode_frame(data: bytes) -> bytes:
 
 def _grpc() -> Any:
     try:
-        import grpc
+        import grpc  # type: ignore[import-untyped]
     except ImportError as exc:
         raise ConnectError("the gRPC transport needs grpcio: pip install 'mcpsync[grpc]'") from exc
     return grpc

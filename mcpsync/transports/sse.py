@@ -324,7 +324,7 @@ class SSETransport(Transport):
                 if self._closed:
                     raise ConnectionClosed("transport is closed") from exc
                 raise translate(exc, url, connecting=True) from exc
-            resp._mcpsync_sent = send_headers  # type: ignore[attr-defined]  # quoted nowhere
+            resp._mcpsync_sent = send_headers  # quoted nowhere
             target = redirect_target(url, resp)
             if target is not None:
                 redirects += 1

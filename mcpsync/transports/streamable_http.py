@@ -691,7 +691,7 @@ class StreamableHTTPTransport(Transport):
                 if self._closed:
                     raise ConnectionClosed("transport is closed") from exc
                 raise translate(exc, self.url, connecting=True) from exc
-            resp._mcpsync_sent = send_headers  # type: ignore[attr-defined]  # quoted nowhere
+            resp._mcpsync_sent = send_headers  # quoted nowhere
             target = redirect_target(self.url, resp)
             if target is not None:
                 redirects += 1

@@ -37,11 +37,9 @@ from websocket import ABNF
 
 from .._errors import (
     error_from_http_status,
-    AuthError,
     ConnectError,
     ConnectionClosed,
     MessageTooLarge,
-    PermissionDenied,
     ProtocolError,
     RequestTimeout,
 )
@@ -100,7 +98,7 @@ class WebSocketTransport(Transport):
         self._sslopt = dict(sslopt or {})
         self._subprotocols = list(subprotocols)
         self._io_timeout = io_timeout
-        self._ws: websocket.WebSocket | None = None
+        self._ws: Any = None  # a websocket.WebSocket (websocket-client is untyped)
         self._inbox = Inbox()
         self._state_lock = threading.Lock()
         self._closed = threading.Event()
@@ -122,7 +120,7 @@ class WebSocketTransport(Transport):
         header = [f"{k}: {v}" for k, v in self._headers.items() if k.lower() != "origin"]
         if self._subprotocols:
             header.append("Sec-WebSocket-Protocol: " + ", ".join(self._subprotocols))
-        ws = websocket.WebSocket(enable_multithread=True, sslopt=self._sslopt or None)
+        ws: Any = websocket.WebSocket(enable_multithread=True, sslopt=self._sslopt or None)  # websocket-client is untyped
         try:
             ws.settimeout(timeout)
             options: dict[str, Any] = {"origin": origin} if origin is not None else {}
@@ -169,12 +167,12 @@ class WebSocketTransport(Transport):
             except Exception:  # noqa: BLE001 - the peer may be gone already
                 pass
             reader = self._reader
-            mine = reader is None or reader is threading.current_thread()
-            if not mine and self._fault is None:
-                reader.join(1.0)  # the server's close frame ends the reader cleanly
+            other = reader if reader is not None and reader is not threading.current_thread() else None
+            if other is not None and self._fault is None:
+                other.join(1.0)  # the server's close frame ends the reader cleanly
             _abort(ws)  # or this wakes it, blocked in recv
-            if not mine:
-                reader.join(2.0)
+            if other is not None:
+                other.join(2.0)
             ws.shutdown()
         self._inbox.end()
 
@@ -223,7 +221,8 @@ class WebSocketTransport(Transport):
                     head=item[:_HEAD],
                     tail=item[-_HEAD:],
                 )
-            return item
+            data: bytes = item
+            return data
         # end of stream (the inbox keeps the mark for every later receive)
         with self._state_lock:
             fault, self._protocol_fault = self._protocol_fault, None
