@@ -77,12 +77,7 @@ class SSEParser:
         self._partial = bytearray()
         self._skip_lf = False
         self._data: list[bytes] = []
-        self._data_size = 0
-        self._event = ""
-        self._has_data = False
-        self._oversized = False
-        self._head = b""
-        self._tail = b""
+        self._start_event()
 
     def feed(self, chunk: bytes) -> list[SSEEvent | _Oversized]:
         """Parse ``chunk``; return the events (and oversize markers) it completed."""
@@ -196,6 +191,10 @@ class SSEParser:
         elif self._has_data:
             data = self._data[0] if len(self._data) == 1 else b"\n".join(self._data)
             out.append(SSEEvent(self._event or "message", data, self.last_event_id))
+        self._start_event()
+
+    def _start_event(self) -> None:
+        """Forget the event just dispatched (or nothing, at first): the next starts empty."""
         self._data = []
         self._data_size = 0
         self._event = ""
