@@ -429,27 +429,9 @@ class Client:
         Raises (from calls):
             NoEndpointAvailable: every endpoint is unreachable or behind an open breaker.
         """
-        from ._routing import Router, mcp_probe
+        from ._routing import routed_client
 
-        eps = [e if isinstance(e, Endpoint) else Endpoint(str(e)) for e in endpoints]
-        policy: BreakerPolicy = options.pop("breaker", BreakerPolicy.DEFAULT)
-        listener = options.pop("on_breaker_change", None)
-        name = options.get("name") or "server"
-        breakers: dict[str, CircuitBreaker] = {}
-        router = Router(
-            eps,
-            probe=mcp_probe(make, client=cls) if probe else None,
-            region=region,
-            breaker_open=lambda ep: breakers[ep.name].state is BreakerState.OPEN,
-            **dict(router_options or {}),
-        )
-        for e in eps:  # on the router's clock: one time base for every routing decision
-            breakers[e.name] = CircuitBreaker(policy, clock=router._clock, on_change=listener, name=f"{name}[{e.name}]")
-        # the breakers are per endpoint: a client-wide one would stop every call when
-        # one endpoint fails, which is what failing over is there to avoid
-        client = cls(router.transport_factory(make), breaker=BreakerPolicy.DISABLED, **options)
-        client.router = router
-        client._endpoint_breakers = breakers
+        client: Client = routed_client(cls, endpoints, make, region=region, probe=probe, router_options=router_options, **options)
         return client
 
     @property

@@ -47,12 +47,12 @@ import logging
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Mapping
 
 from ._errors import NoEndpointAvailable
 from .transports._base import Transport
 
-__all__ = ["Endpoint", "EndpointState", "Router", "NoEndpointAvailable", "mcp_probe"]
+__all__ = ["Endpoint", "EndpointState", "Router", "NoEndpointAvailable", "mcp_probe", "routed_client"]
 
 log = logging.getLogger("mcpsync.routing")
 
@@ -515,3 +515,43 @@ def mcp_probe(
             c.close()
 
     return probe
+
+
+def routed_client(
+    client: Callable[..., Any],
+    endpoints: Iterable[Endpoint | str],
+    make: Callable[[Endpoint], Transport],
+    *,
+    region: str | None = None,
+    probe: bool = True,
+    router_options: Mapping[str, Any] | None = None,
+    **options: Any,
+) -> Any:
+    """``Client.routed`` (see there): a ``client`` (the Client class, given by the caller so
+    that routing never imports it) whose connections a :class:`Router` places, with one
+    circuit breaker per endpoint on the router's clock.
+
+    The breakers are per endpoint: a client-wide one would stop every call when one
+    endpoint fails, which is what failing over is there to avoid.
+    """
+    from ._breaker import BreakerState, CircuitBreaker
+    from ._policies import BreakerPolicy
+
+    eps = [e if isinstance(e, Endpoint) else Endpoint(str(e)) for e in endpoints]
+    policy: BreakerPolicy = options.pop("breaker", BreakerPolicy.DEFAULT)
+    listener = options.pop("on_breaker_change", None)
+    name = options.get("name") or "server"
+    breakers: dict[str, CircuitBreaker] = {}
+    router = Router(
+        eps,
+        probe=mcp_probe(make, client=client) if probe else None,
+        region=region,
+        breaker_open=lambda ep: breakers[ep.name].state is BreakerState.OPEN,
+        **dict(router_options or {}),
+    )
+    for e in eps:  # on the router's clock: one time base for every routing decision
+        breakers[e.name] = CircuitBreaker(policy, clock=router._clock, on_change=listener, name=f"{name}[{e.name}]")
+    made = client(router.transport_factory(make), breaker=BreakerPolicy.DISABLED, **options)
+    made.router = router
+    made._endpoint_breakers = breakers
+    return made
