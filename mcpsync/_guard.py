@@ -167,14 +167,6 @@ class Guard:
             return result
         return self._retrying(fn, start, None, safe_to_retry, tool, retry, budget)
 
-    def ready(self) -> bool:
-        """True when a first attempt may run unguarded: the breaker is CLOSED and the
-        server is not marked unavailable (a caller's fast path; see :meth:`call`).
-        A caller that runs the attempt itself reports a success with :meth:`succeeded`
-        and hands an exception to :meth:`after_first_failure`."""
-        reconnect = self.reconnect
-        return self.breaker._state is BreakerState.CLOSED and (reconnect is None or reconnect._unavailable is None)
-
     def begin(self) -> float | None:
         """Start a call whose first attempt the caller runs itself (its fast path).
 
