@@ -217,7 +217,7 @@ _BIG_STREAM = [_BIG[i : i + 65536] for i in range(0, len(_BIG), 65536)]
 
 
 def _ours(chunks: list[bytes]) -> int:
-    from mcpsync.transports._http_common import SSEParser
+    from mcpsync.transports._sse import SSEParser
 
     parser = SSEParser(max_size=8 * 1024 * 1024)
     return sum(len(parser.feed(c)) for c in chunks)

@@ -11,7 +11,7 @@ transports use (:meth:`FastPoolManager.request`, and on the answer ``status``,
 
 It raises urllib3's exception types where urllib3 would (``NewConnectionError``,
 ``ConnectTimeoutError``, ``EmptyPoolError``, ``SSLError``, ``ProtocolError``), so the one
-map from HTTP failures to mcpsync's errors (``_http_common.translate``) covers both paths.
+map from HTTP failures to mcpsync's errors (``_http_errors.translate``) covers both paths.
 
 Not covered (the transports stay on urllib3 for these): proxies, and a missing
 ``httptools`` (it is a plain dependency; ``MCPSYNC_HTTP=urllib3`` picks urllib3 on purpose).

@@ -275,7 +275,8 @@ def test_idle_get_stream_that_closes_at_once_backs_off(transport: Any, faulty: F
 def test_environment_proxy_is_used(monkeypatch: pytest.MonkeyPatch) -> None:
     import urllib3
 
-    from mcpsync.transports._http_common import HTTPOptions, acquire_pool, release_pool
+    from mcpsync.transports._http_options import HTTPOptions
+    from mcpsync.transports._http_pools import acquire_pool, release_pool
 
     monkeypatch.setenv("HTTP_PROXY", "http://127.0.0.1:3128")
     monkeypatch.setenv("NO_PROXY", "internal.example")
@@ -293,7 +294,7 @@ def test_environment_proxy_is_used(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_one_pool_per_origin_shared_and_released(faulty: FaultyServer) -> None:
-    from mcpsync.transports import _http_common as common
+    from mcpsync.transports import _http_pools as common
 
     a = StreamableHTTPTransport(faulty.url("/garbage"))
     b = StreamableHTTPTransport(faulty.url("/html"))

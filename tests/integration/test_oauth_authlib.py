@@ -286,7 +286,7 @@ def test_dpop_nonce_challenges_are_bounded() -> None:
     """A resource that answers every proof with a new nonce: the transport answers a bounded
     number of nonce challenges, then fails with the 401, without authorizing again."""
     from mcpsync._errors import AuthError as _AuthError  # the 401 the transport gives up on
-    from mcpsync.transports._http_common import MAX_DPOP_NONCE_RETRIES
+    from mcpsync.transports._http_headers import MAX_DPOP_NONCE_RETRIES
 
     with authlib_server("--dpop-challenge", "--dpop-rotate-nonce") as urls:
         with OAuth(urls["mcp"], ClientCredentials(client_id="machine-basic", client_secret="machine-secret"),

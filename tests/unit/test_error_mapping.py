@@ -2,7 +2,7 @@
 transports' translation of urllib3 / socket exceptions (the live one, ``translate``).
 
 The HTTP and gRPC tables here are the ones the transports use: ``status_error`` of
-``transports/_http_common.py`` and of ``transports/grpc.py`` only word the message and
+``transports/_http_errors.py`` and of ``transports/grpc.py`` only word the message and
 call :func:`error_from_http_status` / :func:`error_from_grpc_status` (checked below).
 """
 
@@ -162,15 +162,15 @@ def test_retry_after_forms() -> None:
 
 
 def test_the_transports_map_through_these_tables() -> None:
-    from mcpsync.transports import _http_common
+    from mcpsync.transports import _http_errors
 
-    err = _http_common.status_error(429, "http://h/mcp", b"busy", {"Retry-After": "5"})
+    err = _http_errors.status_error(429, "http://h/mcp", b"busy", {"Retry-After": "5"})
     assert type(err) is NetworkError and (err.retry_after, err.sent) == (5.0, False)
     assert str(err) == "HTTP 429 from http://h/mcp: busy"
     for status in (400, 401, 403, 404, 408, 413, 500, 503, 504):
-        assert type(_http_common.status_error(status, "u")) is type(error_from_http_status(status))
-    assert type(_http_common.status_error(404, "u", session=False)) is ProtocolError
-    assert not hasattr(_http_common, "_STATUS_TABLE")
+        assert type(_http_errors.status_error(status, "u")) is type(error_from_http_status(status))
+    assert type(_http_errors.status_error(404, "u", session=False)) is ProtocolError
+    assert not hasattr(_http_errors, "_STATUS_TABLE")
     grpc = pytest.importorskip("grpc")
     from mcpsync.transports.grpc import status_error as grpc_status_error
 
@@ -236,7 +236,7 @@ def test_grpc_status_code_forms() -> None:
 def test_http_transport_translation_of_lower_layer_exceptions() -> None:
     import urllib3.exceptions as u
 
-    from mcpsync.transports._http_common import translate
+    from mcpsync.transports._http_errors import translate
 
     refused = u.NewConnectionError(None, "[Errno 111] Connection refused")  # type: ignore[arg-type]
     err = translate(refused, "http://h/mcp")

@@ -9,7 +9,7 @@ import pytest
 
 from mcpsync import SkillIntegrityError
 from mcpsync._skills import SkillFile, SkillInfo, parse_frontmatter, verify_file
-from mcpsync.transports._http_common import dpop_nonce_challenge
+from mcpsync.transports._http_headers import dpop_nonce_challenge
 
 
 def _item(data: bytes, **over) -> SkillFile:

@@ -15,18 +15,10 @@ from mcpsync._errors import (
     ProtocolError,
     RequestTimeout,
 )
-from mcpsync.transports._http_common import (
-    SSEEvent,
-    SSEParser,
-    _Oversized,
-    encode_header_value,
-    header_annotation_error,
-    header_annotations,
-    mcp_param_headers,
-    media_type,
-    status_error,
-    translate,
-)
+from mcpsync.transports._sse import SSEEvent, SSEParser, _Oversized
+from mcpsync.transports._http_headers import encode_header_value, header_annotation_error, header_annotations, mcp_param_headers
+from mcpsync.transports._http_options import media_type
+from mcpsync.transports._http_errors import status_error, translate
 
 
 def events(parser: SSEParser, *chunks: bytes) -> list[SSEEvent | _Oversized]:
@@ -203,7 +195,7 @@ def test_connection_refused_is_a_connect_error_not_a_timeout() -> None:
 def test_stream_threads_are_reused_and_end_at_close() -> None:
     import threading
 
-    from mcpsync.transports._http_common import StreamThreads
+    from mcpsync.transports._http_pools import StreamThreads
 
     threads = StreamThreads()
     seen: list[threading.Thread] = []
@@ -224,7 +216,7 @@ def test_stream_threads_are_reused_and_end_at_close() -> None:
 
 
 def test_redirects_only_within_the_origin() -> None:
-    from mcpsync.transports._http_common import redirect_target
+    from mcpsync.transports._http_errors import redirect_target
 
     class Resp:
         def __init__(self, status: int, location: str) -> None:
@@ -261,14 +253,14 @@ def test_redirects_only_within_the_origin() -> None:
     ],
 )
 def test_error_bodies_are_redacted(page: str) -> None:
-    from mcpsync.transports._http_common import redact
+    from mcpsync.transports._http_errors import redact
 
     out = redact(page.encode(), secrets=("sess-SECRET-10",))
     assert "SECRET" not in out and "[redacted]" in out
 
 
 def test_redaction_keeps_the_rest_and_cuts_long_pages() -> None:
-    from mcpsync.transports._http_common import SNIPPET, redact
+    from mcpsync.transports._http_errors import SNIPPET, redact
 
     assert redact(b"upstream timed out (invalid_token is not a token)") == "upstream timed out (invalid_token is not a token)"
     out = redact(b"x" * 5000 + b" Bearer SECRET-AT-THE-END")
