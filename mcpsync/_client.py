@@ -95,18 +95,6 @@ if TYPE_CHECKING:
     from ._config import ServerConfig
     from ._resources import ResourceManager
 
-#: Bumped in a child after os.fork(): cheaper to compare than calling getpid() per call.
-_fork_generation = 0
-
-
-def _after_fork_in_child() -> None:
-    global _fork_generation
-    _fork_generation += 1
-
-
-os.register_at_fork(after_in_child=_after_fork_in_child)
-
-
 def _version() -> str:
     try:
         from importlib.metadata import version
@@ -231,7 +219,6 @@ class Client:
         self._worker = Worker(f"mcpsync-{self.name}")
         self._notification_handlers: dict[str, list[Callable[[Mapping[str, Any] | None], None]]] = {}
         self._server_logger = logging.getLogger(f"mcpsync.server.{self.name}")
-        self._fork_gen = _fork_generation
         self._cache_credential = credential
         self._discovery_backoff_until = 0.0  # a failed hidden tools/list is not retried before
         self._metrics = MetricsRecorder()
@@ -570,10 +557,11 @@ class Client:
     def _check_usable(self) -> None:
         if self._closed:
             raise ConnectionClosed(f"client for {self.name} is closed")
-        if self._fork_gen != _fork_generation:
+        session = self._session
+        if session.forked:  # set in the child by the session's at-fork hook
             # forked: the pool forgets the parent's connections by itself; the
             # worker's threads did not survive the fork
-            self._fork_gen = _fork_generation
+            session.forked = False
             self._lock = threading.Lock()  # a parent thread may have held it at the fork
             self._worker = Worker(f"mcpsync-{self.name}")
             self._primary = None

@@ -436,8 +436,7 @@ class Session:
         """``Client.request`` (see there)."""
         c = self._client
         if c._closed or self.forked:
-            self.forked = False
-            c._check_usable()
+            c._check_usable()  # clears ``forked`` after renewing what the fork left behind
         tel = c._telemetry
         if tel is not None and not tel.inside():  # one span and one duration per request
             return tel.request(c, method, params, timeout=timeout, progress=progress,
