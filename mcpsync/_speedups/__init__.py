@@ -26,5 +26,10 @@ LineFramer = _impl.LineFramer
 FrameTooLarge = _impl.FrameTooLarge
 TTLCache = _impl.TTLCache
 DEFAULT_MAX_MESSAGE_SIZE: int = _impl.DEFAULT_MAX_MESSAGE_SIZE
+CallTally = _impl.CallTally
+bucket_index = _impl.bucket_index
+fold_calls = _impl.fold_calls
+BUCKETS: int = _impl.BUCKETS
 
-__all__ = ["IMPLEMENTATION", "LineFramer", "FrameTooLarge", "TTLCache", "DEFAULT_MAX_MESSAGE_SIZE"]
+__all__ = ["IMPLEMENTATION", "LineFramer", "FrameTooLarge", "TTLCache", "DEFAULT_MAX_MESSAGE_SIZE", "CallTally",
+           "bucket_index", "fold_calls", "BUCKETS"]
