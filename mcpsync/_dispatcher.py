@@ -11,7 +11,10 @@ the caller that finds nobody reading becomes the *leader* and reads the transpor
 itself until its own response arrives, delivering other callers' responses on the way;
 when it is done it wakes one waiting *follower* to take over. A background thread
 leads only when no caller has been active for a short grace period, so notifications
-that arrive while the connection is idle are still read promptly.
+that arrive while the connection is idle are still read promptly. On a transport that
+can wait for input without reading it (``wait_readable``, e.g. stdio) the background
+thread leads only while there is something to read: a call after an idle gap then
+finds nobody reading and reads its own answer, as back-to-back calls do.
 
 Example:
     >>> d = Dispatcher(transport, name="demo")          # doctest: +SKIP
@@ -141,6 +144,8 @@ class Dispatcher:
         self._dead: BaseException | None = None
         self._closed = False
         self._stop = threading.Event()
+        self._halt = threading.Lock()  # released once at stop: the background thread's cheap timed wait
+        self._halt.acquire()
         self._bg: threading.Thread | None = None
         self._on_notification: NotificationHandler | None = None
         self._on_request: RequestHandler | None = None
@@ -186,7 +191,10 @@ class Dispatcher:
             if self._closed:
                 return
             self._closed = True
+            halt = self._dead is None  # else _mark_dead released it
         self._stop.set()
+        if halt:
+            self._halt.release()
         self._fail_all(ConnectionClosed(f"connection to {self.name} was closed by the client"))
         try:
             self.transport.close()
@@ -503,9 +511,21 @@ class Dispatcher:
             if not handed_over:
                 self._release_leadership()
 
+    def _halted(self, wait: float) -> bool:
+        """The background thread waits up to ``wait`` s (a timed lock acquire: far
+        cheaper than ``Event.wait``); True once the dispatcher stops."""
+        return self._halt.acquire(True, wait) or self._stop.is_set()
+
     def _background(self) -> None:
         receive = self.transport.receive
+        readable: Callable[[float], bool] | None = getattr(self.transport, "wait_readable", None)
         while not self._stop.is_set():
+            if readable is not None:
+                try:  # nothing held while nothing comes: a caller that comes leads itself
+                    if not readable(POLL):
+                        continue
+                except Exception:  # the reader below meets the same failure and reports it
+                    pass
             with self._mu:
                 if self._dead is not None or self._closed:
                     return
@@ -514,7 +534,8 @@ class Dispatcher:
                     self._leader = self
                     started = self._last_activity
             if not lead:
-                self._stop.wait(GRACE)
+                if self._halted(GRACE):
+                    return
                 continue
             try:
                 while not self._stop.is_set():
@@ -525,7 +546,7 @@ class Dispatcher:
                         continue
                     if data is not None:
                         self._handle(data)
-                    if self._last_activity != started or self._waiters:
+                    if self._last_activity != started or self._waiters or readable is not None:
                         break
             except MCPError as exc:
                 self._mark_dead(exc)
@@ -684,6 +705,8 @@ class Dispatcher:
             if self._dead is not None:
                 return
             self._dead = exc
+            if not self._closed:
+                self._halt.release()  # (close() releases it otherwise)
         self._stop.set()
         if isinstance(exc, (ConnectionClosed, AuthError)):
             self._fail_all(exc)

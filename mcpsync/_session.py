@@ -442,30 +442,42 @@ class Session:
             return tel.request(c, method, params, timeout=timeout, progress=progress,
                                safe_to_retry=safe_to_retry, tool=tool, retry=retry)
         t = c.timeouts.request if timeout is None else timeout
-        safe = (method in SAFE_METHODS) if safe_to_retry is None else safe_to_retry
         if tool is None and method in DISCOVERY_METHODS:
             tool = method  # kept apart from agent calls in the metrics
         guard = c._guard
         start = guard.begin() if c._endpoint_breakers is None else None
-        if start is not None:
-            # the healthy common case, flattened: the first attempt runs here; only an
-            # error goes on to the guard's retry loop
-            try:
-                result = self._attempt(method, params, t, progress)
-            except BaseException as exc:
-                deadline = start + t  # the guard's clock is time.monotonic
-                return guard.after_first_failure(
-                    exc, lambda: self._retry_attempt(method, params, deadline, t, progress), start,
-                    safe_to_retry=safe, tool=tool, retry=retry, budget=t,
-                )
-            guard.succeeded(tool, start)
-            return result
+        if start is None:
+            return self._guarded(method, params, t, progress, safe_to_retry, tool, retry)
+        # the healthy common case, flattened (no closure in this frame: its cells would
+        # cost every call): the first attempt runs here; an error goes on to the guard
+        try:
+            result = self._attempt(method, params, t, progress)
+        except BaseException as exc:
+            return self._guarded(method, params, t, progress, safe_to_retry, tool, retry, start, exc)
+        guard.succeeded(tool, start)
+        return result
+
+    def _guarded(
+        self, method: str, params: Mapping[str, Any] | None, t: float, progress: ProgressCallback | None,
+        safe_to_retry: bool | None, tool: str | None, retry: RetryPolicy | None,
+        start: float | None = None, first: BaseException | None = None,
+    ) -> Any:
+        """A request under the guard's own path; with ``first``, after the fast path's
+        first attempt (begun at ``start``) raised it."""
+        guard = self._client._guard
+        safe = (method in SAFE_METHODS) if safe_to_retry is None else safe_to_retry
+        if first is not None and start is not None:
+            deadline = start + t  # the guard's clock is time.monotonic
+            return guard.after_first_failure(
+                first, lambda: self._retry_attempt(method, params, deadline, t, progress), start,
+                safe_to_retry=safe, tool=tool, retry=retry, budget=t,
+            )
         deadline = time.monotonic() + t
-        first = [True]
+        tries = [True]
 
         def attempt() -> Any:
-            if first[0]:
-                first[0] = False
+            if tries[0]:
+                tries[0] = False
                 return self._attempt(method, params, t, progress)
             return self._retry_attempt(method, params, deadline, t, progress)
 
@@ -586,39 +598,45 @@ class Session:
             return False  # nowhere better to go
 
     def request_on(
-        self, conn: _Connection, method: str, params: Mapping[str, Any] | None, t: float, progress: ProgressCallback | None
+        self, conn: _Connection, method: str, params: Mapping[str, Any] | None, t: float,
+        progress: ProgressCallback | None, renegotiated: bool = False,
     ) -> Any:
         c = self._client
-        for attempt in range(2):
-            sent = params
-            base = conn.meta
-            if base is not None:
-                if c.log_level is not None and base.get(_META_LOG) != c.log_level:
-                    base = conn.meta = {**base, _META_LOG: c.log_level}
-                p = dict(params) if params else {}
-                extra = p.get("_meta")
-                p["_meta"] = {**base, **extra} if extra else conn.wire_meta(base)
-                sent = p
-            try:
-                raw = conn.channel.request(method, sent, t, progress)
-            except UnsupportedProtocolVersion as exc:
-                if attempt or conn.meta is None or not self._handshake.renegotiate(conn, exc):
-                    raise
-                continue
-            result = decode_result(method, raw)
-            rt = result.get("resultType") if isinstance(result, dict) else getattr(result, "result_type", None)
-            if rt is None or rt == "complete":
-                return result
-            if rt != "input_required":
-                raise ProtocolError(
-                    f"{c.name} answered {method} with resultType {rt!r}, which this client cannot handle", code=-32600
-                )
-            # MRTR rounds stay on this connection: a server may seal requestState per process
-            return _drive_input_rounds(
-                c.name, method, params, raw, answer=c._handlers.answer, max_rounds=c.max_input_rounds,
-                send=lambda again: self.request_on(conn, method, again, t, progress),
+        sent = params
+        base = conn.meta
+        if base is not None:
+            if c.log_level is not None and base.get(_META_LOG) != c.log_level:
+                base = conn.meta = {**base, _META_LOG: c.log_level}
+            p = dict(params) if params else {}
+            extra = p.get("_meta")
+            p["_meta"] = {**base, **extra} if extra else conn.wire_meta(base)
+            sent = p
+        try:
+            raw = conn.channel.request(method, sent, t, progress)
+        except UnsupportedProtocolVersion as exc:
+            if renegotiated or conn.meta is None or not self._handshake.renegotiate(conn, exc):
+                raise
+            return self.request_on(conn, method, params, t, progress, True)
+        result = decode_result(method, raw)
+        rt = result.get("resultType") if isinstance(result, dict) else getattr(result, "result_type", None)
+        if rt is None or rt == "complete":
+            return result
+        if rt != "input_required":
+            raise ProtocolError(
+                f"{c.name} answered {method} with resultType {rt!r}, which this client cannot handle", code=-32600
             )
-        raise UnsupportedProtocolVersion(f"{c.name}: no mutually supported protocol version", code=-32022)
+        return self._input_rounds(conn, method, params, raw, t, progress)
+
+    def _input_rounds(
+        self, conn: _Connection, method: str, params: Mapping[str, Any] | None, raw: Any, t: float,
+        progress: ProgressCallback | None,
+    ) -> Any:
+        """MRTR rounds, on the same connection: a server may seal requestState per process."""
+        c = self._client
+        return _drive_input_rounds(
+            c.name, method, params, raw, answer=c._handlers.answer, max_rounds=c.max_input_rounds,
+            send=lambda again: self.request_on(conn, method, again, t, progress),
+        )
 
     def notify(self, method: str, params: Mapping[str, Any] | None = None) -> None:
         """Send a notification to the server (on the session-scoped connection)."""

@@ -137,7 +137,7 @@ class Tools:
         elif listed is None and not retry_safe:
             # the annotations that decide retry safety matter only after a failure:
             # the call goes out first, and the tool cache is filled only then
-            safe = lambda: self._learned_safe(name, ends)  # noqa: E731
+            safe = self._safe_once_learned(name, ends)
         if as_task:
             return self._as_task(name, arguments, timeout, meta, task is True, validate, definition)
         params: dict[str, Any] = {"name": name, "arguments": arguments if arguments is not None else {}}
@@ -201,6 +201,11 @@ class Tools:
                 return None
             return c._tool_cache.lookup(c.name, name, c._cache_credential)  # type: ignore[no-any-return]
         return self.get(name, left)
+
+    def _safe_once_learned(self, name: str, ends: float) -> Callable[[], bool]:
+        """Retry safety asked only after a failure (a closure made here, not in
+        :meth:`call`, whose every run would pay for its cells)."""
+        return lambda: self._learned_safe(name, ends)
 
     def _learned_safe(self, name: str, ends: float) -> bool:
         """After a failed first call of ``name`` on a cold tool cache: whether its

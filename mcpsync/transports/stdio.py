@@ -198,6 +198,7 @@ class StdioTransport(Transport):
         self._out_fd = -1
         self._in_fd = -1
         self._poller = select.poll()  # watches _out_fd once connected
+        self._idle_poller = select.poll()  # the same, for wait_readable (used without _rlock)
         self._pid_owner = os.getpid()
 
     # ------------------------------------------------------------------ lifecycle
@@ -241,6 +242,7 @@ class StdioTransport(Transport):
         self._in_fd = proc.stdin.fileno()
         self._out_fd = proc.stdout.fileno()
         self._poller.register(self._out_fd, select.POLLIN)
+        self._idle_poller.register(self._out_fd, select.POLLIN)
         os.set_blocking(self._in_fd, False)
         os.set_blocking(self._out_fd, False)  # a read never blocks past its wait
         self._stderr_thread = threading.Thread(
@@ -477,11 +479,6 @@ class StdioTransport(Transport):
         # acted on it, so a retry elsewhere duplicates nothing
         return ConnectionClosed(f"stdio server {self.name} is gone{self._exit_detail()}", sent=False)
 
-    def _wait_readable(self, fd: int, timeout: float | None) -> bool:
-        # holding _rlock, so the poll object is never used concurrently; poll is about
-        # half the price of select here
-        return bool(self._poller.poll(None if timeout is None else max(timeout, 0.0) * 1000.0))
-
     def _close_output(self) -> None:
         # holding _rlock: nobody is between a wait and an os.read on the descriptor
         fd, self._out_fd = self._out_fd, -1
@@ -498,13 +495,25 @@ class StdioTransport(Transport):
         except OSError:
             pass
 
+    def wait_readable(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` s for something to read, reading nothing: True when a
+        message is already framed, or output (or EOF) is on the pipe, or the transport
+        is closed (a receive then says so). For the dispatcher's idle reader, which thus
+        leaves the reading to callers while nothing comes."""
+        if self._ready or self._closed:
+            return True
+        fd = self._out_fd
+        if fd < 0:
+            return True
+        return bool(self._idle_poller.poll(timeout * 1000.0))
+
     def receive(self, timeout: float | None) -> bytes | None:
         ready = self._ready
         if ready:
             return ready.popleft()
         rlock = self._rlock
         # one reader at a time (the dispatcher's rule; a second one waits its turn)
-        if not rlock.acquire(True, -1 if timeout is None else max(timeout, 0.0)):
+        if not rlock.acquire(True, -1 if timeout is None else timeout if timeout > 0.0 else 0.0):
             return None
         try:
             if self._closed:
@@ -540,8 +549,8 @@ class StdioTransport(Transport):
                         if timeout <= 0:
                             return None
                 started = _monotonic()
-                try:
-                    self._wait_readable(fd, timeout)
+                try:  # holding _rlock: the poll object is never used concurrently (poll is half select's price)
+                    self._poller.poll(None if timeout is None else timeout * 1000.0 if timeout > 0.0 else 0.0)
                 except (OSError, ValueError) as exc:
                     raise ConnectionClosed(f"stdio server {self.name} is gone{self._exit_detail()}") from exc
                 self._eager = eager = _monotonic() - started < _INSTANT
