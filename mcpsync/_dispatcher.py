@@ -68,30 +68,19 @@ POLL = 0.5
 
 
 class _Pending:
-    __slots__ = (
-        "id",
-        "method",
-        "lock",
-        "waiting",
-        "signaled",
-        "done",
-        "result",
-        "error",
-        "deadline",
-        "cap",
-        "timeout",
-        "progress",
-    )
+    """One request waiting for its answer. The fields most requests never change are
+    class defaults: a request sets only what it must (this runs on every call)."""
+
+    lock: threading.Lock | None = None  # made when the caller must wait as a follower
+    waiting = False
+    signaled = False
+    done = False
+    result: Any = None
+    error: BaseException | None = None
 
     def __init__(self, rid: int, method: str, timeout: float, progress: ProgressCallback | None, cap: float) -> None:
         self.id = rid
         self.method = method
-        self.lock: threading.Lock | None = None  # made when the caller must wait as a follower
-        self.waiting = False
-        self.signaled = False
-        self.done = False
-        self.result: Any = None
-        self.error: BaseException | None = None
         now = _monotonic()
         self.timeout = timeout
         self.deadline = now + timeout
@@ -166,11 +155,7 @@ class Dispatcher:
                 self._bg.start()
         return self
 
-    def set_handlers(
-        self,
-        on_notification: NotificationHandler | None = None,
-        on_request: RequestHandler | None = None,
-    ) -> None:
+    def set_handlers(self, on_notification: NotificationHandler | None = None, on_request: RequestHandler | None = None) -> None:
         self._on_notification = on_notification
         self._on_request = on_request
 
@@ -180,10 +165,6 @@ class Dispatcher:
 
     def alive(self) -> bool:
         return self._dead is None and not self._closed and self.transport.alive()
-
-    @property
-    def dead_reason(self) -> BaseException | None:
-        return self._dead
 
     def close(self) -> None:
         """Fail pending calls, close the transport, stop the threads. Idempotent."""
@@ -233,9 +214,6 @@ class Dispatcher:
         if self._send_facts is None:
             return None
         return message_facts(rid, method, params, _any.decode)
-
-    def next_id(self) -> int:
-        return next(self._ids)
 
     def request(
         self,
@@ -346,7 +324,9 @@ class Dispatcher:
                     slot.waiting = True
                     self._waiters.append(slot)
             if lead:
-                self._lead(slot)
+                result = self._lead(slot)
+                if result is not None:
+                    return result  # handed over: the slot is out of pending, its fields unset
                 if slot.done:
                     break
             else:
@@ -374,11 +354,8 @@ class Dispatcher:
             if _monotonic() >= slot.deadline:
                 if not self._abandon(slot, "request timed out"):
                     break
-                raise RequestTimeout(
-                    f"{slot.method} got no answer from {self.name} within {slot.timeout:g} s",
-                    method=slot.method,
-                    timeout=slot.timeout,
-                )
+                raise RequestTimeout(f"{slot.method} got no answer from {self.name} within {slot.timeout:g} s",
+                                     method=slot.method, timeout=slot.timeout)
         if slot.error is not None:
             raise slot.error
         return slot.result  # type: ignore[no-any-return]
@@ -390,15 +367,18 @@ class Dispatcher:
                 return False
             self._pending.pop(slot.id, None)  # a late answer now counts as an unknown id
         if self._dead is None and not self._closed:
-            try:
-                self._send(
-                    encode({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": slot.id, "reason": reason}}),
-                    1.0,
-                    self._facts_for(None, "notifications/cancelled", {"requestId": slot.id}),
-                )
-            except MCPError:
-                pass
+            self._send_cancelled(slot.id, reason)
         return True
+
+    def _send_cancelled(self, request_id: Any, reason: str) -> None:
+        try:
+            self._send(
+                encode({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": request_id, "reason": reason}}),
+                1.0,
+                self._facts_for(None, "notifications/cancelled", {"requestId": request_id}),
+            )
+        except MCPError:
+            pass
 
     def cancel(self, request_id: int, reason: str = "cancelled by the client") -> bool:
         """Abandon a pending request: its caller gets :class:`Cancelled`; the server is told."""
@@ -409,14 +389,7 @@ class Dispatcher:
             slot.error = Cancelled(f"{slot.method} was cancelled: {reason}")
             slot.done = True
             self._wake(slot)
-        try:
-            self._send(
-                encode({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": request_id, "reason": reason}}),
-                1.0,
-                self._facts_for(None, "notifications/cancelled", {"requestId": request_id}),
-            )
-        except MCPError:
-            pass
+        self._send_cancelled(request_id, reason)
         return True
 
     def _fail_request(self, request_id: Any, exc: BaseException) -> None:
@@ -434,10 +407,6 @@ class Dispatcher:
         if slot.waiting and not slot.signaled:
             slot.signaled = True
             slot.lock.release()  # type: ignore[union-attr]  # waiting implies a lock
-
-    def _release_leadership(self) -> None:
-        with self._mu:
-            self._let_go()
 
     def _let_go(self) -> None:
         # under self._mu: nobody leads now; one waiting follower takes over reading
@@ -474,7 +443,7 @@ class Dispatcher:
                     continue
                 if data is None:
                     continue
-                stats["received"] += 1  # _decode, inline: this runs on every call
+                stats["received"] += 1  # _handle, inline: this runs on every call
                 try:
                     env = decode_envelope_unchecked(data)
                 except (msgspec.ValidationError, msgspec.DecodeError) as exc:
@@ -484,9 +453,7 @@ class Dispatcher:
                     # our own answer: leave the slot and the leadership in one go
                     mu.acquire()
                     try:
-                        if pending.pop(rid, None) is slot:
-                            slot.result = env.result
-                            slot.done = True
+                        if pending.pop(rid, None) is slot:  # out of pending: nobody else sees the slot
                             handed_over = True
                             if self._waiters:
                                 self._let_go()
@@ -509,7 +476,8 @@ class Dispatcher:
             return None
         finally:
             if not handed_over:
-                self._release_leadership()
+                with mu:
+                    self._let_go()
 
     def _halted(self, wait: float) -> bool:
         """The background thread waits up to ``wait`` s (a timed lock acquire: far
@@ -554,23 +522,20 @@ class Dispatcher:
                 log.exception("reading from %s failed", self.name)
                 self._mark_dead(ConnectionClosed(f"reading from {self.name} failed: {exc!r}"))
             finally:
-                self._release_leadership()
+                with self._mu:
+                    self._let_go()
 
     # ------------------------------------------------------------------ incoming
 
     def _handle(self, data: bytes) -> None:
-        env = self._decode(data)
-        if env is not None:
-            self._deliver(env, data)
-
-    def _decode(self, data: bytes) -> Envelope | None:
-        """Count one message read; an invalid one is logged and dropped (None)."""
+        """Count one message read and deliver it; an invalid one is logged and dropped."""
         self.stats["received"] += 1
         try:
-            return decode_envelope_unchecked(data)
+            env = decode_envelope_unchecked(data)
         except (msgspec.ValidationError, msgspec.DecodeError) as exc:
             self._drop_invalid(data, exc)
-            return None
+            return
+        self._deliver(env, data)
 
     def _drop_invalid(self, data: bytes, exc: msgspec.ValidationError | msgspec.DecodeError) -> None:
         """Count and log a message read that is not a valid JSON-RPC envelope. When it is
@@ -589,9 +554,7 @@ class Dispatcher:
                     if slot is not None:
                         slot.error = ProtocolError(
                             f"{self.name} answered {slot.method} with an invalid JSON-RPC message: {error}",
-                            code=INVALID_REQUEST,
-                            method=slot.method,
-                        )
+                            code=INVALID_REQUEST, method=slot.method)
                         slot.done = True
                         self._wake(slot)
                 if slot is not None:

@@ -110,6 +110,8 @@ class Guard:
             self.breaker = CircuitBreaker(breaker, clock=clock, on_change=on_breaker_change, name=server)
         self.reconnect = reconnect
         self.record = record
+        # a MetricsRecorder's compiled entry when it has one (one Python frame less per call)
+        self._emit: Recorder | None = getattr(record, "queue_call", record)
         self._clock = clock
         self._sleep = sleep
         self._rand = rand
@@ -190,7 +192,7 @@ class Guard:
         breaker.admitted += 1
         breaker.successes += 1
         lock.release()
-        record = self.record
+        record = self._emit
         if record is not None:
             try:  # _record_outcome, inline: this runs on every call
                 record(self.server, tool, start, self._clock(), SUCCESS)
@@ -259,6 +261,6 @@ class Guard:
 
     def _record_outcome(self, tool: str | None, start: float, outcome: str) -> None:
         try:
-            self.record(self.server, tool, start, self._clock(), outcome)  # type: ignore[misc]
+            self._emit(self.server, tool, start, self._clock(), outcome)  # type: ignore[misc]
         except Exception:
             log.exception("metrics recorder raised")

@@ -45,7 +45,7 @@ from dataclasses import asdict, dataclass
 from types import MappingProxyType
 from typing import Any, Callable, Iterable, Iterator, Mapping
 
-from ._speedups import BUCKETS, CallTally, bucket_index, fold_calls
+from ._speedups import BUCKETS, CallQueue, CallTally, bucket_index, fold_calls
 
 __all__ = [
     "LatencyHistogram",
@@ -295,6 +295,10 @@ class MetricsRecorder:
         self._tools_per_server: dict[str, int] = {}
         self._queue: deque[tuple[str, str | None, float, float, str]] = deque()
         self._drain_lock = threading.Lock()
+        #: :meth:`record` as a compiled callable: what the Guard calls (no Python frame per call)
+        self.queue_call: Callable[[str, str | None, float, float, str], None] = CallQueue(
+            self._queue, BATCH, self._drain
+        ).record
 
     # ------------------------------------------------------------------ recording
 

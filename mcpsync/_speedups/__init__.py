@@ -29,7 +29,8 @@ DEFAULT_MAX_MESSAGE_SIZE: int = _impl.DEFAULT_MAX_MESSAGE_SIZE
 CallTally = _impl.CallTally
 bucket_index = _impl.bucket_index
 fold_calls = _impl.fold_calls
+CallQueue = _impl.CallQueue
 BUCKETS: int = _impl.BUCKETS
 
 __all__ = ["IMPLEMENTATION", "LineFramer", "FrameTooLarge", "TTLCache", "DEFAULT_MAX_MESSAGE_SIZE", "CallTally",
-           "bucket_index", "fold_calls", "BUCKETS"]
+           "bucket_index", "fold_calls", "CallQueue", "BUCKETS"]

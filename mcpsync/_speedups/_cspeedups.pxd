@@ -56,3 +56,10 @@ cdef class CallTally:
 
 @cython.locals(n=Py_ssize_t, item=tuple, tally=CallTally)
 cpdef Py_ssize_t fold_calls(object pop, dict tallies, object missing)
+
+cdef class CallQueue:
+    cdef public object queue
+    cdef public Py_ssize_t batch
+    cdef public object drain
+
+    cpdef record(self, object server, object tool, object start, object end, object outcome)

@@ -10,7 +10,7 @@ import threading
 import time
 
 __all__ = ["LineFramer", "FrameTooLarge", "TTLCache", "DEFAULT_MAX_MESSAGE_SIZE", "CallTally", "bucket_index",
-           "fold_calls", "BUCKETS"]
+           "fold_calls", "CallQueue", "BUCKETS"]
 
 DEFAULT_MAX_MESSAGE_SIZE = 16 * 1024 * 1024
 _EDGE = 256
@@ -322,3 +322,20 @@ def fold_calls(pop, tallies, missing):
             missing(item[0], item[1], item[2], item[3], item[4])
         else:
             tally.add(item[2], item[3], item[4], True)
+
+
+class CallQueue:
+    """Where calls leave their records: ``record(server, tool, start, end, outcome)``
+    appends one to ``queue`` (a deque: no lock), and once ``batch`` are waiting calls
+    ``drain(False)``, which folds them in (see :func:`fold_calls`)."""
+
+    def __init__(self, queue, batch, drain):
+        self.queue = queue
+        self.batch = batch
+        self.drain = drain
+
+    def record(self, server, tool, start, end, outcome):
+        q = self.queue
+        q.append((server, tool, start, end, outcome))
+        if len(q) >= self.batch:
+            self.drain(False)

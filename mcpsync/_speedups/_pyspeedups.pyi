@@ -3,7 +3,7 @@
 from typing import Any, Callable, Mapping
 
 __all__ = ["LineFramer", "FrameTooLarge", "TTLCache", "DEFAULT_MAX_MESSAGE_SIZE", "CallTally", "bucket_index",
-           "fold_calls", "BUCKETS"]
+           "fold_calls", "CallQueue", "BUCKETS"]
 
 DEFAULT_MAX_MESSAGE_SIZE: int
 
@@ -62,3 +62,10 @@ def fold_calls(
     tallies: Mapping[tuple[str, str | None], CallTally],
     missing: Callable[[str, str | None, float, float, str], None],
 ) -> int: ...
+
+class CallQueue:
+    queue: Any
+    batch: int
+    drain: Callable[[bool], None]
+    def __init__(self, queue: Any, batch: int, drain: Callable[[bool], None]) -> None: ...
+    def record(self, server: str, tool: str | None, start: float, end: float, outcome: str) -> None: ...
