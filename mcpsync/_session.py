@@ -449,11 +449,21 @@ class Session:
         if start is None:
             return self._guarded(method, params, t, progress, safe_to_retry, tool, retry)
         # the healthy common case, flattened (no closure in this frame: its cells would
-        # cost every call): the first attempt runs here; an error goes on to the guard
+        # cost every call): the first attempt runs here, on the idle connection when there
+        # is one (_attempt's lone-caller path, inline); an error goes on to the guard
+        pool = c._pool
+        entry = pool.take_idle()
         try:
-            result = self._attempt(method, params, t, progress)
+            if entry is None:
+                result = self._attempt(method, params, t, progress)
+            else:
+                result = self.request_on(entry.conn, method, params, t, progress)
         except BaseException as exc:
+            if entry is not None:
+                pool.give_back(entry, broken=not entry.conn.alive())
             return self._guarded(method, params, t, progress, safe_to_retry, tool, retry, start, exc)
+        if entry is not None:
+            pool.give_back(entry)
         guard.succeeded(tool, start)
         return result
 

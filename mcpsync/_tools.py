@@ -131,7 +131,7 @@ class Tools:
         safe: bool | Callable[[], bool] = retry_safe
         as_task = task is True
         if definition is not None:
-            facts = call_facts(definition)
+            facts = definition.__dict__.get("_mcpsync_call_facts") or call_facts(definition)
             safe = facts[0] or retry_safe
             as_task = as_task or (task is None and facts[1])  # task-only: run as a task, wait for it
         elif listed is None and not retry_safe:
