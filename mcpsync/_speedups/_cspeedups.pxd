@@ -54,7 +54,7 @@ cdef class CallTally:
     @cython.locals(v=cython.longlong, i=Py_ssize_t, sec=cython.longlong, slot=Py_ssize_t)
     cpdef add(self, double start, double end, str outcome, bint latency=*)
 
-@cython.locals(n=Py_ssize_t, item=tuple, tally=CallTally)
+@cython.locals(n=Py_ssize_t, item=tuple, last=CallTally, last_server=object, last_tool=object, server=object, tool=object)
 cpdef Py_ssize_t fold_calls(object pop, dict tallies, object missing)
 
 cdef class CallQueue:

@@ -311,17 +311,24 @@ def fold_calls(pop, tallies, missing):
     ``(server, tool)`` has no tally in ``tallies`` goes to ``missing(*record)``.
     Returns how many records were folded."""
     n = 0
+    last = None  # the tally of the record before, kept while the calls are of one tool
+    last_server = last_tool = None
     while True:
         try:
             item = pop()
         except IndexError:
             return n
         n += 1
-        tally = tallies.get((item[0], item[1]))
-        if tally is None:
-            missing(item[0], item[1], item[2], item[3], item[4])
-        else:
-            tally.add(item[2], item[3], item[4], True)
+        server = item[0]
+        tool = item[1]
+        if last is None or server is not last_server or tool is not last_tool:
+            last = tallies.get((server, tool))
+            last_server = server
+            last_tool = tool
+            if last is None:
+                missing(server, tool, item[2], item[3], item[4])
+                continue
+        last.add(item[2], item[3], item[4], True)
 
 
 class CallQueue:
