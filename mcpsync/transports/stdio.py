@@ -523,61 +523,58 @@ class StdioTransport(Transport):
             fd = self._out_fd
             if fd < 0:
                 raise ConnectionClosed(f"stdio server {self.name} is not connected")
-            return self._read(fd, ready, timeout)
+            # holding _rlock: wait and read until a whole message is in, or the time is up.
+            # The pipe is non-blocking. While output tends to be in already by the time a
+            # reader comes (client and server share a CPU; many callers), it is read with no
+            # wait first, saving the poll; a read that finds nothing goes back to waiting
+            # first, until a wait again ends at once.
+            deadline = None
+            eager = self._eager
+            while True:
+                if not eager:
+                    if self._closed:
+                        raise ConnectionClosed(f"stdio server {self.name} was closed")
+                    if timeout is not None:
+                        if deadline is None:
+                            deadline = _monotonic() + timeout
+                        else:
+                            timeout = deadline - _monotonic()
+                            if timeout <= 0:
+                                return None
+                    started = _monotonic()
+                    try:  # holding _rlock: the poll object is never used concurrently (poll is half select's price)
+                        self._poller.poll(None if timeout is None else timeout * 1000.0 if timeout > 0.0 else 0.0)
+                    except (OSError, ValueError) as exc:
+                        raise ConnectionClosed(f"stdio server {self.name} is gone{self._exit_detail()}") from exc
+                    self._eager = eager = _monotonic() - started < _INSTANT
+                try:
+                    chunk = os.read(fd, 65536)
+                except BlockingIOError:  # nothing in yet, or a wake with nothing to read
+                    self._eager = eager = False
+                    continue
+                except (OSError, ValueError) as exc:
+                    if isinstance(exc, OSError) and exc.errno == errno.EINTR:
+                        continue
+                    raise ConnectionClosed(f"stdio server {self.name} is gone{self._exit_detail()}") from exc
+                if not chunk:
+                    self._eof = True
+                    if self._closed:
+                        raise ConnectionClosed(f"stdio server {self.name} was closed")
+                    raise ConnectionClosed(f"stdio server {self.name} closed its output{self._exit_detail()}")
+                self._spoke = True
+                try:
+                    frames = self._framer.feed(chunk)
+                except FrameTooLarge as exc:
+                    ready.extend(self._framer.pop())
+                    raise MessageTooLarge(
+                        f"message from {self.name} exceeds {self.max_message_size} bytes", head=exc.head, tail=exc.tail, size=exc.size
+                    ) from None
+                if frames:
+                    if len(frames) > 1:
+                        ready.extend(frames[1:])
+                    return frames[0]
+                eager = False  # a part of a message: wait for the rest
         finally:
             if self._closed:
                 self._close_output()  # close() left it to this reader
             rlock.release()
-
-    def _read(self, fd: int, ready: "collections.deque[bytes]", timeout: float | None) -> bytes | None:
-        # holding _rlock: wait and read until a whole message is in, or the time is up.
-        # The pipe is non-blocking. While output tends to be in already by the time a
-        # reader comes (client and server share a CPU; many callers), it is read with no
-        # wait first, saving the poll; a read that finds nothing goes back to waiting
-        # first, until a wait again ends at once.
-        deadline = None
-        eager = self._eager
-        while True:
-            if not eager:
-                if self._closed:
-                    raise ConnectionClosed(f"stdio server {self.name} was closed")
-                if timeout is not None:
-                    if deadline is None:
-                        deadline = _monotonic() + timeout
-                    else:
-                        timeout = deadline - _monotonic()
-                        if timeout <= 0:
-                            return None
-                started = _monotonic()
-                try:  # holding _rlock: the poll object is never used concurrently (poll is half select's price)
-                    self._poller.poll(None if timeout is None else timeout * 1000.0 if timeout > 0.0 else 0.0)
-                except (OSError, ValueError) as exc:
-                    raise ConnectionClosed(f"stdio server {self.name} is gone{self._exit_detail()}") from exc
-                self._eager = eager = _monotonic() - started < _INSTANT
-            try:
-                chunk = os.read(fd, 65536)
-            except BlockingIOError:  # nothing in yet, or a wake with nothing to read
-                self._eager = eager = False
-                continue
-            except (OSError, ValueError) as exc:
-                if isinstance(exc, OSError) and exc.errno == errno.EINTR:
-                    continue
-                raise ConnectionClosed(f"stdio server {self.name} is gone{self._exit_detail()}") from exc
-            if not chunk:
-                self._eof = True
-                if self._closed:
-                    raise ConnectionClosed(f"stdio server {self.name} was closed")
-                raise ConnectionClosed(f"stdio server {self.name} closed its output{self._exit_detail()}")
-            self._spoke = True
-            try:
-                frames = self._framer.feed(chunk)
-            except FrameTooLarge as exc:
-                ready.extend(self._framer.pop())
-                raise MessageTooLarge(
-                    f"message from {self.name} exceeds {self.max_message_size} bytes", head=exc.head, tail=exc.tail, size=exc.size
-                ) from None
-            if frames:
-                if len(frames) > 1:
-                    ready.extend(frames[1:])
-                return frames[0]
-            eager = False  # a part of a message: wait for the rest
