@@ -207,7 +207,7 @@ class Dispatcher:
             else:
                 send_facts(data, timeout, facts)
         except NetworkError as exc:
-            if isinstance(exc, ConnectionClosed):
+            if isinstance(exc, ConnectionClosed) and not getattr(exc, "renewable", False):  # a lost session: the link lives
                 self._mark_dead(exc)
             raise
         self.stats["sent"] += 1
@@ -297,7 +297,7 @@ class Dispatcher:
                     send_facts(data, timeout, facts)
         except BaseException as exc:
             pending.pop(rid, None)
-            if isinstance(exc, ConnectionClosed):
+            if isinstance(exc, ConnectionClosed) and not getattr(exc, "renewable", False):  # a lost session: the link lives
                 self._mark_dead(exc)
             raise
         self.stats["sent"] += 1

@@ -39,6 +39,7 @@ from ._errors import (
     RemoteError,
     RequestTimeout,
     ServerUnavailable,
+    SessionExpired,
     StartFailed,
     UnsupportedProtocolVersion,
     attach_fields,
@@ -295,12 +296,34 @@ class Session:
             self.primary_replaced(conn)
 
     def session_renewed(self, conn: _Connection) -> None:
-        """The transport replaced a lost session (e.g. its replica died behind a balancer
+        """A lost session was replaced on ``conn`` (e.g. its replica died behind a balancer
         and the new one answered 404): what the old session held is renewed as after a
         reconnect: tools rediscovered, cached resources stale, subscriptions restored."""
         c = self._client
         if not c._closed and c._primary is conn:
             self.primary_replaced(conn)
+
+    def renew_session(self, conn: _Connection, expired: SessionExpired, deadline: float) -> None:
+        """Re-initialize on ``conn`` after the server forgot its session (one renewal
+        shared by the callers that met the same expiry), then renew what the session held."""
+        if self._handshake.renew(conn, expired, deadline):
+            self.session_renewed(conn)
+
+    def _session_lost(self, conn: _Connection, session_id: str) -> None:
+        """The transport's standalone stream found the session gone: renew it on the
+        worker now rather than at the next request (subscriptions live on that stream)."""
+        c = self._client
+        expired = SessionExpired(f"session {session_id} expired", renewable=True, session_id=session_id)
+
+        def renew() -> None:
+            if c._closed or not conn.alive():
+                return
+            try:
+                self.renew_session(conn, expired, time.monotonic() + c.timeouts.connect)
+            except MCPError as exc:  # the connection was closed: the next use replaces it
+                log.info("%s: renewing the lost session failed: %s", c.name, exc)
+
+        c._worker.submit(renew)
 
     def _watch_primary(self, conn: _Connection) -> None:
         """When the session's connection dies, replace it at once (not on next use),
@@ -401,8 +424,8 @@ class Session:
             disp.start()
             conn = _Connection(disp, made, made.describe())
             conn.closer = self._close_in_background
-            if hasattr(made, "on_new_session"):  # Streamable HTTP: a lost session replaced in place
-                made.on_new_session = lambda: self.session_renewed(conn)
+            if hasattr(made, "on_session_lost"):  # Streamable HTTP: its GET stream found the session gone
+                made.on_session_lost = lambda session_id: self._session_lost(conn, session_id)
             return conn
         chan = made
         chan.set_handlers(c._on_notification, c._handlers.on_request)
@@ -604,6 +627,26 @@ class Session:
             except UnsupportedProtocolVersion as exc:
                 if attempt or conn.meta is None or not self._handshake.renegotiate(conn, exc):
                     raise
+                continue
+            except SessionExpired as exc:
+                if not exc.renewable:
+                    raise
+                if attempt:
+                    # lost again right after a new session: a session error (the connection
+                    # is replaced on the reconnect schedule), not the server's answer
+                    conn.close()
+                    raise SessionExpired(
+                        f"session at {c.name} was lost again right after re-initializing"
+                        f" (HTTP {getattr(exc, 'status', None)})",
+                        status=getattr(exc, "status", None),
+                    ) from exc
+                began = time.monotonic()
+                self.renew_session(conn, exc, began + t)  # the request was not processed: send it again
+                t -= time.monotonic() - began
+                if t <= 0.0:
+                    raise RequestTimeout(
+                        f"{c.name}: the call's time ran out while its session was renewed", sent=False, truncated=True
+                    ) from exc
                 continue
             result = decode_result(method, raw)
             rt = result.get("resultType") if isinstance(result, dict) else getattr(result, "result_type", None)

@@ -21,11 +21,13 @@ message itself:
   accepted). After ``notifications/initialized`` a standalone GET stream carries
   server messages (405 = not offered); a broken stream, standalone or per request, is
   resumed with ``Last-Event-ID`` after the server's ``retry``. A 404 (or a 400 that
-  names the session) on a request that carried the session id re-initializes
-  transparently — the remembered ``initialize`` is replayed under a fresh id, then
-  ``notifications/initialized`` — and the message is sent again, once; a second 404
-  right after is :class:`~mcpsync._errors.SessionExpired` (a session error, not the
-  server's answer). ``close()`` sends DELETE.
+  names the session) on a message that carried the session id raises
+  :class:`~mcpsync._errors.SessionExpired` with ``renewable=True``, ``sent=False`` and
+  the lost ``session_id``: re-initializing and sending again belong to the session
+  layer (:meth:`mcpsync._handshake.Handshake.renew`); the new session's
+  ``notifications/initialized`` restarts the GET stream. A GET stream that finds the
+  session gone calls :attr:`~StreamableHTTPTransport.on_session_lost`. ``close()``
+  sends DELETE.
 * **HTTP+SSE (2024-11-05) fallback** — when the very first exchange with a URL gets
   400 / 404 / 405 without a JSON-RPC body, the transport switches to
   :class:`~mcpsync.transports.sse.SSETransport` for the rest of its life. The outcome
@@ -376,11 +378,10 @@ class StreamableHTTPTransport(Transport):
 
         self._session_id: str | None = None
         self._protocol_version: str | None = None
-        self._init_body: bytes | None = None
-        self._reinit_lock = threading.Lock()
-        #: called (no arguments, on the thread that noticed) after a lost session was
-        #: replaced by a new one: the session's state (subscriptions) is the caller's to restore
-        self.on_new_session: Callable[[], None] | None = None
+        #: called with the lost session's id when the standalone GET stream finds that the
+        #: server no longer knows the session (on the GET thread: it should only schedule
+        #: the renewal, which belongs to the session layer)
+        self.on_session_lost: Callable[[str], None] | None = None
         self._ids = itertools.count(1)
 
         self._inflight: dict[Any, _Exchange] = {}
@@ -443,10 +444,8 @@ class StreamableHTTPTransport(Transport):
         msg = _Message(message, facts)
         if msg.method == "notifications/cancelled" and self._cancel(msg):
             return
-        if msg.method == "initialize" and msg.is_request:
-            self._init_body = message
         deadline = None if timeout is None else time.monotonic() + timeout
-        self._post(msg, deadline, allow_reinit=True, allow_relist=True)
+        self._post(msg, deadline, allow_relist=True)
 
     def receive(self, timeout: float | None) -> bytes | None:
         """The next message, ``None`` after ``timeout``; ConnectionClosed at the end.
@@ -528,6 +527,11 @@ class StreamableHTTPTransport(Transport):
             self._pool_key = None
         with self._cond:
             self._cond.notify_all()
+
+    @property
+    def session_id(self) -> str | None:
+        """The legacy era's ``Mcp-Session-Id`` (from the ``initialize`` response), or None."""
+        return self._session_id
 
     def alive(self) -> bool:
         if self._delegate is not None:
@@ -721,8 +725,8 @@ class StreamableHTTPTransport(Transport):
 
     # ------------------------------------------------------------- POST
 
-    def _post(self, msg: _Message, deadline: float | None, *, allow_reinit: bool, allow_relist: bool) -> None:
-        sent_session = None if msg.modern_version else self._session_id
+    def _post(self, msg: _Message, deadline: float | None, *, allow_relist: bool) -> None:
+        sent_session = None if msg.modern_version or msg.method == "initialize" else self._session_id
         headers = self._headers(msg, "POST")
         resp = self._open(
             "POST", headers, msg.body, self._read_timeout(_left(deadline)), control=not msg.is_request, deadline=deadline
@@ -778,22 +782,18 @@ class StreamableHTTPTransport(Transport):
         is_jsonrpc = jsonrpc is not None and (jsonrpc.id is not UNSET or len(jsonrpc.error) > 0)
         error = _peek_error(jsonrpc.error) if jsonrpc is not None and len(jsonrpc.error) else None
 
-        # an expired session: re-initialize and send again, once
+        # an expired session: the server did not process the message; renewing the
+        # session (initialize again, then send once more) is the session layer's work
         if sent_session is not None and self._looks_expired(status, jsonrpc, error, msg):
-            if not allow_reinit:
-                # lost again right after a new session: a session error (the connection is
-                # replaced on the reconnect schedule), not the server's answer to the call
-                raise SessionExpired(
-                    f"session at {self.url} was lost again right after re-initializing (HTTP {status})",
-                    status=status,
-                )
-            log.info("session %s at %s expired (HTTP %d): re-initializing", sent_session, self.url, status)
-            if self._reinit(sent_session, deadline):
-                if msg.kind == "response":
-                    return  # the answer belonged to the old session
-                self._post(msg, deadline, allow_reinit=False, allow_relist=allow_relist)
-                return
-            raise ConnectionClosed(f"session at {self.url} expired and could not be re-initialized", status=status)
+            log.info("session %s at %s expired (HTTP %d)", sent_session, self.url, status)
+            raise SessionExpired(
+                f"session {sent_session} at {self.url} expired (HTTP {status}): "
+                f"{msg.method or 'the message'} was not processed",
+                status=status,
+                sent=False,
+                renewable=True,
+                session_id=sent_session,
+            )
 
         # modern header mismatch on tools/call: refresh the tools' header annotations, retry once
         if (
@@ -805,7 +805,7 @@ class StreamableHTTPTransport(Transport):
         ):
             log.info("%s: header mismatch on tools/call (%s): re-listing tools", self.url, error.message)
             self._relist_tools(msg, deadline)
-            self._post(msg, deadline, allow_reinit=allow_reinit, allow_relist=False)
+            self._post(msg, deadline, allow_relist=False)
             return
 
         # 429 and 5xx say what happened (rate limited, server unwell) even when the body is
@@ -1197,39 +1197,6 @@ class StreamableHTTPTransport(Transport):
             raise status_error(status, self.url, body, resp.headers, secrets=_secrets(resp), session=session)
         return body if body.strip() else None
 
-    def _reinit(self, failed_session: str, deadline: float | None) -> bool:
-        """Replace an expired session. True when a new one is up (by us or another thread)."""
-        with self._reinit_lock:
-            if self._session_id != failed_session:
-                return self._session_id is not None
-            init = self._init_body
-            if init is None:
-                return False
-            # other senders keep using the old session meanwhile: their 404s wait on this lock
-            try:
-                replay = _Message(_with_id(init, f"mcpsync-reinit-{next(self._ids)}"))
-                answer = self._internal(replay, deadline)
-                peek = _peek_in(answer) if answer else None
-                if peek is None or not len(peek.result):
-                    raise ConnectionClosed(f"re-initialize at {self.url} failed")
-                note = _Message(b'{"jsonrpc":"2.0","method":"notifications/initialized"}')
-                self._internal(note, deadline)
-            except MCPError as exc:
-                log.warning("re-initialize at %s failed: %s", self.url, exc)
-                self._dead = exc
-                with self._cond:
-                    self._cond.notify_all()
-                return False
-        log.info("new session %s at %s", self._session_id, self.url)
-        self._start_get_stream(wait=min(2.0, self.options.connect_timeout))
-        hook = self.on_new_session
-        if hook is not None:
-            try:
-                hook()
-            except Exception:  # pragma: no cover - the hook only schedules work
-                log.exception("on_new_session hook of %s raised", self.url)
-        return True
-
     def _relist_tools(self, failed: _Message, deadline: float | None) -> None:
         """Fetch every page of tools/list again to refresh the Mcp-Param annotations."""
         meta = failed.facts.meta
@@ -1314,13 +1281,18 @@ class StreamableHTTPTransport(Transport):
                     if not streamed:
                         log.debug("%s refuses the GET stream (HTTP %d)", self.url, status)
                         return
-                    # it worked before, so the session is gone: re-initialize (once per
-                    # session; the next POST would do it too), which restarts the stream
-                    session = self._session_id
-                    handshake = time.monotonic() + self.options.connect_timeout  # bounded, even if close() comes
-                    if self._init_body is not None and self._reinit(session, handshake):
-                        return
-                    failures += 1
+                    # it worked before, so the session is gone: tell the session layer,
+                    # whose new session (notifications/initialized) restarts the stream
+                    # (the next POST would find out too)
+                    lost = self._session_id
+                    log.info("session %s at %s expired (GET stream: HTTP %d)", lost, self.url, status)
+                    hook = self.on_session_lost
+                    if hook is not None:
+                        try:
+                            hook(lost)
+                        except Exception:  # pragma: no cover - the hook only schedules work
+                            log.exception("on_session_lost hook of %s raised", self.url)
+                    return
                 elif 200 <= status < 300 and media_type(resp.headers.get("content-type")) == _SSE:
                     streamed = True
                     with self._lock:

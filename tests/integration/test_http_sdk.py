@@ -170,19 +170,28 @@ def test_resumption_after_the_server_drops_the_stream(sse_server: str, client_fo
     assert logged == ["before drop", "after drop"]
 
 
+def _legacy_client(url: str) -> Any:
+    """The user's path: a Client in the legacy era (the session layer renews expired sessions)."""
+    from mcpsync import Client
+
+    return Client.http(url, mode="legacy", sse_fallback=False)
+
+
 @pytest.mark.parametrize("server", ["json_server", "sse_server"])
-def test_session_expiry_reinitializes_transparently(server: str, request: pytest.FixtureRequest, client_for: Any) -> None:
+def test_session_expiry_reinitializes_transparently(server: str, request: pytest.FixtureRequest) -> None:
     base = request.getfixturevalue(server)
-    c = client_for(f"{base}/mcp")
-    c.initialize()
-    old = c.t.session_info()["session_id"]
-    assert _echo(c, "before") == "Echo: before"
-    http = urllib3.PoolManager()
-    assert int(http.request("POST", f"{base}/admin/expire").data) >= 1
-    assert _echo(c, "after") == "Echo: after"
-    new = c.t.session_info()["session_id"]
-    assert new and new != old
-    assert _echo(c, "again") == "Echo: again"  # ids stay unique in the new session
+    with _legacy_client(f"{base}/mcp") as c:
+        assert c.call_tool("echo", {"message": "before"}).text == "Echo: before"
+        old = c.diagnostics().session_id
+        assert old
+        http = urllib3.PoolManager()
+        assert int(http.request("POST", f"{base}/admin/expire").data) >= 1
+        # tools/call is not safe to repeat: it goes again only because the 404 proves it never ran
+        assert c.call_tool("echo", {"message": "after"}).text == "Echo: after"
+        new = c.diagnostics().session_id
+        assert new and new != old
+        assert c.call_tool("echo", {"message": "again"}).text == "Echo: again"  # ids stay unique in the new session
+        assert len(c.diagnostics().connections) == 1  # renewed on the same connection
 
 
 def test_close_deletes_the_session(json_server: str) -> None:
@@ -350,40 +359,37 @@ def test_tls_with_a_ca_bundle_or_verification_off(tls_server: tuple[str, str], v
 
 
 @pytest.mark.parametrize("server", ["json_server", "sse_server"])
-def test_concurrent_requests_on_an_expired_session_share_one_reinit(
-    server: str, request: pytest.FixtureRequest, client_for: Any
-) -> None:
+def test_concurrent_requests_on_an_expired_session_share_one_reinit(server: str, request: pytest.FixtureRequest) -> None:
     base = request.getfixturevalue(server)
-    c = client_for(f"{base}/mcp")
-    c.initialize()
-    old = c.t.session_info()["session_id"]
-    barrier = threading.Barrier(17, timeout=20)
-    results: dict[int, str] = {}
-    errors: list[BaseException] = []
+    with _legacy_client(f"{base}/mcp") as c:
+        old = c.diagnostics().session_id
+        barrier = threading.Barrier(17, timeout=20)
+        results: dict[int, str] = {}
+        errors: list[BaseException] = []
 
-    def work(n: int) -> None:
-        try:
-            _echo(c, f"warm {n}")
-            barrier.wait()  # everyone warmed up
-            barrier.wait()  # the session has been expired
-            results[n] = _echo(c, f"after {n}")
-        except BaseException as exc:  # noqa: BLE001
-            errors.append(exc)
+        def work(n: int) -> None:
+            try:
+                c.call_tool("echo", {"message": f"warm {n}"})
+                barrier.wait()  # everyone warmed up
+                barrier.wait()  # the session has been expired
+                results[n] = c.call_tool("echo", {"message": f"after {n}"}).text
+            except BaseException as exc:  # noqa: BLE001
+                errors.append(exc)
 
-    threads = [threading.Thread(target=work, args=(n,)) for n in range(16)]
-    for th in threads:
-        th.start()
-    barrier.wait()
-    urllib3.PoolManager().request("POST", f"{base}/admin/expire")
-    barrier.wait()
-    for th in threads:
-        th.join(30)
-    assert not errors
-    assert results == {n: f"Echo: after {n}" for n in range(16)}
-    new = c.t.session_info()["session_id"]
-    assert new != old
-    sessions = int(urllib3.PoolManager().request("POST", f"{base}/admin/expire").data)
-    assert sessions == 1  # one re-initialize, not one per thread
+        threads = [threading.Thread(target=work, args=(n,)) for n in range(16)]
+        for th in threads:
+            th.start()
+        barrier.wait()
+        urllib3.PoolManager().request("POST", f"{base}/admin/expire")
+        barrier.wait()
+        for th in threads:
+            th.join(30)
+        assert not errors
+        assert results == {n: f"Echo: after {n}" for n in range(16)}
+        new = c.diagnostics().session_id
+        assert new != old
+        sessions = int(urllib3.PoolManager().request("POST", f"{base}/admin/expire").data)
+        assert sessions == 1  # one re-initialize, not one per thread
 
 
 @pytest.mark.parametrize("server", ["json_server", "sse_server"])
