@@ -237,6 +237,7 @@ class Dispatcher:
         progress: ProgressCallback | None = None,
         *,
         cancel_event: threading.Event | None = None,
+        headers: Mapping[str, str] | None = None,
     ) -> msgspec.Raw:
         """Send a request and wait for its result.
 
@@ -246,6 +247,8 @@ class Dispatcher:
             timeout: seconds to wait (default ``request_timeout``); progress
                 notifications reset the timer, up to the progress cap.
             progress: called as ``progress(progress, total, message)`` on the worker.
+            headers: extra transport headers for this request (in its
+                :class:`~mcpsync._channel.MessageFacts`), e.g. ``Mcp-Param-*``.
 
         Returns:
             The undecoded ``result`` member.
@@ -290,7 +293,7 @@ class Dispatcher:
             if send_facts is None:
                 self.transport.send(data, timeout)
             else:
-                facts = message_facts(rid, method, params, _any.decode)
+                facts = message_facts(rid, method, params, _any.decode, headers)
                 if facts is None:
                     self.transport.send(data, timeout)
                 else:

@@ -615,6 +615,7 @@ class Session:
         for attempt in range(2):
             sent = params
             base = conn.meta
+            headers = None
             if base is not None:
                 if c.log_level is not None and base.get(_META_LOG) != c.log_level:
                     base = conn.meta = {**base, _META_LOG: c.log_level}
@@ -622,8 +623,13 @@ class Session:
                 extra = p.get("_meta")
                 p["_meta"] = {**base, **extra} if extra else conn.wire_meta(base)
                 sent = p
+                if method == "tools/call" and params and conn.transport is not None:
+                    headers = c._tools.param_headers(params)  # the tool's Mcp-Param-* headers
             try:
-                raw = conn.channel.request(method, sent, t, progress)
+                if headers is None:
+                    raw = conn.channel.request(method, sent, t, progress)
+                else:
+                    raw = conn.channel.request(method, sent, t, progress, headers=headers)
             except UnsupportedProtocolVersion as exc:
                 if attempt or conn.meta is None or not self._handshake.renegotiate(conn, exc):
                     raise

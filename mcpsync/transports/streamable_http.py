@@ -6,11 +6,10 @@ message itself:
 * **2026-07-28 (modern)** — a request whose ``params._meta`` carries
   ``io.modelcontextprotocol/protocolVersion``. It is POSTed with
   ``MCP-Protocol-Version`` (that value), ``Mcp-Method``, ``Mcp-Name`` (for
-  ``tools/call`` / ``prompts/get`` / ``resources/read``) and the ``Mcp-Param-*``
-  headers that the tool's ``x-mcp-header`` annotations ask for (learned from the
-  ``tools/list`` results that pass through; tools with invalid annotations are removed
-  from those results). A ``HeaderMismatch`` (-32020) on ``tools/call`` re-lists the
-  tools and retries once. Cancelling (``notifications/cancelled``) closes the
+  ``tools/call`` / ``prompts/get`` / ``resources/read``) and the extra headers its
+  :class:`~mcpsync._channel.MessageFacts` carry (the ``Mcp-Param-*`` headers the tools
+  layer computed from the tool's ``x-mcp-header`` annotations; it also answers a
+  ``HeaderMismatch``). Cancelling (``notifications/cancelled``) closes the
   request's response stream; a stream that breaks before its response re-issues the
   request under a new id (the answer is handed up under the original id), twice at
   most. A ``subscriptions/listen`` stream is reopened whenever it ends, under the same
@@ -72,7 +71,6 @@ from msgspec import UNSET, Raw, Struct, UnsetType
 
 from .._channel import MessageFacts, message_facts
 from .._constants import MODERN_FIRST
-from .._errors import HEADER_MISMATCH
 from .._errors import (
     ConnectionClosed,
     NetworkError,
@@ -98,10 +96,7 @@ from ._http_headers import (
     call_auth_headers,
     dpop_nonce_challenge,
     encode_header_value,
-    header_annotation_error,
-    header_annotations,
     MAX_DPOP_NONCE_RETRIES,
-    mcp_param_headers,
 )
 from ._http_options import HTTPOptions, media_type
 from ._http_pools import acquire_pool, Pools, release_pool, StreamThreads
@@ -170,19 +165,8 @@ class _ErrorPeek(Struct):
     message: str = ""
 
 
-class _ToolPeek(Struct):
-    name: str = ""
-    inputSchema: Any = None  # noqa: N815 - wire name
-
-
-class _ToolsPeek(Struct):
-    tools: list[_ToolPeek] = []
-    nextCursor: Union[str, None] = None  # noqa: N815 - wire name
-
-
 _in_decoder = msgspec.json.Decoder(_In)
 _error_decoder = msgspec.json.Decoder(_ErrorPeek)
-_tools_decoder = msgspec.json.Decoder(_ToolsPeek)
 _any_decoder = msgspec.json.Decoder()
 _encoder = msgspec.json.Encoder()
 
@@ -385,7 +369,6 @@ class StreamableHTTPTransport(Transport):
         self._ids = itertools.count(1)
 
         self._inflight: dict[Any, _Exchange] = {}
-        self._tool_headers: dict[str, dict[tuple[str, ...], str]] = {}
 
         self._get_generation = 0
         self._get_resp: Any = None
@@ -445,7 +428,7 @@ class StreamableHTTPTransport(Transport):
         if msg.method == "notifications/cancelled" and self._cancel(msg):
             return
         deadline = None if timeout is None else time.monotonic() + timeout
-        self._post(msg, deadline, allow_relist=True)
+        self._post(msg, deadline)
 
     def receive(self, timeout: float | None) -> bytes | None:
         """The next message, ``None`` after ``timeout``; ConnectionClosed at the end.
@@ -629,13 +612,8 @@ class StreamableHTTPTransport(Transport):
                 h["Mcp-Method"] = msg.method
                 if facts.name is not None:
                     h["Mcp-Name"] = encode_header_value(facts.name)
-                if facts.tool is not None and facts.arguments:
-                    annotations = self._tool_headers.get(facts.tool)
-                    if annotations:
-                        arguments = facts.arguments
-                        if not isinstance(arguments, Mapping):
-                            arguments = _any_decoder.decode(arguments)
-                        h.update(mcp_param_headers(annotations, arguments))
+                if facts.headers:  # e.g. a tool's Mcp-Param-* headers, computed by the tools layer
+                    h.update(facts.headers)
         else:
             if self._session_id is not None and not (msg is not None and msg.method == "initialize"):
                 h["Mcp-Session-Id"] = self._session_id
@@ -725,7 +703,7 @@ class StreamableHTTPTransport(Transport):
 
     # ------------------------------------------------------------- POST
 
-    def _post(self, msg: _Message, deadline: float | None, *, allow_relist: bool) -> None:
+    def _post(self, msg: _Message, deadline: float | None) -> None:
         sent_session = None if msg.modern_version or msg.method == "initialize" else self._session_id
         headers = self._headers(msg, "POST")
         resp = self._open(
@@ -794,19 +772,6 @@ class StreamableHTTPTransport(Transport):
                 renewable=True,
                 session_id=sent_session,
             )
-
-        # modern header mismatch on tools/call: refresh the tools' header annotations, retry once
-        if (
-            msg.modern_version
-            and allow_relist
-            and error is not None
-            and error.code == HEADER_MISMATCH
-            and msg.method == "tools/call"
-        ):
-            log.info("%s: header mismatch on tools/call (%s): re-listing tools", self.url, error.message)
-            self._relist_tools(msg, deadline)
-            self._post(msg, deadline, allow_relist=False)
-            return
 
         # 429 and 5xx say what happened (rate limited, server unwell) even when the body is
         # a JSON-RPC error: unless that error answers this very request, the status counts
@@ -879,56 +844,12 @@ class StreamableHTTPTransport(Transport):
                     data = _with_id(data, original)
                 target = exch.msg if exch is not None else msg
                 if target is not None:
-                    if len(peek.result):
-                        self._on_result(target, peek.result)
                     if target.modern_version and len(peek.result):
                         _remember(_era_cache, self.url, "modern")
                     elif target.method == "initialize" and len(peek.result):
                         _remember(_era_cache, self.url, "legacy", overwrite=False)
-                    if target.method == "tools/list" and target.modern_version and len(peek.result):
-                        data = self._filter_tools(data, peek.result)
         self._put(data)
         return answered
-
-    def _on_result(self, msg: _Message, result: Raw) -> None:
-        if msg.method == "tools/list" and msg.modern_version:
-            self._learn_tools(result)
-
-    def _learn_tools(self, result: Raw | bytes) -> list[str]:
-        """Record the tools' Mcp-Param header annotations; return the invalid tools."""
-        try:
-            listing = _tools_decoder.decode(result)
-        except (msgspec.ValidationError, msgspec.DecodeError):
-            return []
-        invalid: list[str] = []
-        for tool in listing.tools:
-            problem = header_annotation_error(tool.inputSchema)
-            if problem is not None:
-                invalid.append(tool.name)
-                self._tool_headers.pop(tool.name, None)
-                log.warning("tool %r dropped: %s", tool.name, problem)
-                continue
-            annotations = header_annotations(tool.inputSchema)
-            if annotations:
-                self._tool_headers[tool.name] = annotations
-            else:
-                self._tool_headers.pop(tool.name, None)
-        return invalid
-
-    def _filter_tools(self, data: bytes, result: Raw) -> bytes:
-        """Drop tools with invalid x-mcp-header annotations from a tools/list response."""
-        if b"x-mcp-header" not in bytes(result):
-            return data
-        try:
-            obj = _any_decoder.decode(data)
-            tools = obj["result"]["tools"]
-        except (msgspec.DecodeError, KeyError, TypeError):
-            return data
-        kept = [t for t in tools if not (isinstance(t, dict) and header_annotation_error(t.get("inputSchema")))]
-        if len(kept) == len(tools):
-            return data
-        obj["result"]["tools"] = kept
-        return _encoder.encode(obj)
 
     # ------------------------------------------------------------- response streams
 
@@ -1157,74 +1078,6 @@ class StreamableHTTPTransport(Transport):
         _shutdown(exch.resp)
         # modern: closing the stream is the cancellation; legacy: tell the server as well
         return exch.msg.modern_version is not None
-
-    # ------------------------------------------------------------- internal requests
-
-    def _internal(self, msg: _Message, deadline: float | None) -> bytes | None:
-        """POST a request of our own and return its response, without queueing it."""
-        headers = self._headers(msg, "POST")
-        resp = self._open(
-            "POST", headers, msg.body, self._read_timeout(_left(deadline)), control=not msg.is_request, deadline=deadline
-        )
-        status = resp.status
-        ctype = media_type(resp.headers.get("content-type"))
-        if msg.method == "initialize" and 200 <= status < 300:
-            self._session_id = resp.headers.get("mcp-session-id") or None
-        if ctype == _SSE and 200 <= status < 300:
-            parser = SSEParser(self.options.max_message_size)
-            try:
-                while True:
-                    chunk = resp.read1(65536)
-                    if not chunk:
-                        break
-                    for ev in parser.feed(chunk):
-                        if isinstance(ev, _Oversized) or not ev.data.strip():
-                            continue
-                        peek = _peek_in(ev.data)
-                        if peek is not None and peek.method is None and peek.id == msg.id:
-                            _finish(resp, reusable=self._drain(resp))
-                            return ev.data
-                        self._put(ev.data)
-            except Exception as exc:
-                _finish(resp, reusable=False)
-                raise translate(exc, self.url, fatal=False) from exc
-            _finish(resp, reusable=True)
-            return None
-        body = read_body(resp, self.options.max_message_size, self.url, deadline)
-        resp.release_conn()
-        if not 200 <= status < 300 and _peek_in(body) is None:
-            session = self._session_id is not None and msg.method != "initialize" and not msg.modern_version
-            raise status_error(status, self.url, body, resp.headers, secrets=_secrets(resp), session=session)
-        return body if body.strip() else None
-
-    def _relist_tools(self, failed: _Message, deadline: float | None) -> None:
-        """Fetch every page of tools/list again to refresh the Mcp-Param annotations."""
-        meta = failed.facts.meta
-        cursor: str | None = None
-        for _ in range(100):
-            params: dict[str, Any] = {"_meta": dict(meta or {})}
-            if cursor is not None:
-                params["cursor"] = cursor
-            req = _Message(
-                _encoder.encode(
-                    {"jsonrpc": "2.0", "id": f"mcpsync-relist-{next(self._ids)}", "method": "tools/list", "params": params}
-                )
-            )
-            try:
-                answer = self._internal(req, deadline)
-            except MCPError as exc:
-                log.info("re-listing tools at %s failed: %s", self.url, exc)
-                return
-            peek = _peek_in(answer) if answer else None
-            if peek is None or not len(peek.result):
-                return
-            self._learn_tools(peek.result)
-            try:
-                cursor = _tools_decoder.decode(peek.result).nextCursor
-            except (msgspec.ValidationError, msgspec.DecodeError):
-                return
-            if not cursor:
-                return
 
     # ------------------------------------------------------------- standalone GET stream
 

@@ -93,20 +93,28 @@ def test_modern_sse_response_carries_progress_before_the_result(sse_server: str,
     assert [n["params"]["progress"] for n in progress] == [1, 2, 3]
 
 
-def test_modern_param_header_learned_from_tools_list(json_server: str, client_for: Any) -> None:
-    c = client_for(f"{json_server}/mcp")
-    tools = c.modern("tools/list")["result"]["tools"]
-    assert "routed" in {t["name"] for t in tools}
-    answer = c.modern("tools/call", {"name": "routed", "arguments": {"region": "eu-west", "n": 2}})
-    assert hs.text_of(answer) == "eu-west:2"
+def _modern_client(url: str) -> Any:
+    """The user's path: a Client in the modern era (the tools layer computes Mcp-Param-*)."""
+    from mcpsync import Client
+
+    return Client.http(url, mode="modern", sse_fallback=False)
 
 
-def test_modern_header_mismatch_relists_and_retries(json_server: str, client_for: Any) -> None:
+def test_modern_param_header_learned_from_tools_list(json_server: str) -> None:
+    with _modern_client(f"{json_server}/mcp") as c:
+        assert "routed" in {t.name for t in c.list_tools()}
+        assert c.call_tool("routed", {"region": "eu-west", "n": 2}).text == "eu-west:2"
+
+
+def test_modern_header_mismatch_relists_and_retries(json_server: str, caplog: pytest.LogCaptureFixture) -> None:
     # no tools/list yet: the first POST lacks Mcp-Param-Region, the server says
-    # HeaderMismatch, the transport re-lists the tools and retries once
-    c = client_for(f"{json_server}/mcp")
-    answer = c.modern("tools/call", {"name": "routed", "arguments": {"region": "café", "n": 1}})
-    assert hs.text_of(answer) == "café:1"
+    # HeaderMismatch, the tools layer re-lists the tools and retries once
+    import logging
+
+    caplog.set_level(logging.INFO, logger="mcpsync")
+    with _modern_client(f"{json_server}/mcp") as c:
+        assert c.call_tool("routed", {"region": "café", "n": 1}).text == "café:1"
+        assert "header mismatch" in caplog.text
 
 
 def test_modern_error_answer_is_delivered(json_server: str, client_for: Any) -> None:

@@ -32,6 +32,11 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 _INIT = {"protocolVersion": "2025-11-25", "capabilities": {"tools": {}}, "serverInfo": {"name": "faulty", "version": "0"}}
+_DISCOVER = {
+    "supportedVersions": ["2026-07-28"],
+    "capabilities": {"tools": {}},
+    "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "faulty", "version": "0"}},
+}
 _HOLD = 10.0  # the longest any handler keeps a connection open
 
 
@@ -280,6 +285,8 @@ class _Handler(BaseHTTPRequestHandler):
             ]
             if msg.get("method") == "tools/list":
                 self._send(200, _result(rid, {"tools": tools}))
+            elif msg.get("method") == "server/discover":
+                self._send(200, _result(rid, _DISCOVER))
             else:
                 self._send(200, _result(rid, {"content": [{"type": "text", "text": self.headers.get("Mcp-Param-R", "-")}]}))
         elif path == "/dropcall":

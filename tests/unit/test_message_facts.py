@@ -10,11 +10,13 @@ from mcpsync._channel import META_VERSION, SAFE_METHODS, MessageFacts, message_f
 MODERN = {META_VERSION: "2026-07-28"}
 
 
-def test_tools_call_facts_name_the_tool_and_keep_the_arguments_as_given() -> None:
+def test_tools_call_facts_name_the_tool_and_carry_the_headers_given() -> None:
     raw = msgspec.Raw(b'{"a": 1}')
-    facts = message_facts(7, "tools/call", {"name": "add", "arguments": raw, "_meta": MODERN})
-    assert facts == MessageFacts(7, "tools/call", modern_version="2026-07-28", name="add", tool="add", arguments=raw, meta=MODERN)
+    headers = {"Mcp-Param-A": "1"}  # computed by the tools layer, not from the arguments
+    facts = message_facts(7, "tools/call", {"name": "add", "arguments": raw, "_meta": MODERN}, headers=headers)
+    assert facts == MessageFacts(7, "tools/call", modern_version="2026-07-28", name="add", headers=headers)
     assert facts.is_request and not facts.safe_to_resend
+    assert message_facts(7, "tools/call", {"name": "add", "arguments": raw}).headers is None
 
 
 def test_undecoded_meta_is_decoded_once_for_the_version() -> None:
