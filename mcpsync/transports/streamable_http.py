@@ -30,8 +30,8 @@ message itself:
 * **HTTP+SSE (2024-11-05) fallback** — when the very first exchange with a URL gets
   400 / 404 / 405 without a JSON-RPC body, the transport switches to
   :class:`~mcpsync.transports.sse.SSETransport` for the rest of its life. The outcome
-  is cached per URL (:func:`known_kind`), as is the era that worked
-  (:func:`known_era`), so later transports skip the probing.
+  is cached per URL (:func:`known_kind`), so later transports skip the probing (the
+  era that worked is the handshake's to remember: :mod:`mcpsync._handshake`).
 
 A 307 / 308 redirect within the URL's origin is followed and its target kept (e.g. a
 trailing-slash redirect); one to another origin is refused. Other HTTP error statuses
@@ -102,7 +102,7 @@ from ._http_options import HTTPOptions, media_type
 from ._http_pools import acquire_pool, Pools, release_pool, StreamThreads
 from ._sse import _Oversized, SSEParser
 
-__all__ = ["StreamableHTTPTransport", "known_kind", "known_era", "forget_url"]
+__all__ = ["StreamableHTTPTransport", "known_kind", "forget_url"]
 
 log = logging.getLogger("mcpsync.http")
 
@@ -117,7 +117,6 @@ _THREADS_JOIN = 2.0  # close() waits this long, at most, for the stream threads 
 # ----------------------------------------------------------------- per-URL memory
 
 _kind_cache: dict[str, str] = {}
-_era_cache: dict[str, str] = {}
 _cache_lock = threading.Lock()
 
 
@@ -127,27 +126,20 @@ def known_kind(url: str) -> str | None:
         return _kind_cache.get(url)
 
 
-def known_era(url: str) -> str | None:
-    """``"modern"`` or ``"legacy"`` once a request of that era has succeeded at ``url``."""
-    with _cache_lock:
-        return _era_cache.get(url)
-
-
 def forget_url(url: str | None = None) -> None:
     """Forget what was learned about ``url`` (every URL when None)."""
     with _cache_lock:
         if url is None:
             _kind_cache.clear()
-            _era_cache.clear()
         else:
             _kind_cache.pop(url, None)
-            _era_cache.pop(url, None)
 
 
-def _remember(cache: dict[str, str], url: str, value: str, *, overwrite: bool = True) -> None:
+def _remember_kind(url: str, kind: str) -> None:
+    if _kind_cache.get(url) == kind:  # the common case, every POST: no lock
+        return
     with _cache_lock:
-        if overwrite or url not in cache:
-            cache[url] = value
+        _kind_cache[url] = kind
 
 
 # ----------------------------------------------------------------- message peeking
@@ -548,14 +540,12 @@ class StreamableHTTPTransport(Transport):
     def session_info(self) -> dict[str, Any]:
         if self._delegate is not None:
             info = dict(self._delegate.session_info())
-            info.setdefault("era_hint", "legacy")
             return info
         return {
             "transport": "streamable-http",
             "url": self.url,
             "session_id": self._session_id,
             "protocol_version": self._protocol_version,
-            "era_hint": known_era(self.url),
             "get_stream": self._get_thread is not None and self._get_thread.is_alive(),
             "inflight_streams": len(self._inflight),
         }
@@ -720,7 +710,7 @@ class StreamableHTTPTransport(Transport):
                 self._start_get_stream(wait=min(2.0, self.options.connect_timeout))
             if ctype == _SSE:
                 self._succeeded = True
-                _remember(_kind_cache, self.url, "streamable")
+                _remember_kind(self.url, "streamable")
                 # the dispatcher times the request; the stream itself may idle up to read_timeout
                 self._set_stream_timeout(resp)
                 if not msg.is_request:
@@ -740,7 +730,7 @@ class StreamableHTTPTransport(Transport):
             body = read_body(resp, self.options.max_message_size, self.url, deadline)
             resp.release_conn()
             self._succeeded = True
-            _remember(_kind_cache, self.url, "streamable")
+            _remember_kind(self.url, "streamable")
             stripped = body.strip()
             if stripped and stripped != b"null":
                 if ctype not in (_JSON, _SSE) and not ctype.endswith("+json"):
@@ -842,12 +832,6 @@ class StreamableHTTPTransport(Transport):
                 answered = True
                 if peek.id != original:
                     data = _with_id(data, original)
-                target = exch.msg if exch is not None else msg
-                if target is not None:
-                    if target.modern_version and len(peek.result):
-                        _remember(_era_cache, self.url, "modern")
-                    elif target.method == "initialize" and len(peek.result):
-                        _remember(_era_cache, self.url, "legacy", overwrite=False)
         self._put(data)
         return answered
 
@@ -1204,8 +1188,7 @@ class StreamableHTTPTransport(Transport):
         delegate.connect(timeout)
         if self._protocol_version is not None:
             delegate.set_protocol_version(self._protocol_version)
-        _remember(_kind_cache, self.url, "sse")
-        _remember(_era_cache, self.url, "legacy")
+        _remember_kind(self.url, "sse")
         self._delegate = delegate
         with self._cond:
             self._cond.notify_all()
