@@ -346,7 +346,12 @@ class Session:
         if not conn.healthy():
             raise ConnectionClosed(f"connection to {c.name} died")
         if conn.meta is None and conn.session is not None:  # the legacy era has ping
-            conn.channel.request("ping", None, c.timeouts.request)
+            try:
+                conn.channel.request("ping", None, c.timeouts.request)
+            except SessionExpired as exc:  # the connection is fine: renew its session
+                if not exc.renewable:
+                    raise
+                self.renew_session(conn, exc, time.monotonic() + c.timeouts.request)
 
     def _open(self, opening: _Opening) -> _Connection:
         """Start a connection and handshake (on the connecting thread).
@@ -670,5 +675,13 @@ class Session:
         raise UnsupportedProtocolVersion(f"{c.name}: no mutually supported protocol version", code=-32022)
 
     def notify(self, method: str, params: Mapping[str, Any] | None = None) -> None:
-        """Send a notification to the server (on the session-scoped connection)."""
-        self.primary_connection().channel.notify(method, params)
+        """Send a notification to the server (on the session-scoped connection); one
+        that meets an expired session is sent again on the renewed one."""
+        conn = self.primary_connection()
+        try:
+            conn.channel.notify(method, params)
+        except SessionExpired as exc:
+            if not exc.renewable:
+                raise
+            self.renew_session(conn, exc, time.monotonic() + self._client.timeouts.request)
+            conn.channel.notify(method, params)

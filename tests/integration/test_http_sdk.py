@@ -419,3 +419,26 @@ def test_same_origin_redirect_is_followed_and_kept(json_server: str, client_for:
     c.initialize()
     assert c.t.url == f"{json_server}/mcp"
     assert _echo(c, "redirected") == "Echo: redirected"
+
+
+def test_a_session_lost_on_the_get_stream_is_renewed_without_a_call(sse_server: str) -> None:
+    """The standalone GET stream finds the session gone: the session layer renews it at
+    once (not at the next call), and the new session's GET stream carries updates."""
+    got = threading.Event()
+    with _legacy_client(f"{sse_server}/mcp") as c:
+        c.on_notification("notifications/resources/updated", lambda params: got.set())
+        old = c.diagnostics().session_id
+        assert old
+        urllib3.PoolManager().request("POST", f"{sse_server}/admin/expire")
+        assert wait_until(lambda: c.diagnostics().session_id not in (None, old), 10)
+        assert c.call_tool("touch", {"uri": "test://greeting"}).text == "touched"
+        assert got.wait(5), "no update on the new session's GET stream"
+
+
+def test_a_notification_on_an_expired_session_renews_it(json_server: str) -> None:
+    with _legacy_client(f"{json_server}/mcp") as c:
+        old = c.diagnostics().session_id
+        urllib3.PoolManager().request("POST", f"{json_server}/admin/expire")
+        c.notify("notifications/roots/list_changed")  # 404 → renewed → sent again
+        assert c.diagnostics().session_id not in (None, old)
+        assert c.call_tool("echo", {"message": "on"}).text == "Echo: on"
