@@ -3,7 +3,9 @@
 ``auto`` mode probes with ``server/discover`` (modern era) and falls back to
 ``initialize`` (legacy era); the era found is remembered per server address (the one
 era memory), so a reconnect skips the probe. Also the modern era's per-request
-``_meta`` and the renegotiation after an unsupported-version error.
+``_meta``, the renegotiation after an unsupported-version error, and the renewal of a
+legacy session the server forgot (:meth:`Handshake.renew`: ``initialize`` again on the
+same connection, once for all the callers that met the expiry).
 """
 
 from __future__ import annotations

@@ -5,9 +5,12 @@ claimed by one waiting borrower at a time; reconnection after a loss follows the
 reconnect schedule), keeps the *session connection* that carries session-scoped state
 (subscriptions, listens) and replaces it when it dies, and sends requests: borrow a
 pooled connection, run under the circuit breaker with retries within the call's
-timeout, add the modern era's per-request ``_meta``, answer an unsupported-version error
-by one renegotiation, and drive ``input_required`` rounds (:mod:`mcpsync._mrtr`) on the
-same connection. The handshake itself (discover/initialize, the era memory) is
+timeout, add the modern era's per-request ``_meta`` (and a ``tools/call``'s
+``Mcp-Param-*`` headers, from :mod:`mcpsync._tools`), answer an unsupported-version error
+by one renegotiation, answer an expired HTTP session (:class:`SessionExpired` with
+``renewable``: the request did not run) by renewing it on the same connection and sending
+once more, and drive ``input_required`` rounds (:mod:`mcpsync._mrtr`) on the same
+connection. The handshake itself (discover/initialize, the era memory) is
 :mod:`mcpsync._handshake`.
 
 The Session holds no state of its own yet: it works on its Client's connection state
