@@ -110,6 +110,15 @@ def _facts_of(body: bytes) -> MessageFacts:
     return facts if facts is not None else MessageFacts(obj.get("id"), method if isinstance(method, str) else None)
 
 
+def _reissued(body: bytes, old_id: Any, new_id: Any) -> bytes:
+    """An outgoing request's bytes under ``new_id``: spliced when the body starts as the
+    dispatcher encodes it (no decode on the way out), else rewritten."""
+    prefix = b'{"jsonrpc":"2.0","id":' + _encoder.encode(old_id) + b","
+    if body.startswith(prefix):
+        return b'{"jsonrpc":"2.0","id":' + _encoder.encode(new_id) + b"," + body[len(prefix):]
+    return _with_id(body, new_id)
+
+
 def _with_id(body: bytes, new_id: Any) -> bytes:
     obj = _any_decoder.decode(body)
     obj["id"] = new_id
@@ -414,7 +423,7 @@ class ResponseStreams(HTTPExchange):
     def _reissue(self, exch: _Exchange, *, report: bool = True) -> Any:
         """POST ``exch``'s request again under its wire id; None when no stream came of it
         (the answer came as JSON, or it failed: reported unless ``report`` is False)."""
-        body = exch.msg.body if exch.wire_id == exch.msg.id else _with_id(exch.msg.body, exch.wire_id)
+        body = exch.msg.body if exch.wire_id == exch.msg.id else _reissued(exch.msg.body, exch.msg.id, exch.wire_id)
         headers = self._headers(exch.msg, "POST")
         try:
             resp = self._open("POST", headers, body, self.options.read_timeout)

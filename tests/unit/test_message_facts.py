@@ -42,3 +42,14 @@ def test_one_table_of_methods_safe_to_resend() -> None:
     assert not hasattr(streamable_http, "_MAY_HAVE_EFFECTS")
     assert "tools/call" not in SAFE_METHODS and "tasks/cancel" not in SAFE_METHODS
     assert {"tools/list", "resources/read", "completion/complete"} <= SAFE_METHODS
+
+
+def test_a_reissued_request_is_spliced_not_decoded() -> None:
+    from mcpsync._messages import Request, encode
+    from mcpsync.transports._http_streams import _reissued
+
+    body = encode(Request("2.0", 7, "tools/list", {"cursor": "c"}))
+    again = _reissued(body, 7, "mcpsync-reissue-1")
+    assert msgspec.json.decode(again) == {"jsonrpc": "2.0", "id": "mcpsync-reissue-1", "method": "tools/list", "params": {"cursor": "c"}}
+    other = b'{"method":"ping","id":7,"jsonrpc":"2.0"}'  # not the dispatcher's shape: rewritten
+    assert msgspec.json.decode(_reissued(other, 7, 8)) == {"method": "ping", "id": 8, "jsonrpc": "2.0"}
