@@ -679,7 +679,7 @@ class Client:
 
     def notify(self, method: str, params: Mapping[str, Any] | None = None) -> None:
         """Send a notification to the server (on the session-scoped connection)."""
-        self._session.primary_connection().channel.notify(method, params)
+        self._session.notify(method, params)
 
     # ------------------------------------------------------------------ MCP methods
 

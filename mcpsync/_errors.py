@@ -7,7 +7,7 @@ Every call ends in a result or one of these. The tree is shallow on purpose::
     │   ├── ConnectError             could not start / reach / handshake the server
     │   │   └── StartFailed          the server cannot start (no such command, exited): not retried
     │   ├── ConnectionClosed         the connection died (EOF, reset, process exit)
-    │   │   ├── SessionExpired       the server no longer knows the session (HTTP 404)
+    │   │   ├── SessionExpired       the server no longer knows the session (HTTP 404); renewable: not run
     │   │   └── PoolClosed           the connection pool was closed
     │   ├── RequestTimeout           no answer within the request timeout
     │   ├── ServerUnavailable        marked unavailable after repeated reconnect failures
@@ -155,9 +155,24 @@ class ConnectionClosed(NetworkError):
 
 
 class SessionExpired(ConnectionClosed):
-    """The server no longer knows this session (Streamable HTTP 404, again right after
-    re-initialising). A session error, not a server fault: it does not count towards
-    the circuit breaker; a new session is started on the reconnect schedule."""
+    """The server no longer knows this session (Streamable HTTP 404, or a 400 that names
+    the session). A session error, not a server fault: it does not count towards the
+    circuit breaker.
+
+    The Streamable HTTP transport raises it with ``renewable=True`` (and ``sent=False``:
+    the server did not process the request) and the id of the session it lost: the
+    connection itself is fine, and the session layer re-initializes on it and sends
+    the request once more. Lost again right after that, it reaches the caller without
+    ``renewable``: the connection is replaced on the reconnect schedule.
+
+    Attributes:
+        renewable: the request was not processed and a new session may be started on
+            the same connection.
+        session_id: the session id the failed request carried (None when unknown).
+    """
+
+    renewable: bool = False
+    session_id: str | None = None
 
 
 class RequestTimeout(NetworkError):

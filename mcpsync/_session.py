@@ -5,9 +5,12 @@ claimed by one waiting borrower at a time; reconnection after a loss follows the
 reconnect schedule), keeps the *session connection* that carries session-scoped state
 (subscriptions, listens) and replaces it when it dies, and sends requests: borrow a
 pooled connection, run under the circuit breaker with retries within the call's
-timeout, add the modern era's per-request ``_meta``, answer an unsupported-version error
-by one renegotiation, and drive ``input_required`` rounds (:mod:`mcpsync._mrtr`) on the
-same connection. The handshake itself (discover/initialize, the era memory) is
+timeout, add the modern era's per-request ``_meta`` (and a ``tools/call``'s
+``Mcp-Param-*`` headers, from :mod:`mcpsync._tools`), answer an unsupported-version error
+by one renegotiation, answer an expired HTTP session (:class:`SessionExpired` with
+``renewable``: the request did not run) by renewing it on the same connection and sending
+once more, and drive ``input_required`` rounds (:mod:`mcpsync._mrtr`) on the same
+connection. The handshake itself (discover/initialize, the era memory) is
 :mod:`mcpsync._handshake`.
 
 The Session holds no state of its own yet: it works on its Client's connection state
@@ -39,6 +42,7 @@ from ._errors import (
     RemoteError,
     RequestTimeout,
     ServerUnavailable,
+    SessionExpired,
     StartFailed,
     UnsupportedProtocolVersion,
     attach_fields,
@@ -295,12 +299,34 @@ class Session:
             self.primary_replaced(conn)
 
     def session_renewed(self, conn: _Connection) -> None:
-        """The transport replaced a lost session (e.g. its replica died behind a balancer
+        """A lost session was replaced on ``conn`` (e.g. its replica died behind a balancer
         and the new one answered 404): what the old session held is renewed as after a
         reconnect: tools rediscovered, cached resources stale, subscriptions restored."""
         c = self._client
         if not c._closed and c._primary is conn:
             self.primary_replaced(conn)
+
+    def renew_session(self, conn: _Connection, expired: SessionExpired, deadline: float) -> None:
+        """Re-initialize on ``conn`` after the server forgot its session (one renewal
+        shared by the callers that met the same expiry), then renew what the session held."""
+        if self._handshake.renew(conn, expired, deadline):
+            self.session_renewed(conn)
+
+    def _session_lost(self, conn: _Connection, session_id: str) -> None:
+        """The transport's standalone stream found the session gone: renew it on the
+        worker now rather than at the next request (subscriptions live on that stream)."""
+        c = self._client
+        expired = SessionExpired(f"session {session_id} expired", renewable=True, session_id=session_id)
+
+        def renew() -> None:
+            if c._closed or not conn.alive():
+                return
+            try:
+                self.renew_session(conn, expired, time.monotonic() + c.timeouts.connect)
+            except MCPError as exc:  # the connection was closed: the next use replaces it
+                log.info("%s: renewing the lost session failed: %s", c.name, exc)
+
+        c._worker.submit(renew)
 
     def _watch_primary(self, conn: _Connection) -> None:
         """When the session's connection dies, replace it at once (not on next use),
@@ -323,7 +349,12 @@ class Session:
         if not conn.healthy():
             raise ConnectionClosed(f"connection to {c.name} died")
         if conn.meta is None and conn.session is not None:  # the legacy era has ping
-            conn.channel.request("ping", None, c.timeouts.request)
+            try:
+                conn.channel.request("ping", None, c.timeouts.request)
+            except SessionExpired as exc:  # the connection is fine: renew its session
+                if not exc.renewable:
+                    raise
+                self.renew_session(conn, exc, time.monotonic() + c.timeouts.request)
 
     def _open(self, opening: _Opening) -> _Connection:
         """Start a connection and handshake (on the connecting thread).
@@ -401,8 +432,8 @@ class Session:
             disp.start()
             conn = _Connection(disp, made, made.describe())
             conn.closer = self._close_in_background
-            if hasattr(made, "on_new_session"):  # Streamable HTTP: a lost session replaced in place
-                made.on_new_session = lambda: self.session_renewed(conn)
+            if hasattr(made, "on_session_lost"):  # Streamable HTTP: its GET stream found the session gone
+                made.on_session_lost = lambda session_id: self._session_lost(conn, session_id)
             return conn
         chan = made
         chan.set_handlers(c._on_notification, c._handlers.on_request)
@@ -609,11 +640,14 @@ class Session:
 
     def request_on(
         self, conn: _Connection, method: str, params: Mapping[str, Any] | None, t: float,
-        progress: ProgressCallback | None, renegotiated: bool = False,
+        progress: ProgressCallback | None, again: bool = False,
     ) -> Any:
+        """One request on ``conn`` (``again``: its second sending, after a renegotiation or
+        a session renewal; a second failure of either kind is final)."""
         c = self._client
         sent = params
         base = conn.meta
+        headers = None
         if base is not None:
             if c.log_level is not None and base.get(_META_LOG) != c.log_level:
                 base = conn.meta = {**base, _META_LOG: c.log_level}
@@ -621,12 +655,21 @@ class Session:
             extra = p.get("_meta")
             p["_meta"] = {**base, **extra} if extra else conn.wire_meta(base)
             sent = p
+            if method == "tools/call" and params and conn.transport is not None:
+                headers = c._tools.param_headers(params)  # the tool's Mcp-Param-* headers
         try:
-            raw = conn.channel.request(method, sent, t, progress)
+            if headers is None:
+                raw = conn.channel.request(method, sent, t, progress)
+            else:
+                raw = conn.channel.request(method, sent, t, progress, headers=headers)
         except UnsupportedProtocolVersion as exc:
-            if renegotiated or conn.meta is None or not self._handshake.renegotiate(conn, exc):
+            if again or conn.meta is None or not self._handshake.renegotiate(conn, exc):
                 raise
             return self.request_on(conn, method, params, t, progress, True)
+        except SessionExpired as exc:
+            if not exc.renewable:
+                raise
+            return self._after_expiry(conn, method, params, t, progress, exc, again)
         result = decode_result(method, raw)
         rt = result.get("resultType") if isinstance(result, dict) else getattr(result, "result_type", None)
         if rt is None or rt == "complete":
@@ -637,6 +680,31 @@ class Session:
             )
         return self._input_rounds(conn, method, params, raw, t, progress)
 
+    def _after_expiry(
+        self, conn: _Connection, method: str, params: Mapping[str, Any] | None, t: float,
+        progress: ProgressCallback | None, exc: SessionExpired, again: bool,
+    ) -> Any:
+        """The server forgot the session (the request was not processed): renew it on
+        ``conn`` and send the request once more, in what is left of its time."""
+        c = self._client
+        if again:
+            # lost again right after a new session: a session error (the connection
+            # is replaced on the reconnect schedule), not the server's answer
+            conn.close()
+            raise SessionExpired(
+                f"session at {c.name} was lost again right after re-initializing"
+                f" (HTTP {getattr(exc, 'status', None)})",
+                status=getattr(exc, "status", None),
+            ) from exc
+        began = time.monotonic()
+        self.renew_session(conn, exc, began + t)
+        t -= time.monotonic() - began
+        if t <= 0.0:
+            raise RequestTimeout(
+                f"{c.name}: the call's time ran out while its session was renewed", sent=False, truncated=True
+            ) from exc
+        return self.request_on(conn, method, params, t, progress, True)
+
     def _input_rounds(
         self, conn: _Connection, method: str, params: Mapping[str, Any] | None, raw: Any, t: float,
         progress: ProgressCallback | None,
@@ -645,9 +713,17 @@ class Session:
         c = self._client
         return _drive_input_rounds(
             c.name, method, params, raw, answer=c._handlers.answer, max_rounds=c.max_input_rounds,
-            send=lambda again: self.request_on(conn, method, again, t, progress),
+            send=lambda round_params: self.request_on(conn, method, round_params, t, progress),
         )
 
     def notify(self, method: str, params: Mapping[str, Any] | None = None) -> None:
-        """Send a notification to the server (on the session-scoped connection)."""
-        self.primary_connection().channel.notify(method, params)
+        """Send a notification to the server (on the session-scoped connection); one
+        that meets an expired session is sent again on the renewed one."""
+        conn = self.primary_connection()
+        try:
+            conn.channel.notify(method, params)
+        except SessionExpired as exc:
+            if not exc.renewable:
+                raise
+            self.renew_session(conn, exc, time.monotonic() + self._client.timeouts.request)
+            conn.channel.notify(method, params)
