@@ -34,6 +34,7 @@ try:
 except ImportError:  # pragma: no cover - a plain dependency; urllib3 serves without it
     httptools = None  # type: ignore[assignment]
 
+from ._http_options import HeaderBlock
 from urllib3.exceptions import (
     ConnectTimeoutError,
     EmptyPoolError,
@@ -78,6 +79,11 @@ def tls_context(verify: bool | str) -> ssl.SSLContext:
     return ssl.create_default_context(cafile=certifi.where())
 
 
+def _wire(headers: Mapping[str, str]) -> bytes:
+    """Header lines as sent: ``Name: value\\r\\n`` each (latin-1, as HTTP/1.1 has it)."""
+    return "".join([f"{name}: {value}\r\n" for name, value in headers.items()]).encode("latin-1")
+
+
 def _seconds(value: Any) -> float | None:
     """A urllib3 timeout attribute as seconds (its ``DEFAULT_TIMEOUT`` sentinel: None)."""
     return value if isinstance(value, (int, float)) else None
@@ -96,13 +102,30 @@ class _Headers(dict[str, str]):
         return isinstance(key, str) and dict.__contains__(self, key.lower())
 
 
-class _Conn:
-    """One socket to the pool's origin (``sock`` is what the transports adjust timeouts on)."""
+_POLL = hasattr(select, "poll")
 
-    __slots__ = ("sock",)
+
+class _Conn:
+    """One socket to the pool's origin and its parser, kept answer after answer.
+
+    ``sock`` is what the transports adjust timeouts on. The parser lives as long as the
+    socket (llhttp starts the next message after a complete one on a kept-alive
+    connection), so an answer costs no parser of its own: the parser's callbacks are
+    this object's and fill in the answer being read (``resp``). Bytes after a complete
+    answer (none were asked for) spoil the socket: it is closed, never reused.
+    """
+
+    __slots__ = ("sock", "parser", "resp", "spoiled", "_poll")
 
     def __init__(self, sock: socket.socket) -> None:
         self.sock = sock
+        self.resp: FastResponse | None = None
+        self.spoiled = False
+        self.parser = httptools.HttpResponseParser(self)
+        self._poll: Any = None
+        if _POLL:
+            self._poll = select.poll()
+            self._poll.register(sock, select.POLLIN)
 
     def close(self) -> None:
         try:
@@ -110,9 +133,65 @@ class _Conn:
         except OSError:
             pass
 
+    def dropped(self) -> bool:
+        """The server closed this idle socket (or wrote to it unasked): not to be reused."""
+        try:
+            if self._poll is not None:
+                return bool(self._poll.poll(0))
+            readable, _, _ = select.select([self.sock], [], [], 0)
+        except (OSError, ValueError):
+            return True
+        return bool(readable)
+
+    # ------------------------------------------------------------- httptools callbacks
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        resp = self.resp
+        if resp is None or resp._complete:
+            self.spoiled = True
+            return
+        headers = resp.headers
+        key = name.decode("latin-1").lower()
+        if key in headers:
+            dict.__setitem__(headers, key, f"{dict.__getitem__(headers, key)}, {value.decode('latin-1')}")
+        else:
+            dict.__setitem__(headers, key, value.decode("latin-1"))
+
+    def on_headers_complete(self) -> None:
+        resp = self.resp
+        if resp is None or resp._complete:
+            self.spoiled = True
+            return
+        resp.status = self.parser.get_status_code()
+        resp._headers_done = True
+        length = dict.get(resp.headers, "content-length")
+        if length is not None and length.isdigit():
+            resp.length_remaining = int(length)
+
+    def on_body(self, body: bytes) -> None:
+        resp = self.resp
+        if resp is None or resp._complete:
+            self.spoiled = True
+            return
+        resp._body.append(body)
+        resp._buffered += len(body)
+
+    def on_message_complete(self) -> None:
+        resp = self.resp
+        if resp is None or resp._complete:
+            self.spoiled = True
+            return
+        resp._complete = True
+        resp._keep = self.parser.should_keep_alive()  # asked now: the parser resets after
+
 
 class FastResponse:
     """One answer read from a pooled socket as the caller asks for its body."""
+
+    __slots__ = (
+        "_pool", "connection", "_url", "status", "headers", "_body", "_buffered", "_headers_done",
+        "_complete", "_eof", "_keep", "_parser", "length_remaining", "_mcpsync_sent",
+    )
 
     def __init__(self, pool: "_OriginPool", conn: _Conn, url: str) -> None:
         self._pool = pool
@@ -120,38 +199,15 @@ class FastResponse:
         self._url = url
         self.status = 0
         self.headers = _Headers()
-        self._name = b""
         self._body: deque[bytes] = deque()
         self._buffered = 0
         self._headers_done = False
         self._complete = False
         self._eof = False
         self._keep = False
-        self._parser = httptools.HttpResponseParser(self)
+        self._parser = conn.parser
         self.length_remaining: int | None = None
-
-    # ------------------------------------------------------------- httptools callbacks
-
-    def on_header(self, name: bytes, value: bytes) -> None:
-        key = name.decode("latin-1").lower()
-        text = value.decode("latin-1")
-        old = dict.get(self.headers, key)
-        dict.__setitem__(self.headers, key, text if old is None else f"{old}, {text}")
-
-    def on_headers_complete(self) -> None:
-        self.status = self._parser.get_status_code()
-        self._headers_done = True
-        length = dict.get(self.headers, "content-length")
-        if length is not None and length.isdigit():
-            self.length_remaining = int(length)
-
-    def on_body(self, body: bytes) -> None:
-        self._body.append(body)
-        self._buffered += len(body)
-
-    def on_message_complete(self) -> None:
-        self._complete = True
-        self._keep = self._parser.should_keep_alive()  # asked now: the parser resets after
+        conn.resp = self
 
     # ------------------------------------------------------------- reading
 
@@ -173,6 +229,9 @@ class FastResponse:
         except httptools.HttpParserUpgrade:  # pragma: no cover - never asked for
             raise ProtocolError("unexpected protocol upgrade") from None
         except httptools.HttpParserError as exc:
+            if self._complete:  # junk after a whole answer: the answer stands, the socket goes
+                conn.spoiled = True
+                return False
             raise ProtocolError(f"malformed HTTP answer: {exc}") from None
         return True
 
@@ -215,6 +274,13 @@ class FastResponse:
             pass
         return self._take(amt) if self._buffered else b""
 
+    def whole(self, limit: int) -> bytes | None:
+        """The whole body when it has all arrived already and is at most ``limit`` bytes
+        (a small JSON answer comes with its head): no read, no timeout. None otherwise."""
+        if self._complete and self._buffered <= limit:
+            return self._take(None) if self._buffered else b""
+        return None
+
     # ------------------------------------------------------------- the connection
 
     def release_conn(self) -> None:
@@ -222,7 +288,8 @@ class FastResponse:
         conn, self.connection = self.connection, None
         if conn is None:
             return
-        if self._complete and not self._buffered and self._keep:
+        conn.resp = None
+        if self._complete and not self._buffered and self._keep and not conn.spoiled:
             self._pool.put(conn)
         else:
             self._pool.discard(conn)
@@ -241,6 +308,7 @@ class FastResponse:
         """Close the socket; the body's rest is never read."""
         conn, self.connection = self.connection, None
         if conn is not None:
+            conn.resp = None
             self._pool.discard(conn)
 
     def shutdown(self) -> None:
@@ -254,7 +322,11 @@ class FastResponse:
 
 
 class _OriginPool:
-    """Idle keep-alive sockets to one origin; at most ``maxsize`` open when ``block``."""
+    """Idle keep-alive sockets to one origin; at most ``maxsize`` open when ``block``.
+
+    A plain lock guards the idle list (taken and given back on every request); the
+    condition on it is only waited on, and notified, when a caller waits for a socket.
+    """
 
     def __init__(self, scheme: str, host: str, port: int, *, maxsize: int, block: bool,
                  tls: ssl.SSLContext | None) -> None:
@@ -266,17 +338,19 @@ class _OriginPool:
         self.maxsize, self.block, self.tls = maxsize, block, tls
         self._idle: list[_Conn] = []
         self._open = 0
-        self._cond = threading.Condition(threading.Lock())
+        self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock)
+        self._waiting = 0
         self._closed = False
 
     def get(self, pool_timeout: float | None) -> _Conn | None:
         """An idle socket (None: the caller connects a new one, counted already)."""
-        with self._cond:
-            ends = None if pool_timeout is None else time.monotonic() + pool_timeout
+        with self._lock:
+            ends: float | None = None
             while True:
                 while self._idle:
                     conn = self._idle.pop()
-                    if _dropped(conn.sock):
+                    if conn.dropped():
                         self._open -= 1
                         conn.close()
                         continue
@@ -284,10 +358,16 @@ class _OriginPool:
                 if not self.block or self._open < self.maxsize:
                     self._open += 1
                     return None
+                if pool_timeout is not None and ends is None:
+                    ends = time.monotonic() + pool_timeout
                 left = None if ends is None else ends - time.monotonic()
                 if left is not None and left <= 0:
                     raise EmptyPoolError(None, "every pooled connection is busy")  # type: ignore[arg-type]
-                self._cond.wait(left)
+                self._waiting += 1
+                try:
+                    self._cond.wait(left)
+                finally:
+                    self._waiting -= 1
 
     def connect(self, connect_timeout: float | None) -> _Conn:
         try:
@@ -314,18 +394,21 @@ class _OriginPool:
 
     def forget(self) -> None:
         """A counted socket was never made (or is gone): make room for another."""
-        with self._cond:
+        with self._lock:
             self._open -= 1
-            self._cond.notify()
+            if self._waiting:
+                self._cond.notify()
 
     def put(self, conn: _Conn) -> None:
-        with self._cond:
+        with self._lock:
             if not self._closed and len(self._idle) < self.maxsize:
                 self._idle.append(conn)
-                self._cond.notify()
+                if self._waiting:
+                    self._cond.notify()
                 return
             self._open -= 1
-            self._cond.notify()
+            if self._waiting:
+                self._cond.notify()
         conn.close()
 
     def discard(self, conn: _Conn) -> None:
@@ -333,20 +416,11 @@ class _OriginPool:
         self.forget()
 
     def clear(self) -> None:
-        with self._cond:
+        with self._lock:
             idle, self._idle = self._idle, []
             self._open -= len(idle)
         for conn in idle:
             conn.close()
-
-
-def _dropped(sock: socket.socket) -> bool:
-    """An idle socket the server closed (or wrote to unasked): not to be reused."""
-    try:
-        readable, _, _ = select.select([sock], [], [], 0)
-    except (OSError, ValueError):
-        return True
-    return bool(readable)
 
 
 class FastPoolManager:
@@ -361,11 +435,12 @@ class FastPoolManager:
     def __init__(self, *, maxsize: int, block: bool, tls: ssl.SSLContext | None = None) -> None:
         self._maxsize, self._block, self._tls = maxsize, block, tls
         self._pools: dict[tuple[str, str, int], _OriginPool] = {}
-        self._targets: dict[str, tuple[_OriginPool, str]] = {}  # a transport asks for few URLs
+        self._targets: dict[str, tuple[_OriginPool, bytes]] = {}  # a transport asks for few URLs
         self._lock = threading.Lock()
 
-    def _pool(self, url: str) -> tuple[_OriginPool, str]:
-        """The pool of ``url``'s origin and the request line's start (``" /path?query HTTP/1.1\\r\\nHost: …"``)."""
+    def _pool(self, url: str) -> tuple[_OriginPool, bytes]:
+        """The pool of ``url``'s origin and the request line's rest with the Host header
+        (``b" /path?query HTTP/1.1\\r\\nHost: …\\r\\n"``)."""
         known = self._targets.get(url)
         if known is not None:
             return known
@@ -387,8 +462,8 @@ class FastPoolManager:
         target = parts.path or "/"
         if parts.query:
             target = f"{target}?{parts.query}"
-        target.encode("ascii")  # a URL with raw non-ASCII fails here, not on the wire
-        found = (pool, f" {target} HTTP/1.1\r\nHost: {pool.host_header.decode('ascii')}\r\n")
+        # a URL with raw non-ASCII fails here, not on the wire
+        found = (pool, b" " + target.encode("ascii") + b" HTTP/1.1\r\nHost: " + pool.host_header + b"\r\n")
         if len(self._targets) < 256:
             self._targets[url] = found
         return found
@@ -408,21 +483,31 @@ class FastPoolManager:
 
         ``timeout`` is a ``urllib3.Timeout`` (its connect and read parts are read when
         each phase starts, so a deadline-bound one gives each only what is left) or
-        seconds. Keywords only urllib3 knows (``preload_content``, ``redirect``,
-        ``retries``) are accepted and mean what the transports always ask: stream the
-        body, follow nothing, retry nothing.
+        seconds. ``headers`` may be a :class:`~._http_options.HeaderBlock`, whose wire
+        form is made once and reused. Keywords only urllib3 knows (``preload_content``,
+        ``redirect``, ``retries``) are accepted and mean what the transports always ask:
+        stream the body, follow nothing, retry nothing.
         """
-        pool, target = self._pool(url)
-        if isinstance(body, str):
-            body = body.encode()
-        # one string, encoded once: a request's head is a few short lines
-        head = [method, target]
-        if headers:
-            head += [f"{name}: {value}\r\n" for name, value in headers.items()]
-        if body is not None or method in ("POST", "PUT", "PATCH"):
-            head.append(f"Content-Length: {len(body or b'')}\r\n")
-        head.append("\r\n")
-        data = "".join(head).encode("latin-1") + (body or b"")
+        known = self._targets.get(url)
+        pool, target = known if known is not None else self._pool(url)
+        if body.__class__ is str:
+            body = body.encode()  # type: ignore[union-attr]
+        # the head is a few short lines, written with the body in one sendall
+        if headers is None:
+            block = b""
+        elif headers.__class__ is HeaderBlock:
+            block = headers.wire  # type: ignore[union-attr]
+            if block is None:
+                block = headers.wire = _wire(headers)  # type: ignore[union-attr]
+        else:
+            block = _wire(headers)
+        if body is not None:
+            data = b"%s%s%sContent-Length: %d\r\n\r\n%s" % (
+                method.encode("ascii"), target, block, len(body), body)  # type: ignore[arg-type]
+        elif method in ("POST", "PUT", "PATCH"):
+            data = b"%s%s%sContent-Length: 0\r\n\r\n" % (method.encode("ascii"), target, block)
+        else:
+            data = b"%s%s%s\r\n" % (method.encode("ascii"), target, block)
 
         conn = pool.get(pool_timeout)
         if conn is None:
@@ -431,7 +516,8 @@ class FastPoolManager:
         try:
             conn.sock.settimeout(_seconds(getattr(timeout, "read_timeout", timeout)))
             conn.sock.sendall(data)
-            resp._read_head()
+            while not resp._headers_done:
+                resp._fill()
         except BaseException:
             resp.close()
             raise

@@ -40,6 +40,7 @@ from .._errors import (
     RequestTimeout,
     error_from_http_status,
 )
+from ._fasthttp import FastResponse
 from ._http_options import _EDGE, origin_of
 
 def translate(exc: BaseException, url: str, *, connecting: bool = False, fatal: bool = True) -> MCPError:
@@ -215,11 +216,16 @@ class _DeadlineTimeout(urllib3.Timeout):
 
     urllib3 reads ``connect_timeout`` after the pool wait and ``read_timeout`` after the
     request is written (and again on the retried connect), so each phase gets only
-    what is left (clones keep the deadline).
+    what is left (clones keep the deadline). The fast path reads them the same way.
     """
 
     def __init__(self, deadline: float, connect: float, read: float) -> None:
-        super().__init__(connect=connect, read=read)
+        # urllib3.Timeout's own __init__ validates each value: these are the transport's
+        # own floats, checked when its options were made, so they are set as they are
+        self._connect = connect
+        self._read = read
+        self.total = None
+        self._start_connect = None
         self.deadline = deadline
         self._connect_s = connect
         self._read_s = read
@@ -254,8 +260,6 @@ def request_timeout(deadline: float | None, connect: float, read: float) -> tupl
     return {"timeout": _DeadlineTimeout(deadline, connect, read)}, left
 
 
-
-
 def read_body(resp: Any, limit: int, url: str, deadline: float | None = None) -> bytes:
     """Read a whole (non-stream) response body, refusing more than ``limit`` bytes.
 
@@ -267,6 +271,10 @@ def read_body(resp: Any, limit: int, url: str, deadline: float | None = None) ->
         MessageTooLarge: more than ``limit`` bytes (``head`` / ``tail``: redacted edges).
         RequestTimeout: the body did not arrive by the deadline.
     """
+    if resp.__class__ is FastResponse:
+        whole = resp.whole(limit)
+        if whole is not None:  # arrived with the head (a small JSON answer): nothing to wait for
+            return whole
     declared = resp.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
         _discard(resp)
