@@ -46,6 +46,7 @@ from urllib3.exceptions import (
 __all__ = ["FastPoolManager", "FastResponse", "http_path", "tls_context"]
 
 _CHUNK = 65536
+_METHODS = {"POST": b"POST", "GET": b"GET", "DELETE": b"DELETE"}
 
 
 def http_path(proxy: str | None) -> str:
@@ -103,6 +104,8 @@ class _Headers(dict[str, str]):
 
 
 _POLL = hasattr(select, "poll")
+_dict_get = dict.get  # the headers' own lookups, not _Headers' case-folding ones
+_dict_set = dict.__setitem__
 
 
 class _Conn:
@@ -152,10 +155,11 @@ class _Conn:
             return
         headers = resp.headers
         key = name.decode("latin-1").lower()
-        if key in headers:
-            dict.__setitem__(headers, key, f"{dict.__getitem__(headers, key)}, {value.decode('latin-1')}")
+        old = _dict_get(headers, key)
+        if old is None:
+            _dict_set(headers, key, value.decode("latin-1"))
         else:
-            dict.__setitem__(headers, key, value.decode("latin-1"))
+            _dict_set(headers, key, f"{old}, {value.decode('latin-1')}")
 
     def on_headers_complete(self) -> None:
         resp = self.resp
@@ -164,7 +168,7 @@ class _Conn:
             return
         resp.status = self.parser.get_status_code()
         resp._headers_done = True
-        length = dict.get(resp.headers, "content-length")
+        length = _dict_get(resp.headers, "content-length")
         if length is not None and length.isdigit():
             resp.length_remaining = int(length)
 
@@ -350,7 +354,8 @@ class _OriginPool:
             while True:
                 while self._idle:
                     conn = self._idle.pop()
-                    if conn.dropped():
+                    poll = conn._poll
+                    if poll.poll(0) if poll is not None else conn.dropped():
                         self._open -= 1
                         conn.close()
                         continue
@@ -503,18 +508,19 @@ class FastPoolManager:
             block = _wire(headers)
         if body is not None:
             data = b"%s%s%sContent-Length: %d\r\n\r\n%s" % (
-                method.encode("ascii"), target, block, len(body), body)  # type: ignore[arg-type]
+                _METHODS.get(method) or method.encode("ascii"), target, block, len(body), body)  # type: ignore[arg-type]
         elif method in ("POST", "PUT", "PATCH"):
             data = b"%s%s%sContent-Length: 0\r\n\r\n" % (method.encode("ascii"), target, block)
         else:
-            data = b"%s%s%s\r\n" % (method.encode("ascii"), target, block)
+            data = b"%s%s%s\r\n" % (_METHODS.get(method) or method.encode("ascii"), target, block)
 
         conn = pool.get(pool_timeout)
         if conn is None:
             conn = pool.connect(_seconds(getattr(timeout, "connect_timeout", timeout)))
         resp = FastResponse(pool, conn, url)
         try:
-            conn.sock.settimeout(_seconds(getattr(timeout, "read_timeout", timeout)))
+            read = getattr(timeout, "read_timeout", timeout)  # a deadline-bound one: what is left
+            conn.sock.settimeout(read if read.__class__ is float else _seconds(read))
             conn.sock.sendall(data)
             while not resp._headers_done:
                 resp._fill()
