@@ -281,9 +281,18 @@ class FastResponse:
     def whole(self, limit: int) -> bytes | None:
         """The whole body when it has all arrived already and is at most ``limit`` bytes
         (a small JSON answer comes with its head): no read, no timeout. None otherwise."""
-        if self._complete and self._buffered <= limit:
-            return self._take(None) if self._buffered else b""
-        return None
+        size = self._buffered
+        if not self._complete or size > limit:
+            return None
+        body = self._body
+        if not size:
+            return b""
+        data = body[0] if len(body) == 1 else b"".join(body)
+        body.clear()
+        self._buffered = 0
+        if self.length_remaining is not None:
+            self.length_remaining -= size
+        return data
 
     # ------------------------------------------------------------- the connection
 
@@ -486,12 +495,39 @@ class FastPoolManager:
     ) -> FastResponse:
         """Send one request and read the answer's head; the body is read from the answer.
 
-        ``timeout`` is a ``urllib3.Timeout`` (its connect and read parts are read when
-        each phase starts, so a deadline-bound one gives each only what is left) or
-        seconds. ``headers`` may be a :class:`~._http_options.HeaderBlock`, whose wire
-        form is made once and reused. Keywords only urllib3 knows (``preload_content``,
-        ``redirect``, ``retries``) are accepted and mean what the transports always ask:
-        stream the body, follow nothing, retry nothing.
+        ``timeout`` is a ``urllib3.Timeout`` or seconds; one bound to a deadline (its
+        ``deadline`` attribute, see ``_http_errors.request_timeout``) gives the connect
+        and the read only what is left of it when each starts. Keywords only urllib3
+        knows (``preload_content``, ``redirect``, ``retries``) are accepted and mean what
+        the transports always ask: stream the body, follow nothing, retry nothing.
+        """
+        deadline = getattr(timeout, "deadline", None)
+        if deadline is not None:
+            connect, read = timeout._connect_s, timeout._read_s
+        else:
+            connect = _seconds(getattr(timeout, "connect_timeout", timeout))
+            read = _seconds(getattr(timeout, "read_timeout", timeout))
+        return self.exchange(method, url, body, headers, deadline, connect, read, pool_timeout)
+
+    def exchange(
+        self,
+        method: str,
+        url: str,
+        body: bytes | str | None,
+        headers: Mapping[str, str] | None,
+        deadline: float | None,
+        connect: float | None,
+        read: float | None,
+        pool_timeout: float | None = None,
+    ) -> FastResponse:
+        """:meth:`request` with its time as plain values: the transports' hot path.
+
+        Args:
+            deadline: monotonic; the connect and the read each get at most what is left
+                of it when they start (None: no deadline).
+            connect: the longest connect, in seconds (None: no limit).
+            read: the longest wait for each read of the answer (None: no limit).
+            pool_timeout: the longest wait for a free socket of a blocking pool.
         """
         known = self._targets.get(url)
         pool, target = known if known is not None else self._pool(url)
@@ -506,22 +542,26 @@ class FastPoolManager:
                 block = headers.wire = _wire(headers)  # type: ignore[union-attr]
         else:
             block = _wire(headers)
+        verb = _METHODS.get(method) or method.encode("ascii")
         if body is not None:
-            data = b"%s%s%sContent-Length: %d\r\n\r\n%s" % (
-                _METHODS.get(method) or method.encode("ascii"), target, block, len(body), body)  # type: ignore[arg-type]
+            data = b"%s%s%sContent-Length: %d\r\n\r\n%s" % (verb, target, block, len(body), body)  # type: ignore[arg-type]
         elif method in ("POST", "PUT", "PATCH"):
-            data = b"%s%s%sContent-Length: 0\r\n\r\n" % (method.encode("ascii"), target, block)
+            data = b"%s%s%sContent-Length: 0\r\n\r\n" % (verb, target, block)
         else:
-            data = b"%s%s%s\r\n" % (_METHODS.get(method) or method.encode("ascii"), target, block)
+            data = b"%s%s%s\r\n" % (verb, target, block)
 
         conn = pool.get(pool_timeout)
         if conn is None:
-            conn = pool.connect(_seconds(getattr(timeout, "connect_timeout", timeout)))
+            if deadline is not None and connect is not None:
+                connect = max(0.001, min(connect, deadline - time.monotonic()))
+            conn = pool.connect(connect)
+        if deadline is not None and read is not None:
+            read = max(0.001, min(read, deadline - time.monotonic()))
         resp = FastResponse(pool, conn, url)
         try:
-            read = getattr(timeout, "read_timeout", timeout)  # a deadline-bound one: what is left
-            conn.sock.settimeout(read if read.__class__ is float else _seconds(read))
-            conn.sock.sendall(data)
+            sock = conn.sock
+            sock.settimeout(read)
+            sock.sendall(data)
             while not resp._headers_done:
                 resp._fill()
         except BaseException:

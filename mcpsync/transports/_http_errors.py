@@ -242,12 +242,28 @@ class _DeadlineTimeout(urllib3.Timeout):
         return max(0.001, min(self._read_s, self.deadline - time.monotonic()))
 
 
+def time_left(deadline: float | None) -> float | None:
+    """What is left of ``deadline`` (monotonic) for a request about to be sent, in
+    seconds (None: no deadline); :func:`request_timeout` without urllib3's timeout.
+
+    Raises:
+        RequestTimeout: the deadline has passed already.
+    """
+    if deadline is None:
+        return None
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise RequestTimeout("the request's time ran out before it could be sent")
+    return left
+
+
 def request_timeout(deadline: float | None, connect: float, read: float) -> tuple[dict[str, Any], float | None]:
     """urllib3 keyword arguments for one request attempt under ``deadline`` (monotonic).
 
     Returns:
         (kwargs, pool_timeout): ``timeout`` in kwargs; ``pool_timeout`` is what is left
-        for the wait for a free pooled connection (None: no deadline).
+        for the wait for a free pooled connection (None: no deadline). The fast path
+        needs no timeout object: it takes :func:`time_left` and the plain values.
 
     Raises:
         RequestTimeout: the deadline has passed already.
