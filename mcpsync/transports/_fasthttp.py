@@ -105,7 +105,6 @@ class _Headers(dict[str, str]):
 
 _POLL = hasattr(select, "poll")
 _dict_get = dict.get  # the headers' own lookups, not _Headers' case-folding ones
-_dict_set = dict.__setitem__
 
 
 class _Conn:
@@ -113,17 +112,37 @@ class _Conn:
 
     ``sock`` is what the transports adjust timeouts on. The parser lives as long as the
     socket (llhttp starts the next message after a complete one on a kept-alive
-    connection), so an answer costs no parser of its own: the parser's callbacks are
-    this object's and fill in the answer being read (``resp``). Bytes after a complete
-    answer (none were asked for) spoil the socket: it is closed, never reused.
+    connection) and so does the state it fills in, so an answer costs neither a parser
+    nor a Python call per event of its own: the body's pieces are appended to ``body``
+    and the end of the head is marked in ``head`` by the C methods of those containers;
+    only ``on_header`` and ``on_message_complete`` (asked for keep-alive there: the
+    parser resets after) are Python. An answer is read by one thread at a time (the one
+    that took the socket from the pool), so this state needs no lock.
+
+    A second answer where none was asked for (bytes after a complete one) spoils the
+    socket: ``begin`` holds one token per request and the parser's message-begin pops
+    it, so a message beyond it fails the parse; the socket is closed, never reused.
     """
 
-    __slots__ = ("sock", "parser", "resp", "spoiled", "_poll")
+    __slots__ = (
+        "sock", "parser", "raw", "body", "head", "begin", "complete", "keep", "spoiled", "eof", "_poll",
+        "on_body", "on_headers_complete", "on_message_begin",
+    )
 
     def __init__(self, sock: socket.socket) -> None:
         self.sock = sock
-        self.resp: FastResponse | None = None
+        self.raw: list[bytes] = []  # the head's names and values (name, value, name, value …) as they came
+        self.body: deque[bytes] = deque()
+        self.head: list[bool] = []  # [True] while the head of the answer being read is incomplete
+        self.begin: list[bool] = []  # one token per answer asked for
+        self.complete = False
+        self.keep = False
         self.spoiled = False
+        self.eof = False
+        # the parser's callbacks that need no Python frame (see the class docstring)
+        self.on_body = self.body.append
+        self.on_headers_complete = self.head.clear
+        self.on_message_begin = self.begin.pop
         self.parser = httptools.HttpResponseParser(self)
         self._poll: Any = None
         if _POLL:
@@ -149,149 +168,116 @@ class _Conn:
     # ------------------------------------------------------------- httptools callbacks
 
     def on_header(self, name: bytes, value: bytes) -> None:
-        resp = self.resp
-        if resp is None or resp._complete:
-            self.spoiled = True
-            return
-        headers = resp.headers
-        key = name.decode("latin-1").lower()
-        old = _dict_get(headers, key)
-        if old is None:
-            _dict_set(headers, key, value.decode("latin-1"))
-        else:
-            _dict_set(headers, key, f"{old}, {value.decode('latin-1')}")
-
-    def on_headers_complete(self) -> None:
-        resp = self.resp
-        if resp is None or resp._complete:
-            self.spoiled = True
-            return
-        resp.status = self.parser.get_status_code()
-        resp._headers_done = True
-        length = _dict_get(resp.headers, "content-length")
-        if length is not None and length.isdigit():
-            resp.length_remaining = int(length)
-
-    def on_body(self, body: bytes) -> None:
-        resp = self.resp
-        if resp is None or resp._complete:
-            self.spoiled = True
-            return
-        resp._body.append(body)
-        resp._buffered += len(body)
+        self.raw += (name, value)
 
     def on_message_complete(self) -> None:
-        resp = self.resp
-        if resp is None or resp._complete:
-            self.spoiled = True
-            return
-        resp._complete = True
-        resp._keep = self.parser.should_keep_alive()  # asked now: the parser resets after
+        self.complete = True
+        self.keep = self.parser.should_keep_alive()  # asked now: the parser resets after
 
 
 class FastResponse:
-    """One answer read from a pooled socket as the caller asks for its body."""
+    """One answer read from a pooled socket as the caller asks for its body.
 
-    __slots__ = (
-        "_pool", "connection", "_url", "status", "headers", "_body", "_buffered", "_headers_done",
-        "_complete", "_eof", "_keep", "_parser", "length_remaining", "_mcpsync_sent",
-    )
+    Made once the head has arrived (``status`` and ``headers`` are its own); the body is
+    read through the socket's state (:class:`_Conn`) while the answer holds the socket.
+    """
 
-    def __init__(self, pool: "_OriginPool", conn: _Conn, url: str) -> None:
+    __slots__ = ("_pool", "connection", "status", "headers", "_taken", "_mcpsync_sent")
+
+    def __init__(self, pool: "_OriginPool", conn: _Conn) -> None:
         self._pool = pool
         self.connection: _Conn | None = conn
-        self._url = url
-        self.status = 0
-        self.headers = _Headers()
-        self._body: deque[bytes] = deque()
-        self._buffered = 0
-        self._headers_done = False
-        self._complete = False
-        self._eof = False
-        self._keep = False
-        self._parser = conn.parser
-        self.length_remaining: int | None = None
-        conn.resp = self
+        self.status: int = conn.parser.get_status_code()
+        self.headers = headers = _Headers()
+        pairs = iter(conn.raw)
+        for name in pairs:  # under lower-case names, a repeated name's values joined
+            key = name.decode("latin-1").lower()
+            value = next(pairs).decode("latin-1")
+            old = _dict_get(headers, key)
+            headers[key] = value if old is None else f"{old}, {value}"
+        self._taken = 0
+
+    @property
+    def length_remaining(self) -> int | None:
+        """What is left of a ``Content-Length`` body (None: the body has no declared length)."""
+        length = _dict_get(self.headers, "content-length")
+        if length is None or not length.isdigit():
+            return None
+        return int(length) - self._taken
 
     # ------------------------------------------------------------- reading
+
+    @property
+    def _complete(self) -> bool:
+        conn = self.connection
+        return conn is not None and conn.complete
 
     def _fill(self) -> bool:
         """Read once from the socket into the parser; False when nothing more will come."""
         conn = self.connection
-        if conn is None or self._complete or self._eof:
+        if conn is None or conn.complete or conn.eof:
             return False
-        data = conn.sock.recv(_CHUNK)
-        if not data:
-            self._eof = True
-            if not self._headers_done:
-                raise ProtocolError("Connection aborted.", ConnectionResetError("the server closed the connection"))
-            if self.length_remaining is not None or "chunked" in self.headers.get("transfer-encoding", ""):
-                raise ProtocolError("Connection broken: the answer ended early", ConnectionResetError())
-            return False  # a body delimited by the connection's close ends here
-        try:
-            self._parser.feed_data(data)
-        except httptools.HttpParserUpgrade:  # pragma: no cover - never asked for
-            raise ProtocolError("unexpected protocol upgrade") from None
-        except httptools.HttpParserError as exc:
-            if self._complete:  # junk after a whole answer: the answer stands, the socket goes
-                conn.spoiled = True
-                return False
-            raise ProtocolError(f"malformed HTTP answer: {exc}") from None
-        return True
-
-    def _read_head(self) -> None:
-        while not self._headers_done:
-            self._fill()
+        return _feed(conn, self)
 
     def _take(self, amt: int | None) -> bytes:
-        if amt is None or amt >= self._buffered:
-            data = b"".join(self._body) if len(self._body) != 1 else self._body[0]
-            self._body.clear()
-            self._buffered = 0
+        conn = self.connection
+        if conn is None:
+            return b""
+        body = conn.body
+        if amt is None or amt >= sum(map(len, body)):
+            data = b"".join(body) if len(body) != 1 else body[0]
+            body.clear()
         else:
             out: list[bytes] = []
             need = amt
             while need:
-                piece = self._body[0]
+                piece = body[0]
                 if len(piece) <= need:
-                    out.append(self._body.popleft())
+                    out.append(body.popleft())
                     need -= len(piece)
                 else:
                     out.append(piece[:need])
-                    self._body[0] = piece[need:]
+                    body[0] = piece[need:]
                     need = 0
-            self._buffered -= amt
             data = b"".join(out)
-        if self.length_remaining is not None:
-            self.length_remaining -= len(data)
+        self._taken += len(data)
         return data
 
     def read1(self, amt: int | None = None) -> bytes:
         """What has arrived of the body (up to ``amt``), waiting only when nothing has; b"" at its end."""
-        while not self._buffered and self._fill():
+        conn = self.connection
+        if conn is None:
+            return b""
+        while not conn.body and self._fill():
             pass
-        return self._take(amt) if self._buffered else b""
+        return self._take(amt) if conn.body else b""
 
     def read(self, amt: int | None = None) -> bytes:
         """``amt`` bytes of the body (fewer at its end), or all of the rest."""
-        while (amt is None or self._buffered < amt) and self._fill():
+        conn = self.connection
+        if conn is None:
+            return b""
+        while (amt is None or sum(map(len, conn.body)) < amt) and self._fill():
             pass
-        return self._take(amt) if self._buffered else b""
+        return self._take(amt) if conn.body else b""
 
     def whole(self, limit: int) -> bytes | None:
         """The whole body when it has all arrived already and is at most ``limit`` bytes
         (a small JSON answer comes with its head): no read, no timeout. None otherwise."""
-        size = self._buffered
-        if not self._complete or size > limit:
+        conn = self.connection
+        if conn is None or not conn.complete:
             return None
-        body = self._body
-        if not size:
+        body = conn.body
+        if len(body) == 1:
+            data = body[0]
+        elif not body:
             return b""
-        data = body[0] if len(body) == 1 else b"".join(body)
+        else:
+            data = b"".join(body)
+        if len(data) > limit:
+            return None
         body.clear()
-        self._buffered = 0
-        if self.length_remaining is not None:
-            self.length_remaining -= size
+        self._taken += len(data)
         return data
 
     # ------------------------------------------------------------- the connection
@@ -301,18 +287,20 @@ class FastResponse:
         conn, self.connection = self.connection, None
         if conn is None:
             return
-        conn.resp = None
-        if self._complete and not self._buffered and self._keep and not conn.spoiled:
+        if conn.complete and conn.keep and not conn.body and not conn.spoiled:
             self._pool.put(conn)
         else:
             self._pool.discard(conn)
 
     def drain_conn(self) -> None:
         """Read the rest of the body (kept short) so the socket can be reused."""
+        conn = self.connection
+        if conn is None:
+            return
         try:
-            while self._buffered or self._fill():
-                self._take(None)
-                if self._buffered == 0 and self._complete:
+            while conn.body or self._fill():
+                conn.body.clear()
+                if conn.complete:
                     break
         except (OSError, ProtocolError):
             self.close()
@@ -321,7 +309,6 @@ class FastResponse:
         """Close the socket; the body's rest is never read."""
         conn, self.connection = self.connection, None
         if conn is not None:
-            conn.resp = None
             self._pool.discard(conn)
 
     def shutdown(self) -> None:
@@ -332,6 +319,31 @@ class FastResponse:
                 conn.sock.shutdown(socket.SHUT_RDWR)
             except OSError:
                 pass
+
+
+def _feed(conn: _Conn, resp: FastResponse | None) -> bool:
+    """Read once from ``conn``'s socket into its parser; False when nothing more will come.
+
+    ``resp``: the answer whose body is being read (None: its head is).
+    """
+    data = conn.sock.recv(_CHUNK)
+    if not data:
+        if resp is None:
+            raise ProtocolError("Connection aborted.", ConnectionResetError("the server closed the connection"))
+        conn.eof = True
+        if resp.length_remaining is not None or "chunked" in resp.headers.get("transfer-encoding", ""):
+            raise ProtocolError("Connection broken: the answer ended early", ConnectionResetError())
+        return False  # a body delimited by the connection's close ends here
+    try:
+        conn.parser.feed_data(data)
+    except httptools.HttpParserUpgrade:  # pragma: no cover - never asked for
+        raise ProtocolError("unexpected protocol upgrade") from None
+    except httptools.HttpParserError as exc:
+        if conn.complete:  # bytes after a whole answer: the answer stands, the socket goes
+            conn.spoiled = True
+            return False
+        raise ProtocolError(f"malformed HTTP answer: {exc}") from None
+    return True
 
 
 class _OriginPool:
@@ -557,17 +569,21 @@ class FastPoolManager:
             conn = pool.connect(connect)
         if deadline is not None and read is not None:
             read = max(0.001, min(read, deadline - time.monotonic()))
-        resp = FastResponse(pool, conn, url)
+        # ready to read one answer (the socket is idle: its last answer was read whole)
+        conn.raw.clear()
+        conn.head.append(True)
+        conn.begin.append(True)
+        conn.complete = False
         try:
             sock = conn.sock
             sock.settimeout(read)
             sock.sendall(data)
-            while not resp._headers_done:
-                resp._fill()
+            while conn.head:
+                _feed(conn, None)
         except BaseException:
-            resp.close()
+            pool.discard(conn)
             raise
-        return resp
+        return FastResponse(pool, conn)
 
     def clear(self) -> None:
         """Close every idle socket (answers still being read keep theirs until released)."""
