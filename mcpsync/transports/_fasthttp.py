@@ -543,20 +543,21 @@ class FastPoolManager:
         """
         known = self._targets.get(url)
         pool, target = known if known is not None else self._pool(url)
-        if body.__class__ is str:
-            body = body.encode()  # type: ignore[union-attr]
+        if isinstance(body, str):
+            body = body.encode()
         # the head is a few short lines, written with the body in one sendall
+        block: bytes | None
         if headers is None:
             block = b""
-        elif headers.__class__ is HeaderBlock:
-            block = headers.wire  # type: ignore[union-attr]
+        elif isinstance(headers, HeaderBlock):
+            block = headers.wire
             if block is None:
-                block = headers.wire = _wire(headers)  # type: ignore[union-attr]
+                block = headers.wire = _wire(headers)
         else:
             block = _wire(headers)
         verb = _METHODS.get(method) or method.encode("ascii")
         if body is not None:
-            data = b"%s%s%sContent-Length: %d\r\n\r\n%s" % (verb, target, block, len(body), body)  # type: ignore[arg-type]
+            data = b"%s%s%sContent-Length: %d\r\n\r\n%s" % (verb, target, block, len(body), body)
         elif method in ("POST", "PUT", "PATCH"):
             data = b"%s%s%sContent-Length: 0\r\n\r\n" % (verb, target, block)
         else:

@@ -82,7 +82,7 @@ class HeaderBlock(dict[str, str]):
     def _read_only(self, *args: Any, **kwargs: Any) -> Any:
         raise TypeError("a HeaderBlock is read-only: copy it with dict(block)")
 
-    __setitem__ = __delitem__ = update = pop = popitem = clear = setdefault = __ior__ = _read_only  # type: ignore[assignment]
+    __setitem__ = __delitem__ = update = pop = popitem = clear = setdefault = __ior__ = _read_only
 
 
 # --------------------------------------------------------------------------- media types
