@@ -85,6 +85,14 @@ def _wire(headers: Mapping[str, str]) -> bytes:
     return "".join([f"{name}: {value}\r\n" for name, value in headers.items()]).encode("latin-1")
 
 
+def _within(limit: float, left: float) -> float:
+    """``limit``, cut to what is ``left`` of a deadline, never under a millisecond
+    (``max(0.001, min(limit, left))``, without the builtins' argument parsing)."""
+    if left < limit:
+        return left if left > 0.001 else 0.001
+    return limit
+
+
 def _seconds(value: Any) -> float | None:
     """A urllib3 timeout attribute as seconds (its ``DEFAULT_TIMEOUT`` sentinel: None)."""
     return value if isinstance(value, (int, float)) else None
@@ -287,10 +295,17 @@ class FastResponse:
         conn, self.connection = self.connection, None
         if conn is None:
             return
+        pool = self._pool
         if conn.complete and conn.keep and not conn.body and not conn.spoiled:
-            self._pool.put(conn)
+            with pool._lock:  # pool.put, inline: once per request
+                if not pool._closed and len(pool._idle) < pool.maxsize:
+                    pool._idle.append(conn)
+                    if pool._waiting:
+                        pool._cond.notify()
+                    return
+            pool.put(conn)  # no room: closed and counted out there
         else:
-            self._pool.discard(conn)
+            pool.discard(conn)
 
     def drain_conn(self) -> None:
         """Read the rest of the body (kept short) so the socket can be reused."""
@@ -336,14 +351,20 @@ def _feed(conn: _Conn, resp: FastResponse | None) -> bool:
         return False  # a body delimited by the connection's close ends here
     try:
         conn.parser.feed_data(data)
-    except httptools.HttpParserUpgrade:  # pragma: no cover - never asked for
-        raise ProtocolError("unexpected protocol upgrade") from None
-    except httptools.HttpParserError as exc:
-        if conn.complete:  # bytes after a whole answer: the answer stands, the socket goes
-            conn.spoiled = True
-            return False
-        raise ProtocolError(f"malformed HTTP answer: {exc}") from None
+    except (httptools.HttpParserUpgrade, httptools.HttpParserError) as exc:
+        return _parse_failed(conn, exc)
     return True
+
+
+def _parse_failed(conn: _Conn, exc: Exception) -> bool:
+    """A parse failure on ``conn``: bytes after a whole answer spoil the socket (the
+    answer stands: False); otherwise a :class:`ProtocolError` is raised."""
+    if conn.complete:
+        conn.spoiled = True
+        return False
+    if isinstance(exc, httptools.HttpParserUpgrade):  # pragma: no cover - never asked for
+        raise ProtocolError("unexpected protocol upgrade") from None
+    raise ProtocolError(f"malformed HTTP answer: {exc}") from None
 
 
 class _OriginPool:
@@ -563,13 +584,24 @@ class FastPoolManager:
         else:
             data = b"%s%s%s\r\n" % (verb, target, block)
 
-        conn = pool.get(pool_timeout)
+        # an idle socket, as pool.get would give it (that, when none is idle or it was dropped)
+        conn = None
+        with pool._lock:
+            if pool._idle:
+                conn = pool._idle.pop()
+        if conn is not None and (conn._poll.poll(0) if conn._poll is not None else conn.dropped()):
+            pool.discard(conn)  # the server closed it while idle
+            conn = None
+        if conn is None:
+            conn = pool.get(pool_timeout)
         if conn is None:
             if deadline is not None and connect is not None:
-                connect = max(0.001, min(connect, deadline - time.monotonic()))
+                connect = _within(connect, deadline - time.monotonic())
             conn = pool.connect(connect)
         if deadline is not None and read is not None:
-            read = max(0.001, min(read, deadline - time.monotonic()))
+            left = deadline - time.monotonic()  # inline _within: once per request
+            if left < read:
+                read = left if left > 0.001 else 0.001
         # ready to read one answer (the socket is idle: its last answer was read whole)
         conn.raw.clear()
         conn.head.append(True)
@@ -579,8 +611,14 @@ class FastPoolManager:
             sock = conn.sock
             sock.settimeout(read)
             sock.sendall(data)
-            while conn.head:
-                _feed(conn, None)
+            while conn.head:  # the head (and, for a small answer, its body) in one read, mostly
+                chunk = sock.recv(_CHUNK)
+                if not chunk:
+                    raise ProtocolError("Connection aborted.", ConnectionResetError("the server closed the connection"))
+                try:
+                    conn.parser.feed_data(chunk)
+                except (httptools.HttpParserUpgrade, httptools.HttpParserError) as exc:
+                    _parse_failed(conn, exc)
         except BaseException:
             pool.discard(conn)
             raise

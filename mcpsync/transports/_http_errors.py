@@ -235,11 +235,13 @@ class _DeadlineTimeout(urllib3.Timeout):
 
     @property
     def connect_timeout(self) -> float:
-        return max(0.001, min(self._connect_s, self.deadline - time.monotonic()))
+        left = self.deadline - time.monotonic()
+        return self._connect_s if left >= self._connect_s else (left if left > 0.001 else 0.001)
 
     @property
     def read_timeout(self) -> float:
-        return max(0.001, min(self._read_s, self.deadline - time.monotonic()))
+        left = self.deadline - time.monotonic()
+        return self._read_s if left >= self._read_s else (left if left > 0.001 else 0.001)
 
 
 def time_left(deadline: float | None) -> float | None:
