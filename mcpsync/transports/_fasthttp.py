@@ -215,17 +215,22 @@ class FastResponse:
 
     # ------------------------------------------------------------- reading
 
-    @property
-    def _complete(self) -> bool:
-        conn = self.connection
-        return conn is not None and conn.complete
-
     def _fill(self) -> bool:
         """Read once from the socket into the parser; False when nothing more will come."""
         conn = self.connection
         if conn is None or conn.complete or conn.eof:
             return False
-        return _feed(conn, self)
+        data = conn.sock.recv(_CHUNK)
+        if not data:
+            conn.eof = True
+            if self.length_remaining is not None or "chunked" in self.headers.get("transfer-encoding", ""):
+                raise ProtocolError("Connection broken: the answer ended early", ConnectionResetError())
+            return False  # a body delimited by the connection's close ends here
+        try:
+            conn.parser.feed_data(data)
+        except (httptools.HttpParserUpgrade, httptools.HttpParserError) as exc:
+            return _parse_failed(conn, exc)
+        return True
 
     def _take(self, amt: int | None) -> bytes:
         conn = self.connection
@@ -334,26 +339,6 @@ class FastResponse:
                 conn.sock.shutdown(socket.SHUT_RDWR)
             except OSError:
                 pass
-
-
-def _feed(conn: _Conn, resp: FastResponse | None) -> bool:
-    """Read once from ``conn``'s socket into its parser; False when nothing more will come.
-
-    ``resp``: the answer whose body is being read (None: its head is).
-    """
-    data = conn.sock.recv(_CHUNK)
-    if not data:
-        if resp is None:
-            raise ProtocolError("Connection aborted.", ConnectionResetError("the server closed the connection"))
-        conn.eof = True
-        if resp.length_remaining is not None or "chunked" in resp.headers.get("transfer-encoding", ""):
-            raise ProtocolError("Connection broken: the answer ended early", ConnectionResetError())
-        return False  # a body delimited by the connection's close ends here
-    try:
-        conn.parser.feed_data(data)
-    except (httptools.HttpParserUpgrade, httptools.HttpParserError) as exc:
-        return _parse_failed(conn, exc)
-    return True
 
 
 def _parse_failed(conn: _Conn, exc: Exception) -> bool:
