@@ -98,11 +98,14 @@ def _seconds(value: Any) -> float | None:
     return value if isinstance(value, (int, float)) else None
 
 
+_dict_get = dict.get  # the headers' own lookups, not _Headers' case-folding ones
+
+
 class _Headers(dict[str, str]):
     """Response headers under lower-case names; lookups ignore case (repeats joined by ``, ``)."""
 
     def get(self, key: str, default: Any = None) -> Any:
-        return dict.get(self, key.lower(), default)
+        return _dict_get(self, key.lower(), default)
 
     def __getitem__(self, key: str) -> str:
         return dict.__getitem__(self, key.lower())
@@ -112,7 +115,6 @@ class _Headers(dict[str, str]):
 
 
 _POLL = hasattr(select, "poll")
-_dict_get = dict.get  # the headers' own lookups, not _Headers' case-folding ones
 
 
 class _Conn:
