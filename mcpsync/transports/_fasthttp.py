@@ -115,6 +115,7 @@ class _Headers(dict[str, str]):
 
 
 _POLL = hasattr(select, "poll")
+_TOKENS = (True, True)  # an answer's: its message-begin takes one, the end of its head the other
 
 
 class _Conn:
@@ -123,19 +124,20 @@ class _Conn:
     ``sock`` is what the transports adjust timeouts on. The parser lives as long as the
     socket (llhttp starts the next message after a complete one on a kept-alive
     connection) and so does the state it fills in, so an answer costs neither a parser
-    nor a Python call per event of its own: the body's pieces are appended to ``body``
-    and the end of the head is marked in ``head`` by the C methods of those containers;
-    only ``on_header`` and ``on_message_complete`` (asked for keep-alive there: the
-    parser resets after) are Python. An answer is read by one thread at a time (the one
+    nor a Python call per event of its own: the body's pieces are appended to ``body``,
+    and the start of a message and the end of its head take the tokens in ``head``, by
+    the C methods of those containers; only ``on_header`` and ``on_message_complete``
+    (asked for keep-alive there: the parser resets after) are Python. An answer is read by one thread at a time (the one
     that took the socket from the pool), so this state needs no lock.
 
     A second answer where none was asked for (bytes after a complete one) spoils the
-    socket: ``begin`` holds one token per request and the parser's message-begin pops
-    it, so a message beyond it fails the parse; the socket is closed, never reused.
+    socket: each request puts two tokens in ``head``, the message's begin pops one and
+    the end of its head clears the other, so a message beyond it has none to pop and
+    fails the parse; the socket is closed, never reused.
     """
 
     __slots__ = (
-        "sock", "parser", "raw", "body", "head", "begin", "complete", "keep", "spoiled", "eof", "_poll",
+        "sock", "parser", "raw", "body", "head", "complete", "keep", "spoiled", "eof", "_poll",
         "on_body", "on_headers_complete", "on_message_begin",
     )
 
@@ -143,8 +145,7 @@ class _Conn:
         self.sock = sock
         self.raw: list[bytes] = []  # the head's names and values (name, value, name, value …) as they came
         self.body: deque[bytes] = deque()
-        self.head: list[bool] = []  # [True] while the head of the answer being read is incomplete
-        self.begin: list[bool] = []  # one token per answer asked for
+        self.head: list[bool] = []  # not empty while the head of the answer asked for is incomplete
         self.complete = False
         self.keep = False
         self.spoiled = False
@@ -152,7 +153,7 @@ class _Conn:
         # the parser's callbacks that need no Python frame (see the class docstring)
         self.on_body = self.body.append
         self.on_headers_complete = self.head.clear
-        self.on_message_begin = self.begin.pop
+        self.on_message_begin = self.head.pop
         self.parser = httptools.HttpResponseParser(self)
         self._poll: Any = None
         if _POLL:
@@ -591,8 +592,7 @@ class FastPoolManager:
                 read = left if left > 0.001 else 0.001
         # ready to read one answer (the socket is idle: its last answer was read whole)
         conn.raw.clear()
-        conn.head.append(True)
-        conn.begin.append(True)
+        conn.head += _TOKENS
         conn.complete = False
         try:
             sock = conn.sock

@@ -427,9 +427,8 @@ class StreamableHTTPTransport(ResponseStreams):
         ctype = media_type(resp.headers.get("content-type"))
 
         if 200 <= status < 300:
-            new_session = resp.headers.get("mcp-session-id")
             if msg.method == "initialize" and msg.is_request:
-                self._session_id = new_session or None
+                self._session_id = resp.headers.get("mcp-session-id") or None
             if msg.method == "notifications/initialized" and not msg.modern_version:
                 self._start_get_stream(wait=min(2.0, self.options.connect_timeout))
             if ctype == _SSE:
@@ -463,7 +462,10 @@ class StreamableHTTPTransport(ResponseStreams):
                         f"{ctype or 'none'!r}, not JSON or SSE",
                         status=status,
                     )
-                self._deliver_json(body, msg)
+                if stripped[:1] == b"[":
+                    self._deliver_json(body, msg)  # a batch: one message at a time
+                else:
+                    self._deliver(body, None, msg)
             elif msg.is_request:
                 raise ProtocolError(f"{self.url} sent no response to {msg.method} (HTTP {status})", status=status)
             return
