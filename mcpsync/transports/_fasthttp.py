@@ -137,7 +137,7 @@ class _Conn:
     """
 
     __slots__ = (
-        "sock", "parser", "raw", "body", "head", "complete", "keep", "spoiled", "eof", "_poll",
+        "sock", "parser", "raw", "body", "head", "complete", "keep", "eof", "_poll",
         "on_body", "on_headers_complete", "on_message_begin",
     )
 
@@ -147,8 +147,7 @@ class _Conn:
         self.body: deque[bytes] = deque()
         self.head: list[bool] = []  # not empty while the head of the answer asked for is incomplete
         self.complete = False
-        self.keep = False
-        self.spoiled = False
+        self.keep = False  # the answer read whole may be followed by another (False: spoiled too)
         self.eof = False
         # the parser's callbacks that need no Python frame (see the class docstring)
         self.on_body = self.body.append
@@ -304,7 +303,7 @@ class FastResponse:
         if conn is None:
             return
         pool = self._pool
-        if conn.complete and conn.keep and not conn.body and not conn.spoiled:
+        if conn.complete and conn.keep and not conn.body:
             with pool._lock:  # pool.put, inline: once per request
                 if not pool._closed and len(pool._idle) < pool.maxsize:
                     pool._idle.append(conn)
@@ -348,7 +347,7 @@ def _parse_failed(conn: _Conn, exc: Exception) -> bool:
     """A parse failure on ``conn``: bytes after a whole answer spoil the socket (the
     answer stands: False); otherwise a :class:`ProtocolError` is raised."""
     if conn.complete:
-        conn.spoiled = True
+        conn.keep = False
         return False
     if isinstance(exc, httptools.HttpParserUpgrade):  # pragma: no cover - never asked for
         raise ProtocolError("unexpected protocol upgrade") from None
