@@ -216,16 +216,12 @@ class _DeadlineTimeout(urllib3.Timeout):
 
     urllib3 reads ``connect_timeout`` after the pool wait and ``read_timeout`` after the
     request is written (and again on the retried connect), so each phase gets only
-    what is left (clones keep the deadline). The fast path reads them the same way.
+    what is left (clones keep the deadline). ``FastPoolManager.request`` reads its
+    ``deadline`` and limits instead (the transports' fast path makes no such object).
     """
 
     def __init__(self, deadline: float, connect: float, read: float) -> None:
-        # urllib3.Timeout's own __init__ validates each value: these are the transport's
-        # own floats, checked when its options were made, so they are set as they are
-        self._connect = connect
-        self._read = read
-        self.total = None
-        self._start_connect = None
+        super().__init__(connect=connect, read=read)
         self.deadline = deadline
         self._connect_s = connect
         self._read_s = read
