@@ -9,6 +9,14 @@ transports use (:meth:`FastPoolManager.request`, and on the answer ``status``,
 ``headers``, ``read`` / ``read1``, ``release_conn``, ``drain_conn``, ``close``,
 ``shutdown``, ``connection.sock``), so one code path serves both.
 
+Per request it costs what Python must do and little more (issue 21 counts instructions
+under callgrind): :meth:`FastPoolManager.exchange` takes its time as plain values (no
+``urllib3.Timeout``), a :class:`~._http_options.HeaderBlock`'s wire form is made once,
+each socket keeps one parser whose body, head-end and message-begin callbacks are C
+methods of the socket's own containers (only ``on_header`` and ``on_message_complete``
+run Python), and a small answer that came with its head is handed over whole
+(:meth:`FastResponse.whole`) without another read or timeout.
+
 It raises urllib3's exception types where urllib3 would (``NewConnectionError``,
 ``ConnectTimeoutError``, ``EmptyPoolError``, ``SSLError``, ``ProtocolError``), so the one
 map from HTTP failures to mcpsync's errors (``_http_errors.translate``) covers both paths.
