@@ -40,6 +40,7 @@ from .._errors import (
     RequestTimeout,
     error_from_http_status,
 )
+from ._fasthttp import FastResponse
 from ._http_options import _EDGE, origin_of
 
 def translate(exc: BaseException, url: str, *, connecting: bool = False, fatal: bool = True) -> MCPError:
@@ -215,7 +216,8 @@ class _DeadlineTimeout(urllib3.Timeout):
 
     urllib3 reads ``connect_timeout`` after the pool wait and ``read_timeout`` after the
     request is written (and again on the retried connect), so each phase gets only
-    what is left (clones keep the deadline).
+    what is left (clones keep the deadline). ``FastPoolManager.request`` reads its
+    ``deadline`` and limits instead (the transports' fast path makes no such object).
     """
 
     def __init__(self, deadline: float, connect: float, read: float) -> None:
@@ -229,11 +231,28 @@ class _DeadlineTimeout(urllib3.Timeout):
 
     @property
     def connect_timeout(self) -> float:
-        return max(0.001, min(self._connect_s, self.deadline - time.monotonic()))
+        left = self.deadline - time.monotonic()
+        return self._connect_s if left >= self._connect_s else (left if left > 0.001 else 0.001)
 
     @property
     def read_timeout(self) -> float:
-        return max(0.001, min(self._read_s, self.deadline - time.monotonic()))
+        left = self.deadline - time.monotonic()
+        return self._read_s if left >= self._read_s else (left if left > 0.001 else 0.001)
+
+
+def time_left(deadline: float | None) -> float | None:
+    """What is left of ``deadline`` (monotonic) for a request about to be sent, in
+    seconds (None: no deadline); :func:`request_timeout` without urllib3's timeout.
+
+    Raises:
+        RequestTimeout: the deadline has passed already.
+    """
+    if deadline is None:
+        return None
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise RequestTimeout("the request's time ran out before it could be sent")
+    return left
 
 
 def request_timeout(deadline: float | None, connect: float, read: float) -> tuple[dict[str, Any], float | None]:
@@ -241,7 +260,8 @@ def request_timeout(deadline: float | None, connect: float, read: float) -> tupl
 
     Returns:
         (kwargs, pool_timeout): ``timeout`` in kwargs; ``pool_timeout`` is what is left
-        for the wait for a free pooled connection (None: no deadline).
+        for the wait for a free pooled connection (None: no deadline). The fast path
+        needs no timeout object: it takes :func:`time_left` and the plain values.
 
     Raises:
         RequestTimeout: the deadline has passed already.
@@ -252,8 +272,6 @@ def request_timeout(deadline: float | None, connect: float, read: float) -> tupl
     if left <= 0:
         raise RequestTimeout("the request's time ran out before it could be sent")
     return {"timeout": _DeadlineTimeout(deadline, connect, read)}, left
-
-
 
 
 def read_body(resp: Any, limit: int, url: str, deadline: float | None = None) -> bytes:
@@ -267,6 +285,10 @@ def read_body(resp: Any, limit: int, url: str, deadline: float | None = None) ->
         MessageTooLarge: more than ``limit`` bytes (``head`` / ``tail``: redacted edges).
         RequestTimeout: the body did not arrive by the deadline.
     """
+    if resp.__class__ is FastResponse:
+        whole = resp.whole(limit)
+        if whole is not None:  # arrived with the head (a small JSON answer): nothing to wait for
+            return whole
     declared = resp.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
         _discard(resp)

@@ -24,6 +24,7 @@ from ._http_errors import (
     request_timeout,
     sent_secrets,
     status_error,
+    time_left,
     translate,
 )
 from ._http_headers import auth_retry, call_auth_headers, dpop_nonce_challenge, MAX_DPOP_NONCE_RETRIES
@@ -140,7 +141,9 @@ class HTTPExchange(Transport):
         if deadline is None:
             deadline = time.monotonic() + read_timeout if not control else None
         else:
-            connect = max(0.05, min(connect, (deadline - time.monotonic()) / 2))
+            half = (deadline - time.monotonic()) / 2  # both connect attempts fit in the deadline
+            if half < connect:  # max(0.05, min(…)) without the builtins' argument parsing
+                connect = half if half > 0.05 else 0.05
         pools = self._pool
         if pools is None:
             raise ConnectionClosed("transport is closed")
@@ -150,26 +153,36 @@ class HTTPExchange(Transport):
         nonces = 0
         redirects = 0
         while True:
-            send_headers = dict(headers)
-            send_headers.update(call_auth_headers(auth, url, method))
-            extra, pool_wait = request_timeout(deadline, connect, read_timeout)
-            if not control:
-                extra["pool_timeout"] = pool_wait
+            # never changed once sent (quoted nowhere): without a hook, the headers as given
+            send_headers = headers if auth is None else {**headers, **call_auth_headers(auth, url, method)}
             try:
-                resp = pool.request(
-                    method,
-                    url,
-                    body=body,
-                    headers=send_headers,
-                    preload_content=False,
-                    redirect=False,
-                    **extra,
-                )
+                if pools.fast:  # plain timeouts: no urllib3.Timeout to make and read
+                    wait = time_left(deadline)
+                    resp = pool.exchange(
+                        method, url, body, send_headers, deadline, connect, read_timeout, None if control else wait
+                    )
+                else:
+                    extra, pool_wait = request_timeout(deadline, connect, read_timeout)
+                    if not control:
+                        extra["pool_timeout"] = pool_wait
+                    resp = pool.request(
+                        method,
+                        url,
+                        body=body,
+                        headers=send_headers,
+                        preload_content=False,
+                        redirect=False,
+                        **extra,
+                    )
+            except RequestTimeout:
+                raise  # the deadline passed before the request could be sent
             except Exception as exc:
                 if self._closed:
                     raise ConnectionClosed("transport is closed") from exc
                 raise translate(exc, url, connecting=True) from exc
             resp._mcpsync_sent = send_headers  # quoted nowhere
+            if resp.status == 200:
+                return resp  # the common answer: no redirect, no auth challenge
             target = redirect_target(url, resp)
             if target is not None:
                 redirects += 1

@@ -58,6 +58,33 @@ class HTTPOptions:
     user_agent: str = "mcpsync/0.1"
 
 
+class HeaderBlock(dict[str, str]):
+    """Request headers made once and sent on many requests: a dict that refuses changes.
+
+    The fast HTTP path keeps its wire form (``wire``: ``Name: value\\r\\n`` lines, made
+    on its first send) so a request of the same kind costs no header formatting; urllib3
+    reads it as the plain mapping it is. Copy it (``dict(block)``) to add headers.
+
+    Example:
+        >>> block = HeaderBlock({"Accept": "application/json"})
+        >>> block["Accept"]
+        'application/json'
+        >>> dict(block, Authorization="Bearer x")["Authorization"]
+        'Bearer x'
+    """
+
+    __slots__ = ("wire",)
+
+    def __init__(self, headers: Mapping[str, str]) -> None:
+        super().__init__(headers)
+        self.wire: bytes | None = None
+
+    def _read_only(self, *args: Any, **kwargs: Any) -> Any:
+        raise TypeError("a HeaderBlock is read-only: copy it with dict(block)")
+
+    __setitem__ = __delitem__ = update = pop = popitem = clear = setdefault = __ior__ = _read_only
+
+
 # --------------------------------------------------------------------------- media types
 
 

@@ -35,12 +35,14 @@ class Pools:
             answer a server waits for is never stuck behind the streams awaiting it.
     """
 
-    __slots__ = ("main", "control", "refs")
+    __slots__ = ("main", "control", "refs", "fast")
 
     def __init__(self, main: Any, control: Any) -> None:  # urllib3's or the fast path's managers
         self.main = main
         self.control = control
         self.refs = 0
+        #: both are the fast path's (``FastPoolManager.exchange`` takes plain timeouts)
+        self.fast = isinstance(main, FastPoolManager)
 
 
 _pools: dict[tuple[Any, ...], Pools] = {}

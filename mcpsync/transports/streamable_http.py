@@ -87,7 +87,7 @@ from ._base import Transport
 from ._http_errors import read_body, status_error
 from ._http_exchange import _JSON, _SSE, _left, _secrets, _shutdown, http_options
 from ._http_headers import encode_header_value
-from ._http_options import HTTPOptions, media_type
+from ._http_options import HeaderBlock, HTTPOptions, media_type
 from ._http_pools import acquire_pool, release_pool, Pools, StreamThreads
 from ._http_streams import _ErrorPeek, _Exchange, _In, _Message, ResponseStreams, _peek_error, _peek_in
 from ._sse import _Oversized
@@ -199,6 +199,7 @@ class StreamableHTTPTransport(ResponseStreams):
         self._ids = itertools.count(1)
 
         self._inflight: dict[Any, _Exchange] = {}
+        self._header_blocks: dict[tuple[Any, ...], HeaderBlock] = {}  # see _headers
 
         self._get_generation = 0
         self._get_resp: Any = None
@@ -391,6 +392,19 @@ class StreamableHTTPTransport(ResponseStreams):
     # ------------------------------------------------------------- HTTP plumbing
 
     def _headers(self, msg: _Message | None, method: str, *, accept: str | None = None) -> dict[str, str]:
+        # a POST's headers repeat from request to request: made once per kind, as a
+        # read-only HeaderBlock (the fast path keeps its wire form); not those with
+        # headers of the call's own (Mcp-Param-*, from its arguments)
+        key: tuple[Any, ...] | None = None
+        if method == "POST" and msg is not None:
+            if msg.modern_version is None:
+                key = ("L", self._session_id, self._protocol_version, msg.method == "initialize")
+            elif not msg.facts.headers:
+                key = ("M", msg.modern_version, msg.method, msg.facts.name)
+            if key is not None:
+                block = self._header_blocks.get(key)
+                if block is not None:
+                    return block
         h: dict[str, str] = {"User-Agent": self.options.user_agent}
         h.update(self.options.headers)
         if method == "POST":
@@ -413,6 +427,11 @@ class StreamableHTTPTransport(ResponseStreams):
                 h["Mcp-Session-Id"] = self._session_id
             if self._protocol_version is not None and not (msg is not None and msg.method == "initialize"):
                 h["MCP-Protocol-Version"] = self._protocol_version
+        if key is not None:
+            if len(self._header_blocks) >= 64:
+                self._header_blocks.clear()
+            block = self._header_blocks[key] = HeaderBlock(h)
+            return block
         return h
 
     # ------------------------------------------------------------- POST
@@ -427,9 +446,8 @@ class StreamableHTTPTransport(ResponseStreams):
         ctype = media_type(resp.headers.get("content-type"))
 
         if 200 <= status < 300:
-            new_session = resp.headers.get("mcp-session-id")
             if msg.method == "initialize" and msg.is_request:
-                self._session_id = new_session or None
+                self._session_id = resp.headers.get("mcp-session-id") or None
             if msg.method == "notifications/initialized" and not msg.modern_version:
                 self._start_get_stream(wait=min(2.0, self.options.connect_timeout))
             if ctype == _SSE:
@@ -463,7 +481,10 @@ class StreamableHTTPTransport(ResponseStreams):
                         f"{ctype or 'none'!r}, not JSON or SSE",
                         status=status,
                     )
-                self._deliver_json(body, msg)
+                if stripped[:1] == b"[":
+                    self._deliver_json(body, msg)  # a batch: one message at a time
+                else:
+                    self._deliver(body, None, msg)
             elif msg.is_request:
                 raise ProtocolError(f"{self.url} sent no response to {msg.method} (HTTP {status})", status=status)
             return

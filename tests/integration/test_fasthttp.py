@@ -16,6 +16,7 @@ import pytest
 from urllib3.exceptions import EmptyPoolError, NewConnectionError, ProtocolError
 
 from mcpsync.transports._fasthttp import FastPoolManager, http_path
+from mcpsync.transports._http_options import HeaderBlock
 
 pytest.importorskip("httptools")
 
@@ -235,6 +236,56 @@ def _read_or_error(resp) -> object:
         return resp.read1()
     except (OSError, ProtocolError) as exc:
         return exc
+
+
+def test_bytes_after_a_whole_answer_spoil_the_socket(serve) -> None:
+    """A second answer nobody asked for (one reused parser would read it as the next
+    request's) leaves the first answer standing and the socket closed, never reused."""
+
+    def extra(conn: socket.socket, n: int) -> bool:
+        body = b'{"n": %d}' % n
+        answer = b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)
+        conn.sendall(answer + (b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nstale" if n == 1 else b""))
+        return True
+
+    server = serve(extra)
+    manager = FastPoolManager(maxsize=1, block=True)
+    for n in (1, 2):
+        resp = manager.request("GET", server.url, timeout=5)
+        assert resp.status == 200 and resp.read() == b'{"n": %d}' % n
+        resp.release_conn()
+    assert server.accepted == 2  # the first socket was not given the second request
+
+
+def test_repeated_headers_are_joined_and_names_fold_case(serve) -> None:
+    def reply(conn: socket.socket, n: int) -> bool:
+        conn.sendall(
+            b"HTTP/1.1 401 Unauthorized\r\nWWW-Authenticate: Bearer realm=\"a\"\r\n"
+            b"www-authenticate: DPoP algs=\"ES256\"\r\nX-Cafe: caf\xe9\r\nContent-Length: 0\r\n\r\n"
+        )
+        return True
+
+    manager = FastPoolManager(maxsize=1, block=True)
+    resp = manager.request("GET", serve(reply).url, timeout=5)
+    assert resp.status == 401
+    assert resp.headers.get("WWW-Authenticate") == 'Bearer realm="a", DPoP algs="ES256"'
+    assert resp.headers["x-cafe"] == "caf\xe9"  # ISO-8859-1, as http.client reads it
+    assert resp.read() == b""
+    resp.release_conn()
+
+
+def test_a_header_block_is_sent_as_given_and_stays_read_only(serve) -> None:
+    server = serve(_json)
+    manager = FastPoolManager(maxsize=1, block=True)
+    block = HeaderBlock({"Accept": "application/json", "Mcp-Session-Id": "s1"})
+    for _ in range(2):
+        resp = manager.request("POST", server.url, body=b"{}", headers=block, timeout=5)
+        resp.read()
+        resp.release_conn()
+    assert all(b"\r\nAccept: application/json\r\nMcp-Session-Id: s1\r\n" in r for r in server.requests)
+    with pytest.raises(TypeError):
+        block["Authorization"] = "Bearer x"
+    assert dict(block, Authorization="Bearer x")["Authorization"] == "Bearer x"
 
 
 def test_which_path_a_client_takes(monkeypatch) -> None:

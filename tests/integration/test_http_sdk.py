@@ -431,8 +431,14 @@ def test_a_session_lost_on_the_get_stream_is_renewed_without_a_call(sse_server: 
         assert old
         urllib3.PoolManager().request("POST", f"{sse_server}/admin/expire")
         assert wait_until(lambda: c.diagnostics().session_id not in (None, old), 10)
-        assert c.call_tool("touch", {"uri": "test://greeting"}).text == "touched"
-        assert got.wait(5), "no update on the new session's GET stream"
+        # the new session id is known as soon as initialize is answered; its GET stream
+        # opens right after notifications/initialized, so an update sent in between has
+        # no stream to go to: touch until one arrives (bounded), then the stream is live
+        for _ in range(40):
+            assert c.call_tool("touch", {"uri": "test://greeting"}).text == "touched"
+            if got.wait(0.25):
+                break
+        assert got.is_set(), "no update on the new session's GET stream"
 
 
 def test_a_notification_on_an_expired_session_renews_it(json_server: str) -> None:
