@@ -655,7 +655,7 @@ class Session:
             extra = p.get("_meta")
             p["_meta"] = {**base, **extra} if extra else conn.wire_meta(base)
             sent = p
-            if method == "tools/call" and params and conn.transport is not None:
+            if method == "tools/call" and params and conn.transport is not None and c._tools.param_annotations:
                 headers = c._tools.param_headers(params)  # the tool's Mcp-Param-* headers
         try:
             if headers is None:

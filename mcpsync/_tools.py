@@ -84,8 +84,9 @@ class Tools:
     def __init__(self, client: Any) -> None:
         self._client = client
         #: tool name → its x-mcp-header annotations (property path → header token), as
-        #: the last listing of the modern era showed them; only tools that have some
-        self._param_annotations: dict[str, dict[tuple[str, ...], str]] = {}
+        #: the last listing of the modern era showed them; only tools that have some (the
+        #: session reads it on every modern tools/call: empty, it skips param_headers)
+        self.param_annotations: dict[str, dict[tuple[str, ...], str]] = {}
 
     # ------------------------------------------------------------------ listing
 
@@ -115,7 +116,7 @@ class Tools:
     def _learn_headers(self, page: ListToolsResult) -> ListToolsResult:
         """Learn the page's ``x-mcp-header`` annotations (modern era) and drop the tools
         whose annotations are invalid."""
-        known = self._param_annotations
+        known = self.param_annotations
         dropped = False
         kept: list[Tool] = []
         modern: bool | None = None
@@ -141,7 +142,7 @@ class Tools:
     def param_headers(self, params: Mapping[str, Any]) -> dict[str, str] | None:
         """The ``Mcp-Param-*`` headers of a modern ``tools/call`` with these ``params``
         (None when the tool has no ``x-mcp-header`` annotations, or none applies)."""
-        known = self._param_annotations
+        known = self.param_annotations
         if not known:
             return None
         annotations = known.get(params.get("name"))  # type: ignore[arg-type]
