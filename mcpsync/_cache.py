@@ -63,6 +63,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
+from ._paging import paginate
 from ._speedups import TTLCache
 
 __all__ = [
@@ -660,6 +661,18 @@ class ResultCache:
             self.put(cred, method, params, result, ttl_ms=ttl, scope=getattr(result, "cache_scope", None),
                      generation=generation)
         return result
+
+    def listing(
+        self, cred: Any, method: str, attr: str, ask: Callable[[Mapping[str, Any] | None], Any], *,
+        server: str, use: bool = True, refresh: bool = False,
+    ) -> list[Any]:
+        """Every item (``page.<attr>``) of a list method: each page is ``ask(params)``
+        through :meth:`fetch`, following ``nextCursor`` (:func:`~mcpsync._paging.paginate`)."""
+        def page(cursor: str | None) -> Any:
+            params = {"cursor": cursor} if cursor else None
+            return self.fetch(cred, method, params, lambda: ask(params), use=use, refresh=refresh)
+
+        return [item for p in paginate(page, server=server, method=method) for item in getattr(p, attr)]
 
     def invalidate(self, methods: Iterable[str], uri: str | None = None) -> None:
         """Drop the entries of ``methods`` (only those for ``uri``, if given)."""

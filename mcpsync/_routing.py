@@ -552,6 +552,6 @@ def routed_client(
     for e in eps:  # on the router's clock: one time base for every routing decision
         breakers[e.name] = CircuitBreaker(policy, clock=router._clock, on_change=listener, name=f"{name}[{e.name}]")
     made = client(router.transport_factory(make), breaker=BreakerPolicy.DISABLED, **options)
-    made.router = router
-    made._endpoint_breakers = breakers
+    made._session.router = router
+    made._session.endpoint_breakers = breakers
     return made
