@@ -54,31 +54,11 @@ import re
 from typing import Any, Mapping
 
 __all__ = [
-    "MCPError",
-    "NetworkError",
-    "ConnectError",
-    "StartFailed",
-    "ConnectionClosed",
-    "SessionExpired",
-    "RequestTimeout",
-    "ServerUnavailable",
-    "CircuitOpen",
-    "ProtocolError",
-    "MessageTooLarge",
-    "SkillIntegrityError",
-    "RemoteError",
-    "ToolError",
-    "ToolNotFound",
-    "InvalidParams",
-    "ResourceError",
-    "ResourceNotFound",
-    "MethodNotFound",
-    "UnsupportedProtocolVersion",
-    "AuthError",
-    "PermissionDenied",
-    "Cancelled",
-    "ERROR_CODE_TABLE",
-    "error_from_code",
+    "MCPError", "NetworkError", "ConnectError", "StartFailed", "ConnectionClosed", "SessionExpired",
+    "RequestTimeout", "ServerUnavailable", "CircuitOpen", "ProtocolError", "MessageTooLarge",
+    "SkillIntegrityError", "RemoteError", "ToolError", "ToolNotFound", "InvalidParams", "ResourceError",
+    "ResourceNotFound", "MethodNotFound", "UnsupportedProtocolVersion", "AuthError", "PermissionDenied",
+    "Cancelled", "ERROR_CODE_TABLE", "error_from_code",
 ]
 
 # JSON-RPC 2.0 and MCP error codes.
