@@ -156,7 +156,8 @@ class Client:
         )
 
     def __setattr__(self, name: str, value: Any) -> None:
-        if name in _POLICIES and name in self.__dict__:
+        # set once, by __init__ before _session (reading self.__dict__ here slows every read on 3.11)
+        if name in _POLICIES and hasattr(self, "_session"):
             raise AttributeError(
                 f"Client.{name} is read-only: a client keeps the policies it was built with; "
                 f"build another client with {name}=... (e.g. Client.stdio(..., {name}=...))"
