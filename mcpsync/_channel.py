@@ -63,12 +63,10 @@ class MessageFacts(msgspec.Struct, frozen=True):
         name: what the modern era's ``Mcp-Name`` header carries (the tool or prompt
             name, the resource URI), None when the method names nothing.
         safe_to_resend: the method is in :data:`SAFE_METHODS`.
-        tool: the tool a ``tools/call`` names.
-        arguments: that call's arguments, as given (a dict, or undecoded JSON), for the
-            ``Mcp-Param-*`` headers.
         cancels: the request id a ``notifications/cancelled`` cancels.
-        meta: the request's ``_meta`` (decoded), for a request the transport makes on
-            the same terms (e.g. re-listing tools).
+        headers: extra request headers the layer above computed for a transport that
+            has headers (e.g. the ``Mcp-Param-*`` headers a tool's ``x-mcp-header``
+            annotations ask for, from :mod:`mcpsync._tools`), None when there are none.
     """
 
     id: Any = None
@@ -76,29 +74,33 @@ class MessageFacts(msgspec.Struct, frozen=True):
     modern_version: str | None = None
     name: str | None = None
     safe_to_resend: bool = False
-    tool: str | None = None
-    arguments: Any = None
     cancels: Any = None
-    meta: Mapping[str, Any] | None = None
+    headers: Mapping[str, str] | None = None
 
     @property
     def is_request(self) -> bool:
         return self.method is not None and self.id is not None
 
 
-def message_facts(id: Any, method: str | None, params: Any, decode: Callable[[Any], Any] | None = None) -> MessageFacts | None:
+def message_facts(
+    id: Any,
+    method: str | None,
+    params: Any,
+    decode: Callable[[Any], Any] | None = None,
+    headers: Mapping[str, str] | None = None,
+) -> MessageFacts | None:
     """The facts of a message with this ``id``, ``method`` and ``params``.
 
     ``params`` is the plain (dict) form; a ``_meta`` that is still undecoded JSON
-    (``msgspec.Raw``) is passed through ``decode``. None when ``params`` has another
-    shape (the caller then has no facts to give).
+    (``msgspec.Raw``) is passed through ``decode``. ``headers`` are passed on as they
+    are. None when ``params`` has another shape (the caller then has no facts to give).
     """
     if params is None:
-        return MessageFacts(id, method, safe_to_resend=method in SAFE_METHODS)
+        return MessageFacts(id, method, safe_to_resend=method in SAFE_METHODS, headers=headers)
     if type(params) is not dict and not isinstance(params, Mapping):
         return None
     get = params.get
-    modern = name = tool = arguments = cancels = None
+    modern = name = cancels = None
     meta = get("_meta")
     if meta is not None:
         if type(meta) is not dict and not isinstance(meta, Mapping):
@@ -110,10 +112,7 @@ def message_facts(id: Any, method: str | None, params: Any, decode: Callable[[An
             modern = version if type(version) is str else None
     if method == "tools/call":
         tool = get("name")
-        if type(tool) is not str:
-            tool = None
-        arguments = get("arguments")
-        name = tool
+        name = tool if type(tool) is str else None
     elif method == "notifications/cancelled":
         cancels = get("requestId")
     else:
@@ -127,10 +126,8 @@ def message_facts(id: Any, method: str | None, params: Any, decode: Callable[[An
         modern_version=modern,
         name=name,
         safe_to_resend=method in SAFE_METHODS,
-        tool=tool,
-        arguments=arguments,
         cancels=cancels,
-        meta=meta,
+        headers=headers,
     )
 
 #: progress(progress, total, message)

@@ -207,7 +207,7 @@ class Dispatcher:
             else:
                 send_facts(data, timeout, facts)
         except NetworkError as exc:
-            if isinstance(exc, ConnectionClosed):
+            if isinstance(exc, ConnectionClosed) and not getattr(exc, "renewable", False):  # a lost session: the link lives
                 self._mark_dead(exc)
             raise
         self.stats["sent"] += 1
@@ -237,6 +237,7 @@ class Dispatcher:
         progress: ProgressCallback | None = None,
         *,
         cancel_event: threading.Event | None = None,
+        headers: Mapping[str, str] | None = None,
     ) -> msgspec.Raw:
         """Send a request and wait for its result.
 
@@ -246,6 +247,8 @@ class Dispatcher:
             timeout: seconds to wait (default ``request_timeout``); progress
                 notifications reset the timer, up to the progress cap.
             progress: called as ``progress(progress, total, message)`` on the worker.
+            headers: extra transport headers for this request (in its
+                :class:`~mcpsync._channel.MessageFacts`), e.g. ``Mcp-Param-*``.
 
         Returns:
             The undecoded ``result`` member.
@@ -290,14 +293,14 @@ class Dispatcher:
             if send_facts is None:
                 self.transport.send(data, timeout)
             else:
-                facts = message_facts(rid, method, params, _any.decode)
+                facts = message_facts(rid, method, params, _any.decode, headers)
                 if facts is None:
                     self.transport.send(data, timeout)
                 else:
                     send_facts(data, timeout, facts)
         except BaseException as exc:
             pending.pop(rid, None)
-            if isinstance(exc, ConnectionClosed):
+            if isinstance(exc, ConnectionClosed) and not getattr(exc, "renewable", False):  # a lost session: the link lives
                 self._mark_dead(exc)
             raise
         self.stats["sent"] += 1

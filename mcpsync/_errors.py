@@ -7,7 +7,7 @@ Every call ends in a result or one of these. The tree is shallow on purpose::
     │   ├── ConnectError             could not start / reach / handshake the server
     │   │   └── StartFailed          the server cannot start (no such command, exited): not retried
     │   ├── ConnectionClosed         the connection died (EOF, reset, process exit)
-    │   │   ├── SessionExpired       the server no longer knows the session (HTTP 404)
+    │   │   ├── SessionExpired       the server no longer knows the session (HTTP 404); renewable: not run
     │   │   └── PoolClosed           the connection pool was closed
     │   ├── RequestTimeout           no answer within the request timeout
     │   ├── ServerUnavailable        marked unavailable after repeated reconnect failures
@@ -84,8 +84,7 @@ class MCPError(Exception):
             oldest first.
     """
 
-    # Declared for type checkers only (no class-level value): they are set on the
-    # instance when a retried call ends (see ``mcpsync._retry.retry_call``).
+    # for type checkers only: set on the instance when a retried call ends (_retry.retry_call)
     retry_history: tuple[tuple[str, float], ...]
     retried_errors: tuple[MCPError, ...]
 
@@ -135,9 +134,23 @@ class ConnectionClosed(NetworkError):
 
 
 class SessionExpired(ConnectionClosed):
-    """The server no longer knows this session (Streamable HTTP 404, again right after
-    re-initialising). A session error, not a server fault: it does not count towards
-    the circuit breaker; a new session is started on the reconnect schedule."""
+    """The server no longer knows this session (Streamable HTTP 404, or a 400 that names
+    the session): a session error, not a server fault (the breaker does not count it).
+
+    The Streamable HTTP transport raises it ``renewable`` (and ``sent=False``: the request
+    was not processed) with the lost session's id: the session layer re-initializes on
+    the same connection and sends the request once more. Lost again right after that, it
+    reaches the caller without ``renewable``; the connection is replaced on the reconnect
+    schedule.
+
+    Attributes:
+        renewable: the request was not processed and a new session may be started on
+            the same connection.
+        session_id: the session id the failed request carried (None when unknown).
+    """
+
+    renewable: bool = False
+    session_id: str | None = None
 
 
 class RequestTimeout(NetworkError):
@@ -346,25 +359,10 @@ class UsageError(Exception):
 
 
 __all__ += [
-    "PoolTimeout",
-    "PoolClosed",
-    "InputRequestError",
-    "OutputSchemaError",
-    "NoEndpointAvailable",
-    "ConfigError",
-    "ProfileError",
-    "UsageError",
-    "NOT_SENT_ERRORS",
-    "TRANSIENT_CODES",
-    "attach_fields",
-    "may_have_reached_server",
-    "is_server_error",
-    "is_transient",
-    "counts_as_breaker_failure",
-    "HTTP_STATUS_TABLE",
-    "GRPC_STATUS_TABLE",
-    "error_from_http_status",
-    "error_from_grpc_status",
+    "PoolTimeout", "PoolClosed", "InputRequestError", "OutputSchemaError", "NoEndpointAvailable",
+    "ConfigError", "ProfileError", "UsageError", "NOT_SENT_ERRORS", "TRANSIENT_CODES", "attach_fields",
+    "may_have_reached_server", "is_server_error", "is_transient", "counts_as_breaker_failure",
+    "HTTP_STATUS_TABLE", "GRPC_STATUS_TABLE", "error_from_http_status", "error_from_grpc_status",
     "retry_after_seconds",
 ]
 

@@ -3,7 +3,9 @@
 ``auto`` mode probes with ``server/discover`` (modern era) and falls back to
 ``initialize`` (legacy era); the era found is remembered per server address (the one
 era memory), so a reconnect skips the probe. Also the modern era's per-request
-``_meta`` and the renegotiation after an unsupported-version error.
+``_meta``, the renegotiation after an unsupported-version error, and the renewal of a
+legacy session the server forgot (:meth:`Handshake.renew`: ``initialize`` again on the
+same connection, once for all the callers that met the expiry).
 """
 
 from __future__ import annotations
@@ -20,7 +22,15 @@ from ._constants import LATEST_LEGACY, LATEST_MODERN, LEGACY_VERSIONS, MODERN_VE
 from ._constants import META_CLIENT_CAPABILITIES as _META_CAPS, META_CLIENT_INFO as _META_INFO
 from ._constants import META_LOG_LEVEL as _META_LOG, META_VERSION as _META_VERSION
 from ._dispatcher import Dispatcher
-from ._errors import ProtocolError, RemoteError, RequestTimeout, UnsupportedProtocolVersion
+from ._errors import (
+    ConnectionClosed,
+    MCPError,
+    ProtocolError,
+    RemoteError,
+    RequestTimeout,
+    SessionExpired,
+    UnsupportedProtocolVersion,
+)
 from ._messages import DiscoverResult, Implementation, InitializeResult, ServerCapabilities, decode_result, encode
 from .transports._base import Transport
 
@@ -59,6 +69,7 @@ class _Connection:
         self.session: ServerSession | None = None
         self.closer: Callable[[Callable[[], None], str], None] | None = None
         self.meta: dict[str, Any] | None = None  # modern per-request _meta
+        self.renewing = threading.Lock()  # one session renewal at a time (see Handshake.renew)
         self._wire_meta: tuple[Any, Any] = (None, None)  # (meta, what is sent for it)
 
     def wire_meta(self, meta: dict[str, Any]) -> Any:
@@ -261,6 +272,41 @@ class Handshake:
                 conn.channel.request("logging/setLevel", {"level": c.log_level}, timeout)
             except RemoteError as exc:
                 log.debug("%s: logging/setLevel failed: %s", c.name, exc)
+
+    def renew(self, conn: _Connection, expired: SessionExpired, deadline: float) -> bool:
+        """Start a new legacy session on ``conn`` after the server forgot ``expired.session_id``:
+        ``initialize`` again (then ``notifications/initialized``) on the same connection.
+
+        Concurrent callers that met the same expiry share one renewal: the transport's
+        session id is checked under the connection's lock, so only the first one
+        re-initializes and the others find the new session already there.
+
+        Returns:
+            True when this call made the new session, False when another caller had.
+
+        Raises:
+            ConnectionClosed: the new session could not be started; the connection is
+                closed (it is replaced on the reconnect schedule).
+        """
+        c = self._client
+        transport = conn.transport
+        with conn.renewing:
+            current = getattr(transport, "session_id", None)
+            if current != expired.session_id:
+                if current is None:  # pragma: no cover - a transport without a session
+                    raise expired
+                return False
+            log.info("%s: session %s expired: re-initializing", c.name, expired.session_id)
+            try:
+                self.initialize(conn, deadline)
+            except MCPError as exc:
+                log.warning("%s: re-initializing after an expired session failed: %s", c.name, exc)
+                conn.close()
+                raise ConnectionClosed(
+                    f"{c.name}: session {expired.session_id} expired and could not be re-initialized: {exc}",
+                    status=getattr(expired, "status", None),
+                ) from exc
+        return True
 
     def renegotiate(self, conn: _Connection, exc: UnsupportedProtocolVersion) -> bool:
         supported = _supported_from(exc.data)

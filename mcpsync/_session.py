@@ -5,16 +5,20 @@ claimed by one waiting borrower at a time; reconnection after a loss follows the
 reconnect schedule), keeps the *session connection* that carries session-scoped state
 (subscriptions, listens) and replaces it when it dies, and sends requests: borrow a
 pooled connection, run under the circuit breaker with retries within the call's
-timeout, add the modern era's per-request ``_meta``, answer an unsupported-version error
-by one renegotiation, and drive ``input_required`` rounds (:mod:`mcpsync._mrtr`) on the
-same connection. The handshake itself (discover/initialize, the era memory) is
+timeout, add the modern era's per-request ``_meta`` (and a ``tools/call``'s
+``Mcp-Param-*`` headers, from :mod:`mcpsync._tools`), answer an unsupported-version error
+by one renegotiation, answer an expired HTTP session (:class:`SessionExpired` with
+``renewable``: the request did not run) by renewing it on the same connection and sending
+once more, and drive ``input_required`` rounds (:mod:`mcpsync._mrtr`) on the same
+connection. The handshake itself (discover/initialize, the era memory) is
 :mod:`mcpsync._handshake`.
 
 The Session owns the connection state (the pool, the guard with its breaker and
 reconnect schedule, the session connection, the connections being made, the worker)
 and renews it in a child after ``os.fork()``; it reads its Client only for settings
 (``name``, ``log_level``) and for the parts that react to a new session connection
-(tool cache, subscriptions, resources) or to what a server sends (handlers).
+(tool cache, subscriptions, resources), to what a server sends (handlers), and for a
+``tools/call``'s ``Mcp-Param-*`` headers (tools).
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ from ._errors import (
     RemoteError,
     RequestTimeout,
     ServerUnavailable,
+    SessionExpired,
     StartFailed,
     UnsupportedProtocolVersion,
     attach_fields,
@@ -360,11 +365,33 @@ class Session:
             self.primary_replaced(conn)
 
     def session_renewed(self, conn: _Connection) -> None:
-        """The transport replaced a lost session (e.g. its replica died behind a balancer
+        """A lost session was replaced on ``conn`` (e.g. its replica died behind a balancer
         and the new one answered 404): what the old session held is renewed as after a
         reconnect: tools rediscovered, cached resources stale, subscriptions restored."""
         if not self.closed and self.primary is conn:
             self.primary_replaced(conn)
+
+    def renew_session(self, conn: _Connection, expired: SessionExpired, deadline: float) -> None:
+        """Re-initialize on ``conn`` after the server forgot its session (one renewal
+        shared by the callers that met the same expiry), then renew what the session held."""
+        if self._handshake.renew(conn, expired, deadline):
+            self.session_renewed(conn)
+
+    def _session_lost(self, conn: _Connection, session_id: str) -> None:
+        """The transport's standalone stream found the session gone: renew it on the
+        worker now rather than at the next request (subscriptions live on that stream)."""
+        c = self._client
+        expired = SessionExpired(f"session {session_id} expired", renewable=True, session_id=session_id)
+
+        def renew() -> None:
+            if self.closed or not conn.alive():
+                return
+            try:
+                self.renew_session(conn, expired, time.monotonic() + self.timeouts.connect)
+            except MCPError as exc:  # the connection was closed: the next use replaces it
+                log.info("%s: renewing the lost session failed: %s", c.name, exc)
+
+        self.worker.submit(renew)
 
     def _watch_primary(self, conn: _Connection) -> None:
         """When the session's connection dies, replace it at once (not on next use),
@@ -387,7 +414,12 @@ class Session:
         if not conn.healthy():
             raise ConnectionClosed(f"connection to {c.name} died")
         if conn.meta is None and conn.session is not None:  # the legacy era has ping
-            conn.channel.request("ping", None, self.timeouts.request)
+            try:
+                conn.channel.request("ping", None, self.timeouts.request)
+            except SessionExpired as exc:  # the connection is fine: renew its session
+                if not exc.renewable:
+                    raise
+                self.renew_session(conn, exc, time.monotonic() + self.timeouts.request)
 
     def _open(self, opening: _Opening) -> _Connection:
         """Start a connection and handshake (on the connecting thread).
@@ -465,8 +497,8 @@ class Session:
             disp.start()
             conn = _Connection(disp, made, made.describe())
             conn.closer = self._close_in_background
-            if hasattr(made, "on_new_session"):  # Streamable HTTP: a lost session replaced in place
-                made.on_new_session = lambda: self.session_renewed(conn)
+            if hasattr(made, "on_session_lost"):  # Streamable HTTP: its GET stream found the session gone
+                made.on_session_lost = lambda session_id: self._session_lost(conn, session_id)
             return conn
         chan = made
         chan.set_handlers(c._handlers.notification, c._handlers.on_request)
@@ -656,6 +688,7 @@ class Session:
         for attempt in range(2):
             sent = params
             base = conn.meta
+            headers = None
             if base is not None:
                 if c.log_level is not None and base.get(_META_LOG) != c.log_level:
                     base = conn.meta = {**base, _META_LOG: c.log_level}
@@ -663,11 +696,36 @@ class Session:
                 extra = p.get("_meta")
                 p["_meta"] = {**base, **extra} if extra else conn.wire_meta(base)
                 sent = p
+                if method == "tools/call" and params and conn.transport is not None:
+                    headers = c._tools.param_headers(params)  # the tool's Mcp-Param-* headers
             try:
-                raw = conn.channel.request(method, sent, t, progress)
+                if headers is None:
+                    raw = conn.channel.request(method, sent, t, progress)
+                else:
+                    raw = conn.channel.request(method, sent, t, progress, headers=headers)
             except UnsupportedProtocolVersion as exc:
                 if attempt or conn.meta is None or not self._handshake.renegotiate(conn, exc):
                     raise
+                continue
+            except SessionExpired as exc:
+                if not exc.renewable:
+                    raise
+                if attempt:
+                    # lost again right after a new session: a session error (the connection
+                    # is replaced on the reconnect schedule), not the server's answer
+                    conn.close()
+                    raise SessionExpired(
+                        f"session at {c.name} was lost again right after re-initializing"
+                        f" (HTTP {getattr(exc, 'status', None)})",
+                        status=getattr(exc, "status", None),
+                    ) from exc
+                began = time.monotonic()
+                self.renew_session(conn, exc, began + t)  # the request was not processed: send it again
+                t -= time.monotonic() - began
+                if t <= 0.0:
+                    raise RequestTimeout(
+                        f"{c.name}: the call's time ran out while its session was renewed", sent=False, truncated=True
+                    ) from exc
                 continue
             result = decode_result(method, raw)
             rt = result.get("resultType") if isinstance(result, dict) else getattr(result, "result_type", None)
@@ -685,5 +743,13 @@ class Session:
         raise UnsupportedProtocolVersion(f"{c.name}: no mutually supported protocol version", code=-32022)
 
     def notify(self, method: str, params: Mapping[str, Any] | None = None) -> None:
-        """Send a notification to the server (on the session-scoped connection)."""
-        self.primary_connection().channel.notify(method, params)
+        """Send a notification to the server (on the session-scoped connection); one
+        that meets an expired session is sent again on the renewed one."""
+        conn = self.primary_connection()
+        try:
+            conn.channel.notify(method, params)
+        except SessionExpired as exc:
+            if not exc.renewable:
+                raise
+            self.renew_session(conn, exc, time.monotonic() + self.timeouts.request)
+            conn.channel.notify(method, params)

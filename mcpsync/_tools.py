@@ -11,6 +11,14 @@ unchecked for a minute.
 
 A ``-32042`` URL-elicitation-required error is shown to the elicitation handler and,
 when every URL was accepted, the call is retried once.
+
+Modern-era (2026-07-28) ``Mcp-Param-*`` headers live here too: every ``tools/list``
+page the tools layer fetches teaches it the ``x-mcp-header`` annotations of each
+tool's input schema (a tool whose annotations are invalid is dropped from the listing,
+with a warning); :meth:`Tools.param_headers` turns a call's arguments into the header
+values, which the session passes down with the request for the HTTP transport to send.
+A ``-32020`` HeaderMismatch answer to a modern ``tools/call`` re-lists the tools (every
+page, through the normal path) and retries the call once.
 """
 
 from __future__ import annotations
@@ -19,14 +27,17 @@ import logging
 import time
 from typing import Any, Callable, Mapping
 
+import msgspec
+
 from ._cache import EXPLICIT, LIST_CHANGED
-from ._errors import URL_ELICITATION_REQUIRED, MCPError, RemoteError
+from ._errors import HEADER_MISMATCH, URL_ELICITATION_REQUIRED, MCPError, RemoteError
 from ._retry import tool_is_retry_safe
 from ._messages import CallToolResult, ListToolsResult, Tool
 from ._paging import paginate
 from ._policies import RetryPolicy
 from ._protocol_types import Task
 from ._schema import validate_output
+from .transports._http_headers import header_annotation_error, header_annotations, mcp_param_headers
 
 __all__ = ["Tools", "call_facts"]
 
@@ -45,6 +56,23 @@ def call_facts(tool: Tool) -> tuple[bool, bool]:
     return facts
 
 
+_X_MCP_HEADER = b"x-mcp-header"
+
+
+def _header_annotations(tool: Tool) -> tuple[dict[tuple[str, ...], str], str | None]:
+    """(property path → header token, why they are invalid or None) of a listed tool.
+
+    Only a schema whose JSON names ``x-mcp-header`` is decoded for it."""
+    if _X_MCP_HEADER not in bytes(tool.input_schema_json):
+        return {}, None
+    try:
+        schema: Any = msgspec.json.decode(tool.input_schema_json)
+    except msgspec.DecodeError:
+        return {}, None
+    problem = header_annotation_error(schema)
+    return ({} if problem is not None else header_annotations(schema)), problem
+
+
 def _task_only(tool: Tool) -> bool:
     execution = tool.execution
     return bool(execution) and execution.get("taskSupport") == "required"  # type: ignore[union-attr]
@@ -55,6 +83,9 @@ class Tools:
 
     def __init__(self, client: Any) -> None:
         self._client = client
+        #: tool name → its x-mcp-header annotations (property path → header token), as
+        #: the last listing of the modern era showed them; only tools that have some
+        self._param_annotations: dict[str, dict[tuple[str, ...], str]] = {}
 
     # ------------------------------------------------------------------ listing
 
@@ -76,11 +107,50 @@ class Tools:
         c = self._client
 
         def fetch(cursor: str | None) -> ListToolsResult:
-            return c.request(  # type: ignore[no-any-return]
-                "tools/list", {"cursor": cursor} if cursor else None, timeout=timeout, retry=retry
-            )
+            page: ListToolsResult = c.request("tools/list", {"cursor": cursor} if cursor else None, timeout=timeout, retry=retry)
+            return self._learn_headers(page)
 
         return list(paginate(fetch, server=c.name, method="tools/list"))
+
+    def _learn_headers(self, page: ListToolsResult) -> ListToolsResult:
+        """Learn the page's ``x-mcp-header`` annotations (modern era) and drop the tools
+        whose annotations are invalid."""
+        known = self._param_annotations
+        dropped = False
+        kept: list[Tool] = []
+        modern: bool | None = None
+        for tool in page.tools:
+            annotations, problem = _header_annotations(tool)
+            if annotations or problem is not None:
+                if modern is None:
+                    modern = self._client.era == "modern"  # only tools that carry annotations ask
+                if not modern:
+                    annotations, problem = {}, None
+            if problem is not None:
+                log.warning("tool %r dropped: %s", tool.name, problem)
+                known.pop(tool.name, None)
+                dropped = True
+                continue
+            if annotations:
+                known[tool.name] = annotations
+            else:
+                known.pop(tool.name, None)
+            kept.append(tool)
+        return msgspec.structs.replace(page, tools=kept) if dropped else page
+
+    def param_headers(self, params: Mapping[str, Any]) -> dict[str, str] | None:
+        """The ``Mcp-Param-*`` headers of a modern ``tools/call`` with these ``params``
+        (None when the tool has no ``x-mcp-header`` annotations, or none applies)."""
+        known = self._param_annotations
+        if not known:
+            return None
+        annotations = known.get(params.get("name"))  # type: ignore[arg-type]
+        if annotations is None:
+            return None
+        arguments = params.get("arguments")
+        if type(arguments) is msgspec.Raw:
+            arguments = msgspec.json.decode(arguments)
+        return mcp_param_headers(annotations, arguments) or None
 
     def get(self, name: str, timeout: float | None) -> Tool | None:
         """The definition of one tool, from the tool cache (discovering once if needed)."""
@@ -149,6 +219,15 @@ class Tools:
         except RemoteError as exc:
             if exc.code == URL_ELICITATION_REQUIRED and c._handlers.url_prerequisites(exc):
                 # every prerequisite was accepted: one retry of the same call
+                result = request("tools/call", params, timeout, progress, safe, name, None)
+            elif exc.code == HEADER_MISMATCH and c.era == "modern":
+                # the server wants Mcp-Param-* headers this client did not know of (or
+                # knew stale): learn the tools' annotations again, then one retry
+                log.info("%s: header mismatch on tools/call %r (%s): re-listing tools", c.name, name, exc)
+                try:
+                    self.list_tools(timeout, refresh=True)
+                except MCPError as relist:
+                    log.info("%s: re-listing tools failed: %s", c.name, relist)
                 result = request("tools/call", params, timeout, progress, safe, name, None)
             else:
                 learned = self._learn(name, ends) if listed is None and task is None else None

@@ -1,6 +1,7 @@
-"""Request headers the HTTP transports compute: the ``Mcp-Param-*`` headers a tool's
-input schema asks for (``x-mcp-header``), and the auth hook's headers and retries
-(DPoP nonce challenges included).
+"""HTTP request headers: the encoding of MCP header values (``Mcp-Name``, and the
+``Mcp-Param-*`` headers a tool's input schema asks for with ``x-mcp-header``, which the
+tools layer, :mod:`mcpsync._tools`, learns and computes: no transport decodes a tool
+listing), and the auth hook's headers and retries (DPoP nonce challenges included).
 """
 
 from __future__ import annotations

@@ -26,17 +26,8 @@ from urllib.parse import urljoin
 
 
 from .._errors import ConnectError, ConnectionClosed, MCPError, ProtocolError
-from ._base import Transport
-from ._http_errors import (
-    MAX_REDIRECTS,
-    read_body,
-    redirect_target,
-    request_timeout,
-    sent_secrets,
-    status_error,
-    translate,
-)
-from ._http_headers import auth_retry, call_auth_headers, dpop_nonce_challenge, MAX_DPOP_NONCE_RETRIES
+from ._http_errors import read_body, status_error, translate
+from ._http_exchange import _JSON, _SSE, HTTPExchange, _finish as _drop, _secrets, http_options
 from ._http_options import HTTPOptions, media_type, origin_of
 from ._inbox import ENDED, Inbox
 from ._http_pools import acquire_pool, Pools, release_pool
@@ -46,26 +37,8 @@ __all__ = ["SSETransport"]
 
 log = logging.getLogger("mcpsync.http")
 
-_JSON = "application/json"
-_SSE = "text/event-stream"
 
-
-def _secrets(resp: Any) -> tuple[str, ...]:
-    """The values of the headers ``resp``'s request carried (never quoted in errors)."""
-    sent = getattr(resp, "_mcpsync_sent", None)
-    return sent_secrets(sent) if sent else ()
-
-
-def _drop(resp: Any) -> None:
-    """Close a response's connection and hand the (closed) connection back to its pool."""
-    try:
-        resp.close()
-        resp.release_conn()
-    except Exception:  # noqa: BLE001 - already gone
-        pass
-
-
-class SSETransport(Transport):
+class SSETransport(HTTPExchange):
     """HTTP+SSE (2024-11-05): one GET stream for server messages, POSTs to its endpoint.
 
     Args:
@@ -95,20 +68,10 @@ class SSETransport(Transport):
         max_message_size: int | None = None,
         options: HTTPOptions | None = None,
     ) -> None:
-        if not url.lower().startswith(("http://", "https://")):
-            raise ValueError(f"not an http(s) URL: {url!r}")
-        if options is None:
-            kwargs: dict[str, Any] = {
-                "headers": dict(headers or {}),
-                "auth": auth,
-                "verify": verify,
-                "connect_timeout": connect_timeout,
-                "read_timeout": read_timeout,
-                "pool_size": pool_size,
-            }
-            if max_message_size is not None:
-                kwargs["max_message_size"] = max_message_size
-            options = HTTPOptions(**kwargs)
+        options = http_options(
+            url, options, headers=headers, auth=auth, verify=verify, connect_timeout=connect_timeout,
+            read_timeout=read_timeout, pool_size=pool_size, max_message_size=max_message_size,
+        )
         self.url = url
         self.options = options
         self.endpoint: str | None = None
@@ -140,8 +103,8 @@ class SSETransport(Transport):
         if self._pool is None:
             self._pool_key, self._pool = acquire_pool(self.url, self.options)
         deadline = time.monotonic() + timeout
-        headers = {"Accept": _SSE, "Cache-Control": "no-cache"}
-        resp = self._open("GET", self.url, headers, None, read_timeout=max(0.01, timeout), control=True, deadline=deadline)
+        headers = self._headers({"Accept": _SSE, "Cache-Control": "no-cache"})
+        resp = self._open("GET", headers, None, max(0.01, timeout), control=True, deadline=deadline)
         if not 200 <= resp.status < 300:
             body = read_body(resp, 65536, self.url, deadline)
             resp.release_conn()
@@ -211,10 +174,9 @@ class SSETransport(Transport):
             raise ConnectionClosed("SSE transport is not connected")
         if message.lstrip()[:1] == b"[":
             raise ProtocolError("JSON-RPC batches are never sent")
-        headers = {"Content-Type": _JSON, "Accept": f"{_JSON}, {_SSE}"}
+        headers = self._headers({"Content-Type": _JSON, "Accept": f"{_JSON}, {_SSE}"})
         deadline = None if timeout is None else time.monotonic() + timeout
-        read = self.options.read_timeout if timeout is None else max(0.001, min(timeout, self.options.read_timeout))
-        resp = self._open("POST", self.endpoint, headers, message, read_timeout=read, deadline=deadline)
+        resp = self._open("POST", headers, message, self._read_timeout(timeout), deadline=deadline, url=self.endpoint)
         body = read_body(resp, 65536, self.endpoint, deadline)
         resp.release_conn()
         if 200 <= resp.status < 300:
@@ -272,83 +234,18 @@ class SSETransport(Transport):
 
     # ------------------------------------------------------------- internals
 
-    def _open(
-        self,
-        method: str,
-        url: str,
-        headers: dict[str, str],
-        body: bytes | None,
-        *,
-        read_timeout: float,
-        control: bool = False,
-        deadline: float | None = None,
-    ) -> Any:
-        """One HTTP exchange up to the response headers (auth hook: one retry).
-
-        With a ``deadline`` (monotonic, set when the send began) the pool wait, each
-        connect and the read get only what is left of it.
-        """
-        connect = self.options.connect_timeout
-        if deadline is None:
-            deadline = time.monotonic() + read_timeout if not control else None
-        else:
-            connect = max(0.05, min(connect, (deadline - time.monotonic()) / 2))
-        pools = self._pool
-        if pools is None:
-            raise ConnectionClosed("transport is closed")
-        pool = pools.control if control else pools.main
-        auth = self.options.auth
-        retried = False
-        nonces = 0
-        redirects = 0
+    def _headers(self, headers: dict[str, str]) -> dict[str, str]:
+        """Every request's headers: the user agent, the static ones, the protocol version."""
         base = {"User-Agent": self.options.user_agent, **self.options.headers, **headers}
         if self._protocol_version is not None:
             base["MCP-Protocol-Version"] = self._protocol_version
-        while True:
-            send_headers = dict(base)
-            send_headers.update(call_auth_headers(auth, url, method))
-            extra, pool_wait = request_timeout(deadline, connect, read_timeout)
-            if not control:
-                extra["pool_timeout"] = pool_wait
-            try:
-                resp = pool.request(
-                    method,
-                    url,
-                    body=body,
-                    headers=send_headers,
-                    preload_content=False,
-                    redirect=False,
-                    **extra,
-                )
-            except Exception as exc:
-                if self._closed:
-                    raise ConnectionClosed("transport is closed") from exc
-                raise translate(exc, url, connecting=True) from exc
-            resp._mcpsync_sent = send_headers  # quoted nowhere
-            target = redirect_target(url, resp)
-            if target is not None:
-                redirects += 1
-                if redirects > MAX_REDIRECTS:
-                    raise ProtocolError(f"{url}: too many redirects", status=resp.status)
-                if url == self.url:
-                    self.url = target
-                elif url == self.endpoint:
-                    self.endpoint = target
-                url = target
-                continue
-            if resp.status in (401, 403):
-                data = read_body(resp, 65536, url)
-                resp.release_conn()
-                nonce = dpop_nonce_challenge(resp.status, resp.headers)
-                allowed = nonces < MAX_DPOP_NONCE_RETRIES if nonce else not retried
-                if allowed and auth_retry(auth, url, method, resp.status, resp.headers):
-                    if nonce:
-                        nonces += 1  # a DPoP nonce challenge is answered, not counted as the auth retry
-                    else:
-                        retried = True
-                    continue
-                raise status_error(resp.status, url, data, resp.headers, secrets=sent_secrets(send_headers))
-            return resp
+        return base
+
+    def _redirected(self, old: str, new: str) -> None:
+        if old == self.url:
+            self.url = new
+        elif old == self.endpoint:
+            self.endpoint = new
 
     def _take(self, ev: Any) -> None:
         if isinstance(ev, _Oversized):

@@ -6,11 +6,10 @@ message itself:
 * **2026-07-28 (modern)** — a request whose ``params._meta`` carries
   ``io.modelcontextprotocol/protocolVersion``. It is POSTed with
   ``MCP-Protocol-Version`` (that value), ``Mcp-Method``, ``Mcp-Name`` (for
-  ``tools/call`` / ``prompts/get`` / ``resources/read``) and the ``Mcp-Param-*``
-  headers that the tool's ``x-mcp-header`` annotations ask for (learned from the
-  ``tools/list`` results that pass through; tools with invalid annotations are removed
-  from those results). A ``HeaderMismatch`` (-32020) on ``tools/call`` re-lists the
-  tools and retries once. Cancelling (``notifications/cancelled``) closes the
+  ``tools/call`` / ``prompts/get`` / ``resources/read``) and the extra headers its
+  :class:`~mcpsync._channel.MessageFacts` carry (the ``Mcp-Param-*`` headers the tools
+  layer computed from the tool's ``x-mcp-header`` annotations; it also answers a
+  ``HeaderMismatch``). Cancelling (``notifications/cancelled``) closes the
   request's response stream; a stream that breaks before its response re-issues the
   request under a new id (the answer is handed up under the original id), twice at
   most. A ``subscriptions/listen`` stream is reopened whenever it ends, under the same
@@ -21,16 +20,18 @@ message itself:
   accepted). After ``notifications/initialized`` a standalone GET stream carries
   server messages (405 = not offered); a broken stream, standalone or per request, is
   resumed with ``Last-Event-ID`` after the server's ``retry``. A 404 (or a 400 that
-  names the session) on a request that carried the session id re-initializes
-  transparently — the remembered ``initialize`` is replayed under a fresh id, then
-  ``notifications/initialized`` — and the message is sent again, once; a second 404
-  right after is :class:`~mcpsync._errors.SessionExpired` (a session error, not the
-  server's answer). ``close()`` sends DELETE.
+  names the session) on a message that carried the session id raises
+  :class:`~mcpsync._errors.SessionExpired` with ``renewable=True``, ``sent=False`` and
+  the lost ``session_id``: re-initializing and sending again belong to the session
+  layer (:meth:`mcpsync._handshake.Handshake.renew`); the new session's
+  ``notifications/initialized`` restarts the GET stream. A GET stream that finds the
+  session gone calls :attr:`~StreamableHTTPTransport.on_session_lost`. ``close()``
+  sends DELETE.
 * **HTTP+SSE (2024-11-05) fallback** — when the very first exchange with a URL gets
   400 / 404 / 405 without a JSON-RPC body, the transport switches to
   :class:`~mcpsync.transports.sse.SSETransport` for the rest of its life. The outcome
-  is cached per URL (:func:`known_kind`), as is the era that worked
-  (:func:`known_era`), so later transports skip the probing.
+  is cached per URL (:func:`known_kind`), so later transports skip the probing (the
+  era that worked is the handshake's to remember: :mod:`mcpsync._handshake`).
 
 A 307 / 308 redirect within the URL's origin is followed and its target kept (e.g. a
 trailing-slash redirect); one to another origin is refused. Other HTTP error statuses
@@ -47,6 +48,18 @@ returned, is reported to the handler given to :meth:`set_failure_handler` (witho
 one it is answered with a JSON-RPC error, code -32000, whose ``data`` names the
 error class under ``"mcpsync/transportError"``, so that no caller waits forever).
 
+The transport moves bytes: it reads what it needs of an outgoing message from the
+:class:`~mcpsync._channel.MessageFacts` the layer above computed, never from the
+bytes (only a direct caller that gives no facts has them read once), and it knows
+no MCP method beyond the HTTP rules above. Its parts:
+
+* this module — sending: the POST, the headers of each era, the session id,
+  status mapping, 202s, the HTTP+SSE fallback, ``close()``;
+* :mod:`mcpsync.transports._http_streams` — receiving: delivery of what comes back,
+  response streams (resume, re-issue, listen), the standalone GET stream;
+* :mod:`mcpsync.transports._http_exchange` — one HTTP exchange (auth retries,
+  redirects, the shared deadline), shared with the HTTP+SSE transport.
+
 Example:
     >>> t = StreamableHTTPTransport("http://127.0.0.1:8000/mcp")   # doctest: +SKIP
     >>> t.connect(10)                                               # doctest: +SKIP
@@ -62,65 +75,33 @@ import itertools
 import logging
 import threading
 import time
-from typing import Any, Callable, Mapping, Union
+from typing import Any, Callable, Mapping
 
-import msgspec
 import urllib3
-from msgspec import UNSET, Raw, Struct, UnsetType
+from msgspec import UNSET
 
-from .._channel import MessageFacts, message_facts
+from .._channel import MessageFacts
 from .._constants import MODERN_FIRST
-from .._errors import HEADER_MISMATCH
-from .._errors import (
-    ConnectionClosed,
-    NetworkError,
-    MCPError,
-    MessageTooLarge,
-    ProtocolError,
-    RequestTimeout,
-    SessionExpired,
-)
+from .._errors import ConnectionClosed, MCPError, ProtocolError, SessionExpired
 from ._base import Transport
-from ._http_errors import (
-    MAX_REDIRECTS,
-    read_body,
-    redact,
-    redirect_target,
-    request_timeout,
-    sent_secrets,
-    status_error,
-    translate,
-)
-from ._http_headers import (
-    auth_retry,
-    call_auth_headers,
-    dpop_nonce_challenge,
-    encode_header_value,
-    header_annotation_error,
-    header_annotations,
-    MAX_DPOP_NONCE_RETRIES,
-    mcp_param_headers,
-)
+from ._http_errors import read_body, status_error
+from ._http_exchange import _JSON, _SSE, _left, _secrets, _shutdown, http_options
+from ._http_headers import encode_header_value
 from ._http_options import HTTPOptions, media_type
-from ._http_pools import acquire_pool, Pools, release_pool, StreamThreads
-from ._sse import _Oversized, SSEParser
+from ._http_pools import acquire_pool, release_pool, Pools, StreamThreads
+from ._http_streams import _ErrorPeek, _Exchange, _In, _Message, ResponseStreams, _peek_error, _peek_in
+from ._sse import _Oversized
 
-__all__ = ["StreamableHTTPTransport", "known_kind", "known_era", "forget_url"]
+__all__ = ["StreamableHTTPTransport", "known_kind", "forget_url"]
 
 log = logging.getLogger("mcpsync.http")
 
-_JSON = "application/json"
-_SSE = "text/event-stream"
-_RESUME_ATTEMPTS = 5
-_REISSUE_ATTEMPTS = 2
-_DRAIN_WAIT = 1.0
 _DELETE_TIMEOUT = 1.0
 _THREADS_JOIN = 2.0  # close() waits this long, at most, for the stream threads to end
 
 # ----------------------------------------------------------------- per-URL memory
 
 _kind_cache: dict[str, str] = {}
-_era_cache: dict[str, str] = {}
 _cache_lock = threading.Lock()
 
 
@@ -130,178 +111,23 @@ def known_kind(url: str) -> str | None:
         return _kind_cache.get(url)
 
 
-def known_era(url: str) -> str | None:
-    """``"modern"`` or ``"legacy"`` once a request of that era has succeeded at ``url``."""
-    with _cache_lock:
-        return _era_cache.get(url)
-
-
 def forget_url(url: str | None = None) -> None:
     """Forget what was learned about ``url`` (every URL when None)."""
     with _cache_lock:
         if url is None:
             _kind_cache.clear()
-            _era_cache.clear()
         else:
             _kind_cache.pop(url, None)
-            _era_cache.pop(url, None)
 
 
-def _remember(cache: dict[str, str], url: str, value: str, *, overwrite: bool = True) -> None:
-    with _cache_lock:
-        if overwrite or url not in cache:
-            cache[url] = value
-
-
-# ----------------------------------------------------------------- message peeking
-
-
-class _In(Struct):
-    id: Union[int, str, None, UnsetType] = UNSET
-    method: Union[str, None] = None
-    result: Raw = Raw()
-    error: Raw = Raw()
-
-
-class _ErrorPeek(Struct):
-    code: int = 0
-    message: str = ""
-
-
-class _ToolPeek(Struct):
-    name: str = ""
-    inputSchema: Any = None  # noqa: N815 - wire name
-
-
-class _ToolsPeek(Struct):
-    tools: list[_ToolPeek] = []
-    nextCursor: Union[str, None] = None  # noqa: N815 - wire name
-
-
-_in_decoder = msgspec.json.Decoder(_In)
-_error_decoder = msgspec.json.Decoder(_ErrorPeek)
-_tools_decoder = msgspec.json.Decoder(_ToolsPeek)
-_any_decoder = msgspec.json.Decoder()
-_encoder = msgspec.json.Encoder()
-
-
-class _Message:
-    """What the transport needs to know about one outgoing message: its bytes and the
-    :class:`~mcpsync._channel.MessageFacts` the layer above computed when it encoded
-    them (decoded from the bytes only when a caller gave none)."""
-
-    __slots__ = ("body", "facts", "id", "method", "modern_version", "kind")
-
-    def __init__(self, body: bytes, facts: MessageFacts | None = None) -> None:
-        self.body = body
-        if facts is None:
-            facts = _facts_of(body)
-        self.facts = facts
-        self.id = facts.id
-        self.method = facts.method
-        self.modern_version = facts.modern_version
-        if facts.method is not None:
-            self.kind = "request" if facts.id is not None else "notification"
-        else:
-            self.kind = "response"
-
-    @property
-    def is_request(self) -> bool:
-        return self.kind == "request"
-
-
-def _facts_of(body: bytes) -> MessageFacts:
-    """Facts for bytes that came without them (a direct caller, an internal replay)."""
-    try:
-        obj = _any_decoder.decode(body)
-    except (msgspec.ValidationError, msgspec.DecodeError):
-        obj = None
-    if not isinstance(obj, dict):
-        return MessageFacts()
-    method = obj.get("method")
-    facts = message_facts(obj.get("id"), method if isinstance(method, str) else None, obj.get("params"))
-    return facts if facts is not None else MessageFacts(obj.get("id"), method if isinstance(method, str) else None)
-
-
-def _with_id(body: bytes, new_id: Any) -> bytes:
-    obj = _any_decoder.decode(body)
-    obj["id"] = new_id
-    return _encoder.encode(obj)
-
-
-def _peek_error(raw: Raw) -> _ErrorPeek | None:
-    try:
-        return _error_decoder.decode(raw)
-    except (msgspec.ValidationError, msgspec.DecodeError):
-        return None
-
-
-def _peek_in(data: bytes) -> _In | None:
-    try:
-        return _in_decoder.decode(data)
-    except (msgspec.ValidationError, msgspec.DecodeError):
-        return None
-
-
-# ----------------------------------------------------------------- exchanges
-
-
-class _Exchange:
-    """One request awaiting its response on an HTTP response stream."""
-
-    __slots__ = ("msg", "wire_id", "resp", "done", "cancelled", "oversize", "reissues", "delivered")
-
-    def __init__(self, msg: _Message) -> None:
-        self.msg = msg
-        self.wire_id: Any = msg.id
-        self.resp: Any = None
-        self.done = False
-        self.cancelled = False
-        self.oversize: MessageTooLarge | None = None
-        self.reissues = 0
-        self.delivered = 0
-
-
-_NO_STREAM = object()  # a reopened stream that failed to open: nothing to read this round
-
-
-def _shutdown(resp: Any) -> None:
-    """Unblock a thread reading ``resp`` (from any thread)."""
-    if resp is None:
+def _remember_kind(url: str, kind: str) -> None:
+    if _kind_cache.get(url) == kind:  # the common case, every POST: no lock
         return
-    try:
-        resp.shutdown()
-    except Exception:  # noqa: BLE001 - already released / closed
-        pass
+    with _cache_lock:
+        _kind_cache[url] = kind
 
 
-def _left(deadline: float | None) -> float | None:
-    """What is left of ``deadline`` (monotonic), in seconds; None without one."""
-    if deadline is None:
-        return None
-    left = deadline - time.monotonic()
-    if left <= 0:
-        raise RequestTimeout("the call's time ran out")
-    return left
-
-
-def _secrets(resp: Any) -> tuple[str, ...]:
-    """The values of the headers ``resp``'s request carried (never quoted in errors)."""
-    sent = getattr(resp, "_mcpsync_sent", None)
-    return sent_secrets(sent) if sent else ()
-
-
-def _finish(resp: Any, *, reusable: bool) -> None:
-    """Give ``resp``'s connection back (reusable) or close it."""
-    try:
-        if not reusable:
-            resp.close()
-        resp.release_conn()
-    except Exception:  # noqa: BLE001
-        pass
-
-
-class StreamableHTTPTransport(Transport):
+class StreamableHTTPTransport(ResponseStreams):
     """The Streamable HTTP transport (both eras), falling back to HTTP+SSE.
 
     Args:
@@ -342,20 +168,10 @@ class StreamableHTTPTransport(Transport):
         get_stream_idle: float = 60.0,
         options: HTTPOptions | None = None,
     ) -> None:
-        if not url.lower().startswith(("http://", "https://")):
-            raise ValueError(f"not an http(s) URL: {url!r}")
-        if options is None:
-            kwargs: dict[str, Any] = {
-                "headers": dict(headers or {}),
-                "auth": auth,
-                "verify": verify,
-                "connect_timeout": connect_timeout,
-                "read_timeout": read_timeout,
-                "pool_size": pool_size,
-            }
-            if max_message_size is not None:
-                kwargs["max_message_size"] = max_message_size
-            options = HTTPOptions(**kwargs)
+        options = http_options(
+            url, options, headers=headers, auth=auth, verify=verify, connect_timeout=connect_timeout,
+            read_timeout=read_timeout, pool_size=pool_size, max_message_size=max_message_size,
+        )
         self.url = url
         self.options = options
         self.sse_fallback = sse_fallback
@@ -376,15 +192,13 @@ class StreamableHTTPTransport(Transport):
 
         self._session_id: str | None = None
         self._protocol_version: str | None = None
-        self._init_body: bytes | None = None
-        self._reinit_lock = threading.Lock()
-        #: called (no arguments, on the thread that noticed) after a lost session was
-        #: replaced by a new one: the session's state (subscriptions) is the caller's to restore
-        self.on_new_session: Callable[[], None] | None = None
+        #: called with the lost session's id when the standalone GET stream finds that the
+        #: server no longer knows the session (on the GET thread: it should only schedule
+        #: the renewal, which belongs to the session layer)
+        self.on_session_lost: Callable[[str], None] | None = None
         self._ids = itertools.count(1)
 
         self._inflight: dict[Any, _Exchange] = {}
-        self._tool_headers: dict[str, dict[tuple[str, ...], str]] = {}
 
         self._get_generation = 0
         self._get_resp: Any = None
@@ -443,10 +257,8 @@ class StreamableHTTPTransport(Transport):
         msg = _Message(message, facts)
         if msg.method == "notifications/cancelled" and self._cancel(msg):
             return
-        if msg.method == "initialize" and msg.is_request:
-            self._init_body = message
         deadline = None if timeout is None else time.monotonic() + timeout
-        self._post(msg, deadline, allow_reinit=True, allow_relist=True)
+        self._post(msg, deadline)
 
     def receive(self, timeout: float | None) -> bytes | None:
         """The next message, ``None`` after ``timeout``; ConnectionClosed at the end.
@@ -529,6 +341,11 @@ class StreamableHTTPTransport(Transport):
         with self._cond:
             self._cond.notify_all()
 
+    @property
+    def session_id(self) -> str | None:
+        """The legacy era's ``Mcp-Session-Id`` (from the ``initialize`` response), or None."""
+        return self._session_id
+
     def alive(self) -> bool:
         if self._delegate is not None:
             return self._delegate.alive()
@@ -561,51 +378,15 @@ class StreamableHTTPTransport(Transport):
     def session_info(self) -> dict[str, Any]:
         if self._delegate is not None:
             info = dict(self._delegate.session_info())
-            info.setdefault("era_hint", "legacy")
             return info
         return {
             "transport": "streamable-http",
             "url": self.url,
             "session_id": self._session_id,
             "protocol_version": self._protocol_version,
-            "era_hint": known_era(self.url),
             "get_stream": self._get_thread is not None and self._get_thread.is_alive(),
             "inflight_streams": len(self._inflight),
         }
-
-    # ------------------------------------------------------------- queue
-
-    def _put(self, item: Any) -> None:
-        with self._cond:
-            self._queue.append(item)
-            self._cond.notify()
-
-    def _fail(self, request_id: Any, error: MCPError) -> None:
-        handler = self._failure_handler
-        if handler is None:
-            # no typed channel to the caller: answer with a JSON-RPC error so it does not hang
-            log.warning("request %r to %s failed after send: %s", request_id, self.url, error)
-            self._put(
-                _encoder.encode(
-                    {
-                        "jsonrpc": "2.0",
-                        "id": request_id,
-                        "error": {
-                            "code": -32000,
-                            "message": str(error) or type(error).__name__,
-                            "data": {"mcpsync/transportError": type(error).__name__},
-                        },
-                    }
-                )
-            )
-            return
-        try:
-            handler(request_id, error)
-        except Exception:  # noqa: BLE001 - the handler belongs to the dispatcher
-            log.exception("failure handler raised")
-        with self._cond:  # wake the reader so it sees the failed call at once
-            self._poked = True
-            self._cond.notify_all()
 
     # ------------------------------------------------------------- HTTP plumbing
 
@@ -625,13 +406,8 @@ class StreamableHTTPTransport(Transport):
                 h["Mcp-Method"] = msg.method
                 if facts.name is not None:
                     h["Mcp-Name"] = encode_header_value(facts.name)
-                if facts.tool is not None and facts.arguments:
-                    annotations = self._tool_headers.get(facts.tool)
-                    if annotations:
-                        arguments = facts.arguments
-                        if not isinstance(arguments, Mapping):
-                            arguments = _any_decoder.decode(arguments)
-                        h.update(mcp_param_headers(annotations, arguments))
+                if facts.headers:  # e.g. a tool's Mcp-Param-* headers, computed by the tools layer
+                    h.update(facts.headers)
         else:
             if self._session_id is not None and not (msg is not None and msg.method == "initialize"):
                 h["Mcp-Session-Id"] = self._session_id
@@ -639,90 +415,10 @@ class StreamableHTTPTransport(Transport):
                 h["MCP-Protocol-Version"] = self._protocol_version
         return h
 
-    def _open(
-        self,
-        method: str,
-        headers: dict[str, str],
-        body: bytes | None,
-        read_timeout: float,
-        *,
-        control: bool = False,
-        deadline: float | None = None,
-    ) -> Any:
-        """One HTTP exchange up to the response headers, with the auth hook's single retry.
-
-        Requests wait for a free connection of the main pool; ``control`` exchanges
-        (streams, replies, notifications) never wait. A failed connect is retried once.
-        With a ``deadline`` (monotonic: the caller's timeout, set when the send began)
-        the pool wait, each connect and the read of the answer get only what is left of
-        it, and both connect attempts fit in it; without one each read may take
-        ``read_timeout``.
-        """
-        connect = self.options.connect_timeout
-        if deadline is None:
-            deadline = time.monotonic() + read_timeout if not control else None
-        else:
-            connect = max(0.05, min(connect, (deadline - time.monotonic()) / 2))
-        pools = self._pool
-        if pools is None:
-            raise ConnectionClosed("transport is closed")
-        pool = pools.control if control else pools.main
-        auth = self.options.auth
-        retried = False
-        nonces = 0
-        redirects = 0
-        while True:
-            send_headers = dict(headers)
-            send_headers.update(call_auth_headers(auth, self.url, method))
-            extra, pool_wait = request_timeout(deadline, connect, read_timeout)
-            if not control:
-                extra["pool_timeout"] = pool_wait
-            try:
-                resp = pool.request(
-                    method,
-                    self.url,
-                    body=body,
-                    headers=send_headers,
-                    preload_content=False,
-                    redirect=False,
-                    **extra,
-                )
-            except Exception as exc:
-                if self._closed:
-                    raise ConnectionClosed("transport is closed") from exc
-                raise translate(exc, self.url, connecting=True) from exc
-            resp._mcpsync_sent = send_headers  # quoted nowhere
-            target = redirect_target(self.url, resp)
-            if target is not None:
-                redirects += 1
-                if redirects > MAX_REDIRECTS:
-                    raise ProtocolError(f"{self.url}: too many redirects", status=resp.status)
-                log.info("%s redirects to %s (HTTP %d): using that from now on", self.url, target, resp.status)
-                self.url = target
-                continue
-            if resp.status in (401, 403):
-                data = read_body(resp, 65536, self.url)
-                resp.release_conn()
-                nonce = dpop_nonce_challenge(resp.status, resp.headers)
-                allowed = nonces < MAX_DPOP_NONCE_RETRIES if nonce else not retried
-                if allowed and auth_retry(auth, self.url, method, resp.status, resp.headers):
-                    if nonce:
-                        nonces += 1  # a DPoP nonce challenge is answered, not counted as the auth retry
-                    else:
-                        retried = True
-                    continue
-                raise status_error(resp.status, self.url, data, resp.headers, secrets=sent_secrets(send_headers))
-            return resp
-
-    def _read_timeout(self, timeout: float | None) -> float:
-        if timeout is None:
-            return self.options.read_timeout
-        return max(0.001, min(timeout, self.options.read_timeout))
-
     # ------------------------------------------------------------- POST
 
-    def _post(self, msg: _Message, deadline: float | None, *, allow_reinit: bool, allow_relist: bool) -> None:
-        sent_session = None if msg.modern_version else self._session_id
+    def _post(self, msg: _Message, deadline: float | None) -> None:
+        sent_session = None if msg.modern_version or msg.method == "initialize" else self._session_id
         headers = self._headers(msg, "POST")
         resp = self._open(
             "POST", headers, msg.body, self._read_timeout(_left(deadline)), control=not msg.is_request, deadline=deadline
@@ -738,7 +434,7 @@ class StreamableHTTPTransport(Transport):
                 self._start_get_stream(wait=min(2.0, self.options.connect_timeout))
             if ctype == _SSE:
                 self._succeeded = True
-                _remember(_kind_cache, self.url, "streamable")
+                _remember_kind(self.url, "streamable")
                 # the dispatcher times the request; the stream itself may idle up to read_timeout
                 self._set_stream_timeout(resp)
                 if not msg.is_request:
@@ -758,7 +454,7 @@ class StreamableHTTPTransport(Transport):
             body = read_body(resp, self.options.max_message_size, self.url, deadline)
             resp.release_conn()
             self._succeeded = True
-            _remember(_kind_cache, self.url, "streamable")
+            _remember_kind(self.url, "streamable")
             stripped = body.strip()
             if stripped and stripped != b"null":
                 if ctype not in (_JSON, _SSE) and not ctype.endswith("+json"):
@@ -778,35 +474,18 @@ class StreamableHTTPTransport(Transport):
         is_jsonrpc = jsonrpc is not None and (jsonrpc.id is not UNSET or len(jsonrpc.error) > 0)
         error = _peek_error(jsonrpc.error) if jsonrpc is not None and len(jsonrpc.error) else None
 
-        # an expired session: re-initialize and send again, once
+        # an expired session: the server did not process the message; renewing the
+        # session (initialize again, then send once more) is the session layer's work
         if sent_session is not None and self._looks_expired(status, jsonrpc, error, msg):
-            if not allow_reinit:
-                # lost again right after a new session: a session error (the connection is
-                # replaced on the reconnect schedule), not the server's answer to the call
-                raise SessionExpired(
-                    f"session at {self.url} was lost again right after re-initializing (HTTP {status})",
-                    status=status,
-                )
-            log.info("session %s at %s expired (HTTP %d): re-initializing", sent_session, self.url, status)
-            if self._reinit(sent_session, deadline):
-                if msg.kind == "response":
-                    return  # the answer belonged to the old session
-                self._post(msg, deadline, allow_reinit=False, allow_relist=allow_relist)
-                return
-            raise ConnectionClosed(f"session at {self.url} expired and could not be re-initialized", status=status)
-
-        # modern header mismatch on tools/call: refresh the tools' header annotations, retry once
-        if (
-            msg.modern_version
-            and allow_relist
-            and error is not None
-            and error.code == HEADER_MISMATCH
-            and msg.method == "tools/call"
-        ):
-            log.info("%s: header mismatch on tools/call (%s): re-listing tools", self.url, error.message)
-            self._relist_tools(msg, deadline)
-            self._post(msg, deadline, allow_reinit=allow_reinit, allow_relist=False)
-            return
+            log.info("session %s at %s expired (HTTP %d)", sent_session, self.url, status)
+            raise SessionExpired(
+                f"session {sent_session} at {self.url} expired (HTTP {status}): "
+                f"{msg.method or 'the message'} was not processed",
+                status=status,
+                sent=False,
+                renewable=True,
+                session_id=sent_session,
+            )
 
         # 429 and 5xx say what happened (rate limited, server unwell) even when the body is
         # a JSON-RPC error: unless that error answers this very request, the status counts
@@ -848,526 +527,6 @@ class StreamableHTTPTransport(Transport):
             return True
         return False
 
-    def _deliver_json(self, body: bytes, msg: _Message | None) -> None:
-        stripped = body.lstrip()
-        if stripped[:1] == b"[":
-            try:
-                items = _any_decoder.decode(body)
-            except msgspec.DecodeError as exc:
-                raise ProtocolError(f"malformed JSON from {self.url}: {exc}") from None
-            for item in items:
-                self._deliver(_encoder.encode(item), None, msg)
-            return
-        self._deliver(body, None, msg)
-
-    def _deliver(self, data: bytes, exch: _Exchange | None, msg: _Message | None) -> bool:
-        """Queue one incoming message. True when it is the response ``exch``/``msg`` awaits."""
-        peek = _peek_in(data)
-        if peek is None:
-            if msg is not None and msg.is_request and exch is None:
-                raise ProtocolError(f"{self.url} answered {msg.method} with malformed JSON: {redact(data, limit=80)!r}")
-            self._put(data)  # the dispatcher reports it
-            return False
-        is_response = peek.method is None and peek.id is not UNSET
-        answered = False
-        if is_response:
-            expected = exch.wire_id if exch is not None else (msg.id if msg is not None else None)
-            original = exch.msg.id if exch is not None else expected
-            if expected is not None and (peek.id == expected or peek.id is None):
-                answered = True
-                if peek.id != original:
-                    data = _with_id(data, original)
-                target = exch.msg if exch is not None else msg
-                if target is not None:
-                    if len(peek.result):
-                        self._on_result(target, peek.result)
-                    if target.modern_version and len(peek.result):
-                        _remember(_era_cache, self.url, "modern")
-                    elif target.method == "initialize" and len(peek.result):
-                        _remember(_era_cache, self.url, "legacy", overwrite=False)
-                    if target.method == "tools/list" and target.modern_version and len(peek.result):
-                        data = self._filter_tools(data, peek.result)
-        self._put(data)
-        return answered
-
-    def _on_result(self, msg: _Message, result: Raw) -> None:
-        if msg.method == "tools/list" and msg.modern_version:
-            self._learn_tools(result)
-
-    def _learn_tools(self, result: Raw | bytes) -> list[str]:
-        """Record the tools' Mcp-Param header annotations; return the invalid tools."""
-        try:
-            listing = _tools_decoder.decode(result)
-        except (msgspec.ValidationError, msgspec.DecodeError):
-            return []
-        invalid: list[str] = []
-        for tool in listing.tools:
-            problem = header_annotation_error(tool.inputSchema)
-            if problem is not None:
-                invalid.append(tool.name)
-                self._tool_headers.pop(tool.name, None)
-                log.warning("tool %r dropped: %s", tool.name, problem)
-                continue
-            annotations = header_annotations(tool.inputSchema)
-            if annotations:
-                self._tool_headers[tool.name] = annotations
-            else:
-                self._tool_headers.pop(tool.name, None)
-        return invalid
-
-    def _filter_tools(self, data: bytes, result: Raw) -> bytes:
-        """Drop tools with invalid x-mcp-header annotations from a tools/list response."""
-        if b"x-mcp-header" not in bytes(result):
-            return data
-        try:
-            obj = _any_decoder.decode(data)
-            tools = obj["result"]["tools"]
-        except (msgspec.DecodeError, KeyError, TypeError):
-            return data
-        kept = [t for t in tools if not (isinstance(t, dict) and header_annotation_error(t.get("inputSchema")))]
-        if len(kept) == len(tools):
-            return data
-        obj["result"]["tools"] = kept
-        return _encoder.encode(obj)
-
-    # ------------------------------------------------------------- response streams
-
-    def _spawn(self, target: Callable[..., None], *args: Any) -> None:
-        self._threads.spawn(target, *args)
-
-    def _spawn_or_drop(self, resp: Any, target: Callable[..., None], *args: Any) -> None:
-        """Read ``resp`` on a stream thread; closed meanwhile: drop it (ConnectionClosed)."""
-        try:
-            self._threads.spawn(target, *args)
-        except ConnectionClosed:
-            _finish(resp, reusable=False)
-            raise
-
-    def _set_stream_timeout(self, resp: Any) -> None:
-        try:
-            sock = getattr(resp.connection, "sock", None)
-            if sock is not None:
-                sock.settimeout(self.options.read_timeout)
-        except Exception:  # noqa: BLE001 - the POST's own read timeout stays
-            pass
-
-    def _loose_worker(self, resp: Any) -> None:
-        """An SSE answer to a notification or response: deliver what comes, to its end."""
-        with self._lock:
-            if self._closed:
-                _shutdown(resp)
-            self._loose.add(resp)
-        try:
-            self._read_get(resp, SSEParser(self.options.max_message_size))
-        except Exception:  # noqa: BLE001
-            log.exception("stream reader for %s failed", self.url)
-        finally:
-            with self._lock:
-                self._loose.discard(resp)
-
-    def _stream_worker(self, exch: _Exchange) -> None:
-        try:
-            self._follow(exch)
-        except Exception:  # noqa: BLE001 - never let a stream thread die silently
-            log.exception("stream reader for %s failed", self.url)
-        finally:
-            with self._lock:
-                if self._inflight.get(exch.msg.id) is exch:
-                    del self._inflight[exch.msg.id]
-
-    def _follow(self, exch: _Exchange) -> None:
-        """Read ``exch``'s response stream to its answer, resuming / re-issuing as needed."""
-        parser = SSEParser(self.options.max_message_size)
-        resp = exch.resp
-        resumes = 0
-        quiet = 0
-        while True:
-            error = self._read_stream(resp, parser, exch) if resp is not _NO_STREAM else None
-            if exch.done or exch.cancelled or self._closed:
-                return
-            if exch.oversize is not None:
-                self._fail(exch.msg.id, exch.oversize)
-                return
-            msg = exch.msg
-            if msg.method == "subscriptions/listen" and msg.modern_version:
-                # a listen stream is meant to stay open: reopen it under the same id (its
-                # notifications name that id), backing off while it delivers nothing
-                quiet = 0 if exch.delivered else quiet + 1
-                exch.delivered = 0
-                delay = 1.0 if quiet == 0 else min(30.0, 2.0**quiet)
-                log.info("listen stream %r ended (%s): reopening in %g s", msg.id, error, delay)
-                if self._closed_event.wait(delay) or exch.cancelled:
-                    return
-                resp = self._reissue(exch, report=False)
-                if resp is None:
-                    if exch.done:
-                        return
-                    resp = _NO_STREAM
-                parser = SSEParser(self.options.max_message_size)
-                continue
-            if msg.modern_version and not msg.facts.safe_to_resend:
-                # the server may already be acting on it: re-issuing could run a tool
-                # twice. Fail it as possibly sent; the client's retry policy re-sends it
-                # (with a new id) only when the tool is read-only, idempotent or opted in.
-                self._fail(
-                    msg.id,
-                    NetworkError(f"{self.url} broke the stream of {msg.method} before answering: {error}", sent=True),
-                )
-                return
-            if msg.modern_version:
-                if exch.reissues >= _REISSUE_ATTEMPTS:
-                    self._fail(msg.id, error or ConnectionClosed(f"{self.url} closed the stream before answering"))
-                    return
-                exch.reissues += 1
-                exch.wire_id = f"mcpsync-reissue-{next(self._ids)}"
-                log.info("stream for %r broke (%s): re-issuing as %s", msg.id, error, exch.wire_id)
-                resp = self._reissue(exch)
-                if resp is None:
-                    return
-                parser = SSEParser(self.options.max_message_size)
-                continue
-            # legacy: resume with Last-Event-ID if the server gave event ids
-            if parser.last_event_id is None or self._session_id is None or resumes >= _RESUME_ATTEMPTS:
-                self._fail(msg.id, error or ConnectionClosed(f"{self.url} closed the stream before answering"))
-                return
-            resumes += 1
-            log.info("stream for %r broke (%s): resuming after event %s", msg.id, error, parser.last_event_id)
-            delay = (parser.retry if parser.retry is not None else 1000) / 1000.0
-            if self._closed_event.wait(min(delay * resumes, 30.0)):
-                return
-            try:
-                resp = self._resume(parser.last_event_id)
-            except MCPError as exc:
-                error = exc
-                resp = None
-            if resp is None:
-                if resumes >= _RESUME_ATTEMPTS:
-                    self._fail(msg.id, error or ConnectionClosed("stream could not be resumed"))
-                    return
-                continue
-            exch.resp = resp
-            if exch.cancelled or self._closed:
-                _shutdown(resp)
-                _finish(resp, reusable=False)
-                return
-
-    def _read_stream(self, resp: Any, parser: SSEParser, exch: _Exchange | None) -> MCPError | None:
-        """Deliver events from ``resp`` until the awaited answer, EOF or an error."""
-        error: MCPError | None = None
-        eof = False
-        try:
-            while True:
-                chunk = resp.read1(65536)
-                if not chunk:
-                    eof = True
-                    break
-                answered = False
-                for ev in parser.feed(chunk):
-                    if isinstance(ev, _Oversized):
-                        self._put(ev)
-                        if exch is not None:
-                            exch.oversize = ev.error
-                        continue
-                    if ev.event != "message" or not ev.data.strip():
-                        continue
-                    if exch is not None:
-                        exch.delivered += 1
-                    if self._deliver(ev.data, exch, None):
-                        answered = True
-                if answered and exch is not None:
-                    exch.done = True
-                    break
-        except Exception as exc:  # noqa: BLE001 - translated below
-            if not (exch is not None and (exch.cancelled or exch.done)) and not self._closed:
-                error = translate(exc, self.url, fatal=False)
-        if exch is not None and exch.done and not eof:
-            eof = self._drain(resp)
-        _finish(resp, reusable=eof and error is None)
-        return error
-
-    def _drain(self, resp: Any) -> bool:
-        """After the answer: wait briefly for the server to end the stream (keeps the connection)."""
-        try:
-            sock = getattr(resp.connection, "sock", None)
-            if sock is not None:
-                sock.settimeout(_DRAIN_WAIT)
-            for _ in range(16):
-                if not resp.read1(65536):
-                    return True
-        except Exception:  # noqa: BLE001 - the connection is closed instead
-            pass
-        return False
-
-    def _reissue(self, exch: _Exchange, *, report: bool = True) -> Any:
-        """POST ``exch``'s request again under its wire id; None when no stream came of it
-        (the answer came as JSON, or it failed: reported unless ``report`` is False)."""
-        body = exch.msg.body if exch.wire_id == exch.msg.id else _with_id(exch.msg.body, exch.wire_id)
-        headers = self._headers(exch.msg, "POST")
-        try:
-            resp = self._open("POST", headers, body, self.options.read_timeout)
-        except MCPError as exc:
-            if report:
-                self._fail(exch.msg.id, exc)
-            return None
-        ctype = media_type(resp.headers.get("content-type"))
-        if ctype == _SSE and 200 <= resp.status < 300:
-            exch.resp = resp
-            if exch.cancelled or self._closed:
-                _shutdown(resp)
-            return resp
-        try:
-            body = read_body(resp, self.options.max_message_size, self.url)
-        except MCPError as exc:
-            if report:
-                self._fail(exch.msg.id, exc)
-            return None
-        resp.release_conn()
-        peek = _peek_in(body)
-        if peek is not None and (200 <= resp.status < 300 or peek.id is not UNSET):
-            if self._deliver(body, exch, None):
-                exch.done = True
-                return None
-        if report:
-            session = exch.msg.modern_version is None and self._session_id is not None
-            self._fail(
-                exch.msg.id,
-                status_error(resp.status, self.url, body, resp.headers, secrets=_secrets(resp), session=session),
-            )
-        return None
-
-    def _resume(self, last_event_id: str) -> Any:
-        """GET with ``Last-Event-ID``; the response, or None when the server refuses."""
-        headers = self._headers(None, "GET", accept=_SSE)
-        headers["Last-Event-ID"] = last_event_id
-        resp = self._open("GET", headers, None, self.options.read_timeout)
-        if 200 <= resp.status < 300 and media_type(resp.headers.get("content-type")) == _SSE:
-            return resp
-        body = read_body(resp, 65536, self.url)
-        resp.release_conn()
-        raise status_error(resp.status, self.url, body, resp.headers, secrets=_secrets(resp))
-
-    def _cancel(self, msg: _Message) -> bool:
-        """Close the stream of the cancelled request. True when nothing needs POSTing."""
-        rid = msg.facts.cancels
-        with self._lock:
-            exch = self._inflight.get(rid)
-        if exch is None:
-            return msg.modern_version is not None
-        exch.cancelled = True
-        _shutdown(exch.resp)
-        # modern: closing the stream is the cancellation; legacy: tell the server as well
-        return exch.msg.modern_version is not None
-
-    # ------------------------------------------------------------- internal requests
-
-    def _internal(self, msg: _Message, deadline: float | None) -> bytes | None:
-        """POST a request of our own and return its response, without queueing it."""
-        headers = self._headers(msg, "POST")
-        resp = self._open(
-            "POST", headers, msg.body, self._read_timeout(_left(deadline)), control=not msg.is_request, deadline=deadline
-        )
-        status = resp.status
-        ctype = media_type(resp.headers.get("content-type"))
-        if msg.method == "initialize" and 200 <= status < 300:
-            self._session_id = resp.headers.get("mcp-session-id") or None
-        if ctype == _SSE and 200 <= status < 300:
-            parser = SSEParser(self.options.max_message_size)
-            try:
-                while True:
-                    chunk = resp.read1(65536)
-                    if not chunk:
-                        break
-                    for ev in parser.feed(chunk):
-                        if isinstance(ev, _Oversized) or not ev.data.strip():
-                            continue
-                        peek = _peek_in(ev.data)
-                        if peek is not None and peek.method is None and peek.id == msg.id:
-                            _finish(resp, reusable=self._drain(resp))
-                            return ev.data
-                        self._put(ev.data)
-            except Exception as exc:
-                _finish(resp, reusable=False)
-                raise translate(exc, self.url, fatal=False) from exc
-            _finish(resp, reusable=True)
-            return None
-        body = read_body(resp, self.options.max_message_size, self.url, deadline)
-        resp.release_conn()
-        if not 200 <= status < 300 and _peek_in(body) is None:
-            session = self._session_id is not None and msg.method != "initialize" and not msg.modern_version
-            raise status_error(status, self.url, body, resp.headers, secrets=_secrets(resp), session=session)
-        return body if body.strip() else None
-
-    def _reinit(self, failed_session: str, deadline: float | None) -> bool:
-        """Replace an expired session. True when a new one is up (by us or another thread)."""
-        with self._reinit_lock:
-            if self._session_id != failed_session:
-                return self._session_id is not None
-            init = self._init_body
-            if init is None:
-                return False
-            # other senders keep using the old session meanwhile: their 404s wait on this lock
-            try:
-                replay = _Message(_with_id(init, f"mcpsync-reinit-{next(self._ids)}"))
-                answer = self._internal(replay, deadline)
-                peek = _peek_in(answer) if answer else None
-                if peek is None or not len(peek.result):
-                    raise ConnectionClosed(f"re-initialize at {self.url} failed")
-                note = _Message(b'{"jsonrpc":"2.0","method":"notifications/initialized"}')
-                self._internal(note, deadline)
-            except MCPError as exc:
-                log.warning("re-initialize at %s failed: %s", self.url, exc)
-                self._dead = exc
-                with self._cond:
-                    self._cond.notify_all()
-                return False
-        log.info("new session %s at %s", self._session_id, self.url)
-        self._start_get_stream(wait=min(2.0, self.options.connect_timeout))
-        hook = self.on_new_session
-        if hook is not None:
-            try:
-                hook()
-            except Exception:  # pragma: no cover - the hook only schedules work
-                log.exception("on_new_session hook of %s raised", self.url)
-        return True
-
-    def _relist_tools(self, failed: _Message, deadline: float | None) -> None:
-        """Fetch every page of tools/list again to refresh the Mcp-Param annotations."""
-        meta = failed.facts.meta
-        cursor: str | None = None
-        for _ in range(100):
-            params: dict[str, Any] = {"_meta": dict(meta or {})}
-            if cursor is not None:
-                params["cursor"] = cursor
-            req = _Message(
-                _encoder.encode(
-                    {"jsonrpc": "2.0", "id": f"mcpsync-relist-{next(self._ids)}", "method": "tools/list", "params": params}
-                )
-            )
-            try:
-                answer = self._internal(req, deadline)
-            except MCPError as exc:
-                log.info("re-listing tools at %s failed: %s", self.url, exc)
-                return
-            peek = _peek_in(answer) if answer else None
-            if peek is None or not len(peek.result):
-                return
-            self._learn_tools(peek.result)
-            try:
-                cursor = _tools_decoder.decode(peek.result).nextCursor
-            except (msgspec.ValidationError, msgspec.DecodeError):
-                return
-            if not cursor:
-                return
-
-    # ------------------------------------------------------------- standalone GET stream
-
-    def _start_get_stream(self, wait: float = 0.0) -> None:
-        """(Re)start the standalone GET stream; wait up to ``wait`` s for the server's answer,
-        so that server messages sent right after the handshake have a stream to go to."""
-        if not self.get_stream_enabled or self._closed:
-            return
-        with self._lock:
-            self._get_generation += 1
-            generation = self._get_generation
-            old = self._get_resp
-        _shutdown(old)
-        answered = threading.Event()
-        thread = threading.Thread(
-            target=self._get_loop, args=(generation, answered), name="mcpsync-http-get", daemon=True
-        )
-        self._get_thread = thread
-        thread.start()
-        if wait > 0:
-            answered.wait(wait)
-
-    def _get_loop(self, generation: int, answered: threading.Event) -> None:
-        try:
-            self._get_loop_inner(generation, answered)
-        except Exception:  # noqa: BLE001 - never let the GET thread die silently
-            log.exception("GET stream for %s failed", self.url)
-        finally:
-            answered.set()
-
-    def _get_loop_inner(self, generation: int, answered: threading.Event) -> None:
-        parser = SSEParser(self.options.max_message_size)
-        failures = 0
-        streamed = False
-        while not self._closed and generation == self._get_generation:
-            headers = self._headers(None, "GET", accept=_SSE)
-            if self._get_last_id is not None:
-                headers["Last-Event-ID"] = self._get_last_id
-            delivered = False
-            try:
-                resp = self._open("GET", headers, None, self.get_stream_idle, control=True)
-            except MCPError as exc:
-                log.debug("GET stream at %s: %s", self.url, exc)
-                resp = None
-            answered.set()
-            if resp is not None:
-                status = resp.status
-                if status == 405:
-                    log.debug("%s offers no GET stream", self.url)
-                    _finish(resp, reusable=False)
-                    return
-                if status in (400, 404) and self._session_id is not None:
-                    _finish(resp, reusable=False)
-                    if not streamed:
-                        log.debug("%s refuses the GET stream (HTTP %d)", self.url, status)
-                        return
-                    # it worked before, so the session is gone: re-initialize (once per
-                    # session; the next POST would do it too), which restarts the stream
-                    session = self._session_id
-                    handshake = time.monotonic() + self.options.connect_timeout  # bounded, even if close() comes
-                    if self._init_body is not None and self._reinit(session, handshake):
-                        return
-                    failures += 1
-                elif 200 <= status < 300 and media_type(resp.headers.get("content-type")) == _SSE:
-                    streamed = True
-                    with self._lock:
-                        if generation != self._get_generation or self._closed:
-                            _shutdown(resp)
-                        self._get_resp = resp
-                    delivered, error = self._read_get(resp, parser)
-                    with self._lock:
-                        if self._get_resp is resp:
-                            self._get_resp = None
-                    if parser.last_event_id is not None:
-                        self._get_last_id = parser.last_event_id
-                    if isinstance(error, RequestTimeout):
-                        failures = 0
-                        continue  # just idle: reconnect at once
-                    failures = 0 if delivered else failures + 1
-                else:
-                    _finish(resp, reusable=False)
-                    failures += 1
-            else:
-                failures += 1
-            base = (parser.retry if parser.retry is not None else 1000) / 1000.0
-            delay = min(base * (2 ** max(0, failures - 1)), 30.0) if failures else base
-            if self._closed_event.wait(delay):
-                return
-
-    def _read_get(self, resp: Any, parser: SSEParser) -> tuple[bool, MCPError | None]:
-        delivered = False
-        error: MCPError | None = None
-        try:
-            while True:
-                chunk = resp.read1(65536)
-                if not chunk:
-                    break
-                for ev in parser.feed(chunk):
-                    if isinstance(ev, _Oversized):
-                        self._put(ev)
-                        continue
-                    if ev.event != "message" or not ev.data.strip():
-                        continue
-                    delivered = True
-                    self._deliver(ev.data, None, None)
-        except Exception as exc:  # noqa: BLE001
-            error = translate(exc, self.url, fatal=False)
-        _finish(resp, reusable=False)
-        return delivered, error
-
     # ------------------------------------------------------------- HTTP+SSE fallback
 
     def _switch_to_sse(self, timeout: float) -> None:
@@ -1379,8 +538,7 @@ class StreamableHTTPTransport(Transport):
         delegate.connect(timeout)
         if self._protocol_version is not None:
             delegate.set_protocol_version(self._protocol_version)
-        _remember(_kind_cache, self.url, "sse")
-        _remember(_era_cache, self.url, "legacy")
+        _remember_kind(self.url, "sse")
         self._delegate = delegate
         with self._cond:
             self._cond.notify_all()

@@ -145,19 +145,26 @@ def test_a_busy_pool_and_a_slow_answer_share_one_deadline(transport: Any, faulty
 # --------------------------------------------------------------------------- sessions
 
 
-def test_a_second_404_in_a_row_is_a_lost_session(transport: Any, faulty: FaultyServer) -> None:
-    t = transport("/forget")
-    t.send(INIT, 5)
-    assert json.loads(t.receive(5) or b"{}")["id"] == "init"
-    t.set_protocol_version(hs.LEGACY)
-    before = faulty.hits[("POST", "/forget")]
-    with pytest.raises(SessionExpired) as info:
-        t.send(REQ, 5)  # 404 → re-initialize → the re-post meets 404 again
-    err = info.value
-    assert err.status == 404
-    assert not counts_as_breaker_failure(err)  # a session error, not a server fault
-    assert faulty.hits[("POST", "/forget")] - before == 4  # post, initialize, initialized, re-post
-    assert t.receive(0.2) is None  # and no JSON-RPC error was handed up as the answer
+def test_a_second_404_in_a_row_is_a_lost_session(faulty: FaultyServer) -> None:
+    from mcpsync import Client, RetryPolicy
+
+    url = faulty.url("/forget")
+    forget_url(url)
+    with Client.http(url, mode="legacy", sse_fallback=False) as c:
+        assert c.era == "legacy"
+        sid = c.diagnostics().session_id
+        before = len(faulty.httpd.forget_posts)
+        with pytest.raises(SessionExpired) as info:
+            # 404 → the session layer re-initializes → the re-post meets 404 again
+            c.request("tools/list", retry=RetryPolicy.NONE)
+        err = info.value
+        assert err.status == 404 and not err.renewable
+        assert not counts_as_breaker_failure(err)  # a session error, not a server fault
+        # post, initialize, initialized, re-post (then the lost connection is replaced
+        # in the background: more may follow)
+        posts = faulty.httpd.forget_posts[before:before + 4]
+        assert [m for m, _ in posts] == ["tools/list", "initialize", "notifications/initialized", "tools/list"]
+        assert posts[0][1] == sid and posts[1][1] is None and posts[3][1] not in (None, sid)
 
 
 # --------------------------------------------------------------------------- leaks and floods

@@ -93,20 +93,28 @@ def test_modern_sse_response_carries_progress_before_the_result(sse_server: str,
     assert [n["params"]["progress"] for n in progress] == [1, 2, 3]
 
 
-def test_modern_param_header_learned_from_tools_list(json_server: str, client_for: Any) -> None:
-    c = client_for(f"{json_server}/mcp")
-    tools = c.modern("tools/list")["result"]["tools"]
-    assert "routed" in {t["name"] for t in tools}
-    answer = c.modern("tools/call", {"name": "routed", "arguments": {"region": "eu-west", "n": 2}})
-    assert hs.text_of(answer) == "eu-west:2"
+def _modern_client(url: str) -> Any:
+    """The user's path: a Client in the modern era (the tools layer computes Mcp-Param-*)."""
+    from mcpsync import Client
+
+    return Client.http(url, mode="modern", sse_fallback=False)
 
 
-def test_modern_header_mismatch_relists_and_retries(json_server: str, client_for: Any) -> None:
+def test_modern_param_header_learned_from_tools_list(json_server: str) -> None:
+    with _modern_client(f"{json_server}/mcp") as c:
+        assert "routed" in {t.name for t in c.list_tools()}
+        assert c.call_tool("routed", {"region": "eu-west", "n": 2}).text == "eu-west:2"
+
+
+def test_modern_header_mismatch_relists_and_retries(json_server: str, caplog: pytest.LogCaptureFixture) -> None:
     # no tools/list yet: the first POST lacks Mcp-Param-Region, the server says
-    # HeaderMismatch, the transport re-lists the tools and retries once
-    c = client_for(f"{json_server}/mcp")
-    answer = c.modern("tools/call", {"name": "routed", "arguments": {"region": "café", "n": 1}})
-    assert hs.text_of(answer) == "café:1"
+    # HeaderMismatch, the tools layer re-lists the tools and retries once
+    import logging
+
+    caplog.set_level(logging.INFO, logger="mcpsync")
+    with _modern_client(f"{json_server}/mcp") as c:
+        assert c.call_tool("routed", {"region": "café", "n": 1}).text == "café:1"
+        assert "header mismatch" in caplog.text
 
 
 def test_modern_error_answer_is_delivered(json_server: str, client_for: Any) -> None:
@@ -170,19 +178,28 @@ def test_resumption_after_the_server_drops_the_stream(sse_server: str, client_fo
     assert logged == ["before drop", "after drop"]
 
 
+def _legacy_client(url: str) -> Any:
+    """The user's path: a Client in the legacy era (the session layer renews expired sessions)."""
+    from mcpsync import Client
+
+    return Client.http(url, mode="legacy", sse_fallback=False)
+
+
 @pytest.mark.parametrize("server", ["json_server", "sse_server"])
-def test_session_expiry_reinitializes_transparently(server: str, request: pytest.FixtureRequest, client_for: Any) -> None:
+def test_session_expiry_reinitializes_transparently(server: str, request: pytest.FixtureRequest) -> None:
     base = request.getfixturevalue(server)
-    c = client_for(f"{base}/mcp")
-    c.initialize()
-    old = c.t.session_info()["session_id"]
-    assert _echo(c, "before") == "Echo: before"
-    http = urllib3.PoolManager()
-    assert int(http.request("POST", f"{base}/admin/expire").data) >= 1
-    assert _echo(c, "after") == "Echo: after"
-    new = c.t.session_info()["session_id"]
-    assert new and new != old
-    assert _echo(c, "again") == "Echo: again"  # ids stay unique in the new session
+    with _legacy_client(f"{base}/mcp") as c:
+        assert c.call_tool("echo", {"message": "before"}).text == "Echo: before"
+        old = c.diagnostics().session_id
+        assert old
+        http = urllib3.PoolManager()
+        assert int(http.request("POST", f"{base}/admin/expire").data) >= 1
+        # tools/call is not safe to repeat: it goes again only because the 404 proves it never ran
+        assert c.call_tool("echo", {"message": "after"}).text == "Echo: after"
+        new = c.diagnostics().session_id
+        assert new and new != old
+        assert c.call_tool("echo", {"message": "again"}).text == "Echo: again"  # ids stay unique in the new session
+        assert len(c.diagnostics().connections) == 1  # renewed on the same connection
 
 
 def test_close_deletes_the_session(json_server: str) -> None:
@@ -350,40 +367,37 @@ def test_tls_with_a_ca_bundle_or_verification_off(tls_server: tuple[str, str], v
 
 
 @pytest.mark.parametrize("server", ["json_server", "sse_server"])
-def test_concurrent_requests_on_an_expired_session_share_one_reinit(
-    server: str, request: pytest.FixtureRequest, client_for: Any
-) -> None:
+def test_concurrent_requests_on_an_expired_session_share_one_reinit(server: str, request: pytest.FixtureRequest) -> None:
     base = request.getfixturevalue(server)
-    c = client_for(f"{base}/mcp")
-    c.initialize()
-    old = c.t.session_info()["session_id"]
-    barrier = threading.Barrier(17, timeout=20)
-    results: dict[int, str] = {}
-    errors: list[BaseException] = []
+    with _legacy_client(f"{base}/mcp") as c:
+        old = c.diagnostics().session_id
+        barrier = threading.Barrier(17, timeout=20)
+        results: dict[int, str] = {}
+        errors: list[BaseException] = []
 
-    def work(n: int) -> None:
-        try:
-            _echo(c, f"warm {n}")
-            barrier.wait()  # everyone warmed up
-            barrier.wait()  # the session has been expired
-            results[n] = _echo(c, f"after {n}")
-        except BaseException as exc:  # noqa: BLE001
-            errors.append(exc)
+        def work(n: int) -> None:
+            try:
+                c.call_tool("echo", {"message": f"warm {n}"})
+                barrier.wait()  # everyone warmed up
+                barrier.wait()  # the session has been expired
+                results[n] = c.call_tool("echo", {"message": f"after {n}"}).text
+            except BaseException as exc:  # noqa: BLE001
+                errors.append(exc)
 
-    threads = [threading.Thread(target=work, args=(n,)) for n in range(16)]
-    for th in threads:
-        th.start()
-    barrier.wait()
-    urllib3.PoolManager().request("POST", f"{base}/admin/expire")
-    barrier.wait()
-    for th in threads:
-        th.join(30)
-    assert not errors
-    assert results == {n: f"Echo: after {n}" for n in range(16)}
-    new = c.t.session_info()["session_id"]
-    assert new != old
-    sessions = int(urllib3.PoolManager().request("POST", f"{base}/admin/expire").data)
-    assert sessions == 1  # one re-initialize, not one per thread
+        threads = [threading.Thread(target=work, args=(n,)) for n in range(16)]
+        for th in threads:
+            th.start()
+        barrier.wait()
+        urllib3.PoolManager().request("POST", f"{base}/admin/expire")
+        barrier.wait()
+        for th in threads:
+            th.join(30)
+        assert not errors
+        assert results == {n: f"Echo: after {n}" for n in range(16)}
+        new = c.diagnostics().session_id
+        assert new != old
+        sessions = int(urllib3.PoolManager().request("POST", f"{base}/admin/expire").data)
+        assert sessions == 1  # one re-initialize, not one per thread
 
 
 @pytest.mark.parametrize("server", ["json_server", "sse_server"])
@@ -405,3 +419,26 @@ def test_same_origin_redirect_is_followed_and_kept(json_server: str, client_for:
     c.initialize()
     assert c.t.url == f"{json_server}/mcp"
     assert _echo(c, "redirected") == "Echo: redirected"
+
+
+def test_a_session_lost_on_the_get_stream_is_renewed_without_a_call(sse_server: str) -> None:
+    """The standalone GET stream finds the session gone: the session layer renews it at
+    once (not at the next call), and the new session's GET stream carries updates."""
+    got = threading.Event()
+    with _legacy_client(f"{sse_server}/mcp") as c:
+        c.on_notification("notifications/resources/updated", lambda params: got.set())
+        old = c.diagnostics().session_id
+        assert old
+        urllib3.PoolManager().request("POST", f"{sse_server}/admin/expire")
+        assert wait_until(lambda: c.diagnostics().session_id not in (None, old), 10)
+        assert c.call_tool("touch", {"uri": "test://greeting"}).text == "touched"
+        assert got.wait(5), "no update on the new session's GET stream"
+
+
+def test_a_notification_on_an_expired_session_renews_it(json_server: str) -> None:
+    with _legacy_client(f"{json_server}/mcp") as c:
+        old = c.diagnostics().session_id
+        urllib3.PoolManager().request("POST", f"{json_server}/admin/expire")
+        c.notify("notifications/roots/list_changed")  # 404 → renewed → sent again
+        assert c.diagnostics().session_id not in (None, old)
+        assert c.call_tool("echo", {"message": "on"}).text == "Echo: on"

@@ -13,7 +13,7 @@ Paths of the robustness tests (issue 16):
   404 (the session is unknown).
 * POST ``/echo-auth``: a proxy's 502 error page that echoes the request's headers.
 * POST ``/huge`` (chunked) and ``/huge-cl`` (with Content-Length): a 64 MiB JSON answer.
-* POST ``/forget``: sessions are forgotten at once: every request after
+* POST ``/forget``: sessions are forgotten at once: every request (not notification) after
   ``initialize`` gets 404 with the TypeScript SDK's ``-32001 Session not found`` body.
 * POST ``/slowpool?s=SECONDS``: answers after SECONDS (at most 10); POST ``/hang``: 10 s.
 * POST ``/streams``: a legacy session whose calls answer on SSE streams that stay open
@@ -32,6 +32,11 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 _INIT = {"protocolVersion": "2025-11-25", "capabilities": {"tools": {}}, "serverInfo": {"name": "faulty", "version": "0"}}
+_DISCOVER = {
+    "supportedVersions": ["2026-07-28"],
+    "capabilities": {"tools": {}},
+    "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "faulty", "version": "0"}},
+}
 _HOLD = 10.0  # the longest any handler keeps a connection open
 
 
@@ -208,11 +213,14 @@ class _Handler(BaseHTTPRequestHandler):
         elif path in ("/huge", "/huge-cl"):
             self._huge(with_length=path == "/huge-cl")
         elif path == "/forget":
+            self.server.forget_posts.append((msg.get("method"), self.headers.get("Mcp-Session-Id")))
             if msg.get("method") == "initialize":
                 self.server.sessions += 1
                 self._send(200, _result(rid, _INIT), Mcp_Session_Id=f"f-{self.server.sessions}")
             elif self.headers.get("Mcp-Session-Id") is None:
                 self._send(400, b"no session", "text/plain")
+            elif rid is None:
+                self._send(202, b"", None)  # notifications are taken
             else:
                 body = {"jsonrpc": "2.0", "error": {"code": -32001, "message": "Session not found"}, "id": None}
                 self._send(404, json.dumps(body).encode())
@@ -277,6 +285,8 @@ class _Handler(BaseHTTPRequestHandler):
             ]
             if msg.get("method") == "tools/list":
                 self._send(200, _result(rid, {"tools": tools}))
+            elif msg.get("method") == "server/discover":
+                self._send(200, _result(rid, _DISCOVER))
             else:
                 self._send(200, _result(rid, {"content": [{"type": "text", "text": self.headers.get("Mcp-Param-R", "-")}]}))
         elif path == "/dropcall":
@@ -331,6 +341,7 @@ class FaultyServer:
         self.httpd.hits = Counter()
         self.httpd.seen_headers = {}
         self.httpd.listen_ids = []
+        self.httpd.forget_posts = []  # (method, Mcp-Session-Id) of every POST to /forget
         self.httpd.arrived = threading.Semaphore(0)
         self.port = self.httpd.server_address[1]
         self._thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True)

@@ -10,11 +10,13 @@ from mcpsync._channel import META_VERSION, SAFE_METHODS, MessageFacts, message_f
 MODERN = {META_VERSION: "2026-07-28"}
 
 
-def test_tools_call_facts_name_the_tool_and_keep_the_arguments_as_given() -> None:
+def test_tools_call_facts_name_the_tool_and_carry_the_headers_given() -> None:
     raw = msgspec.Raw(b'{"a": 1}')
-    facts = message_facts(7, "tools/call", {"name": "add", "arguments": raw, "_meta": MODERN})
-    assert facts == MessageFacts(7, "tools/call", modern_version="2026-07-28", name="add", tool="add", arguments=raw, meta=MODERN)
+    headers = {"Mcp-Param-A": "1"}  # computed by the tools layer, not from the arguments
+    facts = message_facts(7, "tools/call", {"name": "add", "arguments": raw, "_meta": MODERN}, headers=headers)
+    assert facts == MessageFacts(7, "tools/call", modern_version="2026-07-28", name="add", headers=headers)
     assert facts.is_request and not facts.safe_to_resend
+    assert message_facts(7, "tools/call", {"name": "add", "arguments": raw}).headers is None
 
 
 def test_undecoded_meta_is_decoded_once_for_the_version() -> None:
@@ -40,3 +42,14 @@ def test_one_table_of_methods_safe_to_resend() -> None:
     assert not hasattr(streamable_http, "_MAY_HAVE_EFFECTS")
     assert "tools/call" not in SAFE_METHODS and "tasks/cancel" not in SAFE_METHODS
     assert {"tools/list", "resources/read", "completion/complete"} <= SAFE_METHODS
+
+
+def test_a_reissued_request_is_spliced_not_decoded() -> None:
+    from mcpsync._messages import Request, encode
+    from mcpsync.transports._http_streams import _reissued
+
+    body = encode(Request("2.0", 7, "tools/list", {"cursor": "c"}))
+    again = _reissued(body, 7, "mcpsync-reissue-1")
+    assert msgspec.json.decode(again) == {"jsonrpc": "2.0", "id": "mcpsync-reissue-1", "method": "tools/list", "params": {"cursor": "c"}}
+    other = b'{"method":"ping","id":7,"jsonrpc":"2.0"}'  # not the dispatcher's shape: rewritten
+    assert msgspec.json.decode(_reissued(other, 7, 8)) == {"method": "ping", "id": 8, "jsonrpc": "2.0"}
