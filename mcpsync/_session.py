@@ -37,7 +37,6 @@ from ._channel import Channel, ProgressCallback
 from ._dispatcher import Dispatcher
 from ._errors import (
     AuthError,
-    CircuitOpen,
     ConnectError,
     ConnectionClosed,
     MCPError,
@@ -57,6 +56,7 @@ from ._handshake import Handshake, ServerSession, _Connection
 from ._messages import decode_result
 from ._metrics import DISCOVERY_METHODS
 from ._mrtr import drive as _drive_input_rounds
+from ._routing import routed_attempt
 from ._guard import Guard, Recorder
 from ._policies import PoolLimits, ReconnectPolicy, RetryPolicy, Timeouts
 from ._pool import ConnectionPool
@@ -622,64 +622,8 @@ class Session:
     def _routed_attempt(
         self, method: str, params: Mapping[str, Any] | None, t: float, progress: ProgressCallback | None
     ) -> Any:
-        """One attempt of a routed client: under the breaker of the connection's endpoint.
-
-        A connection whose endpoint's breaker is open is retired and another borrowed
-        (a new one goes to the next endpoint); after the call, a connection whose
-        endpoint is no longer the router's choice is retired once idle.
-        """
-        c = self._client
-        router = self.router
-        breakers = self.endpoint_breakers
-        assert breakers is not None  # only a routed client's attempts come here
-        router.probe_in_background()
-        if all(b.state is BreakerState.OPEN for b in breakers.values()):
-            wait = min(b.retry_after() for b in breakers.values())
-            raise CircuitOpen(f"the circuit breaker of every endpoint of {c.name} is open",
-                              retry_after=wait, server=c.name, state="open")
-        for _ in range(self.limits.max + 2):
-            lease = self.pool.borrow(t if self.borrow_wait is None else self.borrow_wait)
-            conn = lease.connection
-            endpoint = getattr(conn.transport, "endpoint", None)
-            breaker = breakers.get(endpoint.name) if endpoint is not None else None
-            if breaker is None:
-                ticket = None
-                break
-            try:
-                ticket = breaker.acquire()
-                break
-            except CircuitOpen:
-                if breaker.state is BreakerState.OPEN:
-                    lease.release(retire=True)  # the next borrow opens one elsewhere
-                    continue
-                ticket = None  # HALF_OPEN with its trial calls taken: run, but do not count
-                break
-        else:
-            raise CircuitOpen(f"{c.name}: every connection leads to an endpoint behind an open breaker",
-                              server=c.name, state="open")
-        try:
-            result = self.request_on(conn, method, params, t, progress)
-        except BaseException as exc:
-            if ticket is not None:
-                breaker.release(ticket, exc)  # type: ignore[union-attr]
-            lease.release(broken=not conn.alive(), retire=self._should_leave(endpoint, breaker))
-            raise
-        if ticket is not None:
-            breaker.release(ticket)  # type: ignore[union-attr]
-        lease.release(retire=self._should_leave(endpoint, breaker))
-        return result
-
-    def _should_leave(self, endpoint: Any, breaker: CircuitBreaker | None) -> bool:
-        """Whether a routed connection should move: its breaker opened, or another
-        endpoint became the router's choice (a recovered or clearly nearer one)."""
-        if endpoint is None:
-            return False
-        if breaker is not None and breaker.state is BreakerState.OPEN:
-            return True
-        try:
-            return bool(self.router.choose(probe=False) != endpoint)
-        except ServerUnavailable:
-            return False  # nowhere better to go
+        """One attempt of a routed client, under its endpoint's breaker (:func:`mcpsync._routing.routed_attempt`)."""
+        return routed_attempt(self, t, lambda conn: self.request_on(conn, method, params, t, progress))
 
     def request_on(
         self, conn: _Connection, method: str, params: Mapping[str, Any] | None, t: float, progress: ProgressCallback | None
