@@ -39,8 +39,7 @@ recorder given as ``metrics`` (``record_cache(server, hit, tool)`` /
 out of the per-call numbers.
 
 Tool order is stable (:meth:`ToolCache.tools`, :meth:`ToolCache.ordered_tools`): a
-rediscovered list keeps every tool already known in its old place and appends new ones,
-so that prompt-cache prefixes built from it stay stable.
+rediscovered list keeps known tools in place and appends new ones (prompt-cache prefixes).
 
 Example:
     >>> from mcpsync._messages import Tool
@@ -66,18 +65,8 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 from ._speedups import TTLCache
 
 __all__ = [
-    "ToolCache",
-    "ResultCache",
-    "ToolSet",
-    "CacheStats",
-    "merge_cache_hints",
-    "credential_key",
-    "SERVER_START",
-    "RECONNECT",
-    "LIST_CHANGED",
-    "EXPLICIT",
-    "PUBLIC",
-    "PRIVATE",
+    "ToolCache", "ResultCache", "CacheHits", "ToolSet", "CacheStats", "merge_cache_hints", "credential_key",
+    "SERVER_START", "RECONNECT", "LIST_CHANGED", "EXPLICIT", "PUBLIC", "PRIVATE",
 ]
 
 #: Invalidation reasons (level 3 of the cache).
@@ -249,13 +238,8 @@ class ToolCache:
     """
 
     def __init__(
-        self,
-        *,
-        clock: Callable[[], float] | None = None,
-        maxsize: int = 4096,
-        zero_ttl: str = "session",
-        metrics: Any = None,
-        cache_factory: Callable[..., Any] | None = None,
+        self, *, clock: Callable[[], float] | None = None, maxsize: int = 4096, zero_ttl: str = "session",
+        metrics: Any = None, cache_factory: Callable[..., Any] | None = None,
     ) -> None:
         if zero_ttl not in ("session", "refetch"):
             raise ValueError("zero_ttl must be 'session' or 'refetch'")
@@ -579,6 +563,19 @@ class ToolCache:
 
     def __len__(self) -> int:
         return len(self._store)
+
+
+class CacheHits:
+    """A metrics sink as seen by a :class:`ToolCache` whose discoveries are counted
+    elsewhere (a Client's guard times them as ``tools/list`` requests): hits and misses."""
+
+    __slots__ = ("record_cache",)
+
+    def __init__(self, sink: Any) -> None:
+        self.record_cache = getattr(sink, "record_cache", lambda *a: None)
+
+    def record_discovery(self, server: str, *args: Any, **kwargs: Any) -> None:
+        pass
 
 
 class ResultCache:

@@ -1,22 +1,9 @@
 """The Client: typed, blocking MCP methods over either protocol era.
 
-The Client is a facade: its constructors build it, and each MCP method is a few lines
-handing the work to one of the parts it holds (built in ``Client._build_parts``):
-
-* ``_session`` (:mod:`mcpsync._session`): connections, the session connection, every
-  request (breaker, retries, per-request ``_meta``, MRTR rounds); the handshake and the
-  era memory are :mod:`mcpsync._handshake`;
-* ``_tools`` (:mod:`mcpsync._tools`): ``tools/list`` through the tool cache and the one
-  ``tools/call`` body; ``_tasks`` (:mod:`mcpsync._tasks`): the tasks extension;
-* ``_subscriptions`` (:mod:`mcpsync._subscriptions`): subscribe, listen, list_changed;
-* ``_handlers`` (:mod:`mcpsync._handlers`): sampling, elicitation, roots, log messages;
-* ``_results`` (:class:`mcpsync._cache.ResultCache`): modern ``ttlMs``/``cacheScope`` results.
-
-Example:
-    >>> from mcpsync import Client
-    >>> with Client.stdio("python", ["-m", "mcpsync.server.demo"]) as client:   # doctest: +SKIP
-    ...     print([t.name for t in client.list_tools()])
-    ...     print(client.call_tool("echo", {"message": "hi"}).text)
+A facade: the constructors build it, and each MCP method hands its work to a part it holds:
+``_session`` (:mod:`mcpsync._session`: the connection state and every request; the handshake
+is :mod:`mcpsync._handshake`), ``_tools``, ``_tasks``, ``_subscriptions``, ``_handlers``
+(requests and notifications from the server) and ``_results`` (modern ``ttlMs`` results).
 """
 
 from __future__ import annotations
@@ -24,68 +11,33 @@ from __future__ import annotations
 import json
 import logging
 import os
-import threading
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Callable, Final, Literal, Mapping, Sequence
 
-from ._channel import ProgressCallback
-from ._errors import (
-    METHOD_NOT_FOUND,
-    ConnectError,
-    ConnectionClosed,
-    InvalidParams,
-    RemoteError,
-    ResourceNotFound,
-    ServerUnavailable,
-)
-from ._messages import (
-    CallToolResult,
-    Implementation,
-    ServerCapabilities,
-    Tool,
-)
-from ._cache import ResultCache, ToolCache
 from ._breaker import BreakerState, CircuitBreaker
-from ._guard import Guard, Recorder
-from ._retry import ReconnectSchedule
+from ._cache import CacheHits, ResultCache, ToolCache
+from ._channel import ProgressCallback
+from ._diagnostics import Diagnostics, snapshot as _diagnostics_snapshot
+from ._errors import METHOD_NOT_FOUND, InvalidParams, RemoteError, ResourceNotFound, ServerUnavailable
+from ._guard import Recorder
 from ._handlers import LEVELS, Handlers
+from ._handshake import LATEST_LEGACY, LATEST_MODERN, LEGACY_VERSIONS, MODERN_VERSIONS, ServerSession, default_client_info
+from ._messages import CallToolResult, Implementation, ServerCapabilities, Tool
 from ._metrics import MetricsRecorder, MetricsSnapshot, fan_out
+from ._paging import items
 from ._policies import BreakerPolicy, PoolLimits, ReconnectPolicy, RetryPolicy, Timeouts
-from ._paging import paginate
-from ._pool import ConnectionPool, PoolStats
-from ._protocol_types import (
-    CompleteResult,
-    Completion,
-    GetPromptResult,
-    Prompt,
-    ReadResourceResult,
-    Resource,
-    ResourceTemplate,
-    Task,
-    completion_params,
-)
+from ._pool import PoolStats
+from ._protocol_types import CompleteResult, Completion, GetPromptResult, Prompt, ReadResourceResult, Resource
+from ._protocol_types import ResourceTemplate, Task, completion_params
+from ._routing import Endpoint, Router
+from ._session import Session
 from ._skills import Skill, SkillInfo, list_skills, read_skill
 from ._subscriptions import Subscription, Subscriptions
 from ._tasks import Tasks
 from ._tools import Tools
-from ._handshake import LATEST_LEGACY, LATEST_MODERN, LEGACY_VERSIONS, MODERN_VERSIONS, ServerSession, _Connection
-from ._session import Session, _Opening
-from ._worker import Worker
-from ._routing import Endpoint
 from .transports._base import Transport
-from .transports._factory import TRANSPORT_OPTIONS, TransportFactory, build as build_transport
-from ._diagnostics import Diagnostics, snapshot as _diagnostics_snapshot
+from .transports._factory import TRANSPORT_OPTIONS, TransportFactory, build as build_transport, single_use
 
-__all__ = [
-    "Client",
-    "ServerSession",
-    "MODERN_VERSIONS",
-    "LEGACY_VERSIONS",
-    "LATEST_MODERN",
-    "LATEST_LEGACY",
-]
-
-log = logging.getLogger("mcpsync.client")
+__all__ = ["Client", "ServerSession", "MODERN_VERSIONS", "LEGACY_VERSIONS", "LATEST_MODERN", "LATEST_LEGACY"]
 
 Mode = Literal["auto", "modern", "legacy"]
 #: The Client's policies: fixed at construction (``client.retry = ...`` raises).
@@ -95,40 +47,29 @@ if TYPE_CHECKING:
     from ._config import ServerConfig
     from ._resources import ResourceManager
 
-def _version() -> str:
-    try:
-        from importlib.metadata import version
-
-        return version("mcpsync")
-    except Exception:  # pragma: no cover - not installed
-        return "0"
-
 
 class Client:
     """A blocking, thread-safe MCP client for one server.
 
     Every public method blocks until it has a result or raises one of the errors of
     :mod:`mcpsync._errors`; one instance may be shared by any number of threads. The
-    connection is opened lazily, on first use (or by :meth:`connect`).
+    connection opens on first use (or :meth:`connect`). Every constructor takes its
+    transport's options, a ``profile`` (``"minimal"``, ``"professional"``,
+    ``"enterprise"``: presets of the options below, each overridable) and these options:
 
     Args:
-        transport: a zero-argument callable returning a fresh, unconnected
-            :class:`~mcpsync.transports.Transport` (or an in-process channel); called
-            again whenever a new connection is needed. A ready ``Transport`` instance is
-            accepted too, for a single connection.
+        transport: a zero-argument callable returning a fresh :class:`~mcpsync.transports.Transport`
+            (or in-process channel) per connection; or one ready ``Transport``, used once.
         mode: ``"auto"`` (probe with ``server/discover``, fall back to ``initialize``),
             ``"modern"`` (2026-07-28 only) or ``"legacy"`` (the initialize handshake).
         timeouts: the timeout layers (connect 10 s, request 30 s, ...).
         retry: call retry policy.
         breaker: circuit breaker policy.
-        pool: connections (MCP sessions) per server. Default: one session
-            (:attr:`PoolLimits.SESSION`), every thread's calls multiplexed on it; more
-            than one splits a stateful server's state (see :class:`PoolLimits`).
+        pool: connections (MCP sessions); default one (:attr:`PoolLimits.SESSION`) for every thread.
         sampling_handler: ``handler(params) -> result`` for ``sampling/createMessage``.
         elicitation_handler: ``handler(params) -> result`` for ``elicitation/create``.
         roots: a list of roots (``{"uri": ..., "name": ...}``) or a callable returning one.
-        logging_handler: ``handler(params)`` for server log messages (default: the
-            ``logging`` module, logger ``mcpsync.server.<name>``).
+        logging_handler: ``handler(params)`` for server log messages (default: ``logging``).
         log_level: level asked of the server for its log messages (None: not asked).
         client_info: name/version this client reports.
         name: the server's name in logs and errors.
@@ -136,151 +77,104 @@ class Client:
         record: an extra metrics sink ``record(server, tool, start, end, outcome)``.
         on_breaker_change: ``callback(old, new)`` on circuit breaker transitions.
         on_unavailable: ``callback(error)`` once the server is marked unavailable.
-        telemetry: ``True`` for OpenTelemetry spans and metrics (the ``otel`` extra),
-            or a :class:`mcpsync.Telemetry`; spans carry W3C trace context into
-            the request's ``_meta``.
-        credential: the authorization context the tool cache keys ``private``
-            entries by (default: none).
-        metrics: record per-call metrics for :meth:`metrics` (False: nothing recorded).
-        push_updates: accept resource update subscriptions (False: ``subscribe``
-            is refused and the resource lifecycle is driven by TTL alone, as in the
-            professional profile).
+        telemetry: ``True`` (the ``otel`` extra) or a :class:`mcpsync.Telemetry`:
+            OpenTelemetry spans and metrics, trace context in each request's ``_meta``.
+        credential: the authorization context ``private`` cache entries are keyed by.
+        metrics: record per-call metrics for :meth:`metrics`.
+        push_updates: False refuses ``subscribe`` (resources then live by TTL alone).
 
     Example:
-        >>> client = Client.stdio("python", ["-m", "mcpsync.server.demo"])   # doctest: +SKIP
-        >>> client.call_tool("add", {"a": 1, "b": 2}).structured_content     # doctest: +SKIP
+        >>> with Client.stdio("python", ["-m", "mcpsync.server.demo"]) as client:   # doctest: +SKIP
+        ...     client.call_tool("add", {"a": 1, "b": 2}).structured_content
         {'result': 3}
     """
 
+    #: Most ``InputRequiredResult`` rounds one call may take.
+    max_input_rounds: int = 8
+    #: Seconds a sampling/elicitation/roots handler may take (None: the request timeout).
+    handler_timeout: float | None = None
+    #: Seconds one ``subscriptions/listen`` request is left open before it is re-sent.
+    listen_timeout: float = 120.0
+    #: Honour modern ``ttlMs``/``cacheScope`` for resources, prompts and ``resources/read``.
+    cache_results: bool = True
+
     def __init__(
-        self,
-        transport: TransportFactory | Transport,
-        *,
-        mode: Mode = "auto",
-        timeouts: Timeouts = Timeouts.DEFAULT,
-        retry: RetryPolicy = RetryPolicy.DEFAULT,
-        breaker: BreakerPolicy = BreakerPolicy.DEFAULT,
-        pool: PoolLimits | None = None,
-        sampling_handler: Callable[[Mapping[str, Any]], Any] | None = None,
+        self, transport: TransportFactory | Transport, *, mode: Mode = "auto", timeouts: Timeouts = Timeouts.DEFAULT,
+        retry: RetryPolicy = RetryPolicy.DEFAULT, breaker: BreakerPolicy = BreakerPolicy.DEFAULT,
+        pool: PoolLimits | None = None, sampling_handler: Callable[[Mapping[str, Any]], Any] | None = None,
         elicitation_handler: Callable[[Mapping[str, Any]], Any] | None = None,
         roots: Sequence[Mapping[str, Any]] | Callable[[], Sequence[Mapping[str, Any]]] | None = None,
-        logging_handler: Callable[[Mapping[str, Any]], None] | None = None,
-        log_level: str | None = None,
-        client_info: Mapping[str, Any] | None = None,
-        name: str | None = None,
-        reconnect: ReconnectPolicy = ReconnectPolicy.DEFAULT,
-        record: Recorder | None = None,
+        logging_handler: Callable[[Mapping[str, Any]], None] | None = None, log_level: str | None = None,
+        client_info: Mapping[str, Any] | None = None, name: str | None = None,
+        reconnect: ReconnectPolicy = ReconnectPolicy.DEFAULT, record: Recorder | None = None,
         on_breaker_change: Callable[[BreakerState, BreakerState], None] | None = None,
-        on_unavailable: Callable[[ServerUnavailable], None] | None = None,
-        telemetry: Any = None,
-        credential: Any = None,
-        metrics: bool = True,
-        push_updates: bool = True,
+        on_unavailable: Callable[[ServerUnavailable], None] | None = None, telemetry: Any = None,
+        credential: Any = None, metrics: bool = True, push_updates: bool = True,
     ) -> None:
         if mode not in ("auto", "modern", "legacy"):
             raise ValueError(f"mode must be 'auto', 'modern' or 'legacy', not {mode!r}")
-        if pool is None:
-            pool = PoolLimits.SESSION  # one session per server: its state is the user's data
         if isinstance(transport, Transport):
-            single = transport
-            used = [False]
-
-            def factory() -> Transport:
-                if used[0]:
-                    raise ConnectError(f"{single.describe()}: a single Transport instance cannot reconnect; pass a factory")
-                used[0] = True
-                return single
-
-            self._factory: TransportFactory = factory
-            pool = PoolLimits.SINGLE
+            factory, pool = single_use(transport), PoolLimits.SINGLE
         elif callable(transport):
-            self._factory = transport
+            factory = transport
         else:
             raise TypeError("transport must be a Transport or a zero-argument callable returning one")
         self.mode: Final[Mode] = mode
         self.timeouts: Final[Timeouts] = timeouts
         self.retry: Final[RetryPolicy] = retry
         self.breaker: Final[BreakerPolicy] = breaker
-        self.pool: Final[PoolLimits] = pool
+        self.pool: Final[PoolLimits] = PoolLimits.SESSION if pool is None else pool
         self.sampling_handler = sampling_handler
         self.elicitation_handler = elicitation_handler
         self.roots = roots
         self.logging_handler = logging_handler
         self.log_level = log_level
-        self.client_info = dict(client_info or {"name": "mcpsync", "version": _version()})
+        self.client_info = dict(client_info or default_client_info())
         self.name = name or "server"
-        self._lock = threading.Lock()
-        self._closed = False
-        self._primary: _Connection | None = None
-        self._ever_connected = False
-        self._openings: list[_Opening] = []  # connections being made in the background
-        self._stopping = threading.Event()  # set by close(): background waits end at once
-        self._closers: list[threading.Thread] = []  # connections being closed off the caller's thread
-        self._worker = Worker(f"mcpsync-{self.name}")
-        self._notification_handlers: dict[str, list[Callable[[Mapping[str, Any] | None], None]]] = {}
+        self.push_updates = push_updates
         self._server_logger = logging.getLogger(f"mcpsync.server.{self.name}")
         self._cache_credential = credential
         self._discovery_backoff_until = 0.0  # a failed hidden tools/list is not retried before
         self._metrics = MetricsRecorder()
         if telemetry is True:
-            from . import _otel
+            from ._otel import telemetry as otel_telemetry
 
-            telemetry = _otel.telemetry()
+            telemetry = otel_telemetry()
         self._telemetry = telemetry or None
-        self.push_updates = push_updates
         sinks = (self._metrics if metrics else None, self._telemetry.recorder if self._telemetry is not None else None, record)
         sink = fan_out(*sinks) if any(x is not None for x in sinks) else None
-        # the cache reports hits and misses; its discoveries are already timed and
-        # counted by the guard as tools/list requests (kept apart from agent calls)
-        self._tool_cache = ToolCache(metrics=_CacheHits(sink))
+        self._tool_cache = ToolCache(metrics=CacheHits(sink))
         self._resources: ResourceManager | None = None
-        self._reconnect = ReconnectSchedule(reconnect, name=self.name, on_unavailable=on_unavailable)
-        self._guard = Guard(self.name, retry=retry, breaker=breaker, reconnect=self._reconnect, record=sink)
-        if on_breaker_change is not None:
-            self._guard.breaker.add_listener(on_breaker_change)
-        self._pool: ConnectionPool[_Connection] = ConnectionPool(
-            self._open_pooled,
-            replace(pool, idle=min(pool.idle, timeouts.idle)),
-            address=self.name,
-            keepalive=self._keepalive,
-            keepalive_interval=timeouts.keepalive,
-            default_timeout=timeouts.request,
-            connect_retries=0,  # _open retries the connect once itself
-            maintenance_interval=min(timeouts.keepalive, timeouts.idle) / 4,
+        self._handlers = Handlers(self)
+        self._subscriptions = Subscriptions(self)
+        self._results = ResultCache()
+        self._tools = Tools(self)
+        self._tasks = Tasks(self)
+        self._session = Session(
+            self, factory, reconnect=reconnect, record=sink, on_breaker_change=on_breaker_change,
+            on_unavailable=on_unavailable, telemetry=self._telemetry,
         )
-        self._borrow_wait = pool.borrow_timeout  # None: each call waits up to its own timeout
-        #: the :class:`~mcpsync._routing.Router` of a client made by :meth:`routed`
-        self.router: Any = None
-        self._endpoint_breakers: dict[str, CircuitBreaker] | None = None
-        self._build_parts()
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        # set once, by __init__ before _session (reading self.__dict__ here slows every read on 3.11)
+        if name in _POLICIES and hasattr(self, "_session"):
+            raise AttributeError(
+                f"Client.{name} is read-only: a client keeps the policies it was built with; "
+                f"build another client with {name}=... (e.g. Client.stdio(..., {name}=...))"
+            )
+        object.__setattr__(self, name, value)
 
     # ------------------------------------------------------------------ constructors
 
     @classmethod
     def stdio(
-        cls,
-        command: str,
-        args: Sequence[str] = (),
-        *,
-        env: Mapping[str, str] | None = None,
-        cwd: str | os.PathLike[str] | None = None,
-        max_message_size: int | None = None,
-        profile: str | None = None,
-        **options: Any,
+        cls, command: str, args: Sequence[str] = (), *, env: Mapping[str, str] | None = None,
+        cwd: str | os.PathLike[str] | None = None, max_message_size: int | None = None,
+        profile: str | None = None, **options: Any,
     ) -> "Client":
-        """A client for a server run as a child process.
-
-        Args:
-            command: the executable (``"npx"``, ``"python"``, ...).
-            args: its arguments.
-            env: extra environment variables for the child.
-            cwd: the child's working directory.
-            max_message_size: longest accepted message in bytes.
-            profile: ``"minimal"`` (a process per call, 3 fixed retries, no breaker),
-                ``"professional"`` or ``"enterprise"``: presets of the options below,
-                each still overridable (see the README's profile table).
-            **options: the keyword options of :class:`Client`.
-        """
+        """A client for a server run as a child process: ``command`` with ``args``, extra
+        ``env`` variables, in ``cwd``, messages up to ``max_message_size`` bytes. The
+        ``"minimal"`` profile starts a process per call."""
         options.update(env=env, cwd=cwd, max_message_size=max_message_size)
         if profile is not None:
             from ._profiles import process_per_call, resolve
@@ -292,48 +186,24 @@ class Client:
 
     @classmethod
     def http(
-        cls,
-        url: str,
-        *,
-        headers: Mapping[str, str] | None = None,
-        auth: Any = None,
-        verify: bool | str = True,
-        pool_size: int = 10,
-        max_message_size: int | None = None,
-        sse_fallback: bool = True,
-        profile: str | None = None,
-        **options: Any,
+        cls, url: str, *, headers: Mapping[str, str] | None = None, auth: Any = None, verify: bool | str = True,
+        pool_size: int = 10, max_message_size: int | None = None, sse_fallback: bool = True,
+        profile: str | None = None, **options: Any,
     ) -> "Client":
-        """A client for a remote server: Streamable HTTP (both eras), falling back to
-        HTTP+SSE (2024-11-05) when the URL refuses POSTs.
-
-        Args:
-            url: the MCP endpoint (``https://host/mcp``) or an HTTP+SSE stream URL.
-            headers: static headers for every request.
-            auth: an auth hook such as :class:`mcpsync.auth.OAuth`: ``headers(url, method)``
-                before every request, ``on_response(url, method, status, headers)`` on
-                401/403 (True = retry once).
-            verify: TLS verification: True, False or a CA bundle path.
-            pool_size: HTTP connections per origin (shared by the client's threads).
-            max_message_size: longest accepted message in bytes.
-            sse_fallback: switch to HTTP+SSE when the URL refuses POSTs.
-            **options: the keyword options of :class:`Client`.
-        """
-        options.update(headers=headers, auth=auth, verify=verify, pool_size=pool_size, max_message_size=max_message_size, sse_fallback=sse_fallback)
+        """A client for a remote server at ``url``: Streamable HTTP (both eras), falling
+        back to HTTP+SSE (2024-11-05) when the URL refuses POSTs (unless ``sse_fallback``
+        is False). ``headers`` go with every request; ``auth`` is a hook such as
+        :class:`mcpsync.auth.OAuth` (``headers(url, method)`` before each request,
+        ``on_response(...)`` on 401/403); ``verify``: True, False or a CA bundle path;
+        ``pool_size``: HTTP connections per origin."""
+        options.update(headers=headers, auth=auth, verify=verify, pool_size=pool_size,
+                       max_message_size=max_message_size, sse_fallback=sse_fallback)
         return cls._build("http", url, profile, options)
 
     @classmethod
     def sse(
-        cls,
-        url: str,
-        *,
-        headers: Mapping[str, str] | None = None,
-        auth: Any = None,
-        verify: bool | str = True,
-        pool_size: int = 10,
-        max_message_size: int | None = None,
-        profile: str | None = None,
-        **options: Any,
+        cls, url: str, *, headers: Mapping[str, str] | None = None, auth: Any = None, verify: bool | str = True,
+        pool_size: int = 10, max_message_size: int | None = None, profile: str | None = None, **options: Any,
     ) -> "Client":
         """A client for a server speaking HTTP+SSE (2024-11-05) at the stream ``url``.
         Options as for :meth:`http`."""
@@ -341,164 +211,78 @@ class Client:
         return cls._build("sse", url, profile, options)
 
     @classmethod
-    def from_config(
-        cls, path: str | os.PathLike[str] | Mapping[str, Any] | ServerConfig, name: str | None = None, **options: Any
-    ) -> "Client":
-        """A client for server ``name`` of an ``mcpServers`` configuration file (the
-        format desktop clients and editors use; ``${VAR}`` expanded from the environment),
-        of the same configuration given as a dict, or for one loaded
-        :class:`~mcpsync.ServerConfig` entry (then without ``name``).
-
-        Args:
-            path: the file, the configuration as a dict, or one entry.
-            name: the server's key under ``mcpServers``.
-            **options: keyword options of the Client (they win over the file's),
-                ``environ`` (where ``${VAR}`` values come from) and ``allow_disabled``
-                (use an entry that says ``"disabled": true``).
-
-        Raises:
-            ConfigError: the file or the entry is invalid (the message names the field),
-                or the entry is ``"disabled": true`` (``allow_disabled=True`` overrides).
-        """
-        from ._config import ServerConfig, client_plan, load_config
-
-        environ = options.pop("environ", None)
-        if isinstance(path, ServerConfig):
-            server = path
-        elif name is None:
-            raise TypeError("Client.from_config(path, name): name the server to connect to")
-        else:
-            server = load_config(path, environ=environ)[name]
-        plan = client_plan(server, **options)
-        if plan.make is not None:
-            return cls.routed(plan.endpoints, plan.make, region=plan.region, **plan.options)
-        if plan.kind == "stdio":
-            command, args = plan.target
-            return cls.stdio(command, args, **plan.options)
-        return cls._build(plan.kind, plan.target, plan.options.pop("profile", None), plan.options)
-
-    @classmethod
-    def routed(
-        cls,
-        endpoints: Sequence[Endpoint | str],
-        make: Callable[[Endpoint], Transport],
-        *,
-        region: str | None = None,
-        probe: bool = True,
-        router_options: Mapping[str, Any] | None = None,
-        **options: Any,
-    ) -> "Client":
-        """A client for a server with several endpoints (nodes or regions).
-
-        Each new connection goes to the nearest available endpoint: by measured
-        round-trip (a smoothed average of connect and ping times), or the client's
-        ``region`` first. An endpoint that cannot be reached is skipped until it is
-        re-probed; each endpoint has its own circuit breaker (the ``breaker`` policy),
-        and one whose breaker opens is skipped too, its connections retired, so calls
-        fail over to the next endpoint. Due probes run in the background; when a
-        recovered or nearer endpoint becomes the best, connections move back to it as
-        their calls finish.
-
-        Args:
-            endpoints: :class:`mcpsync.Endpoint` values (or names).
-            make: builds a fresh transport for an endpoint, e.g.
-                ``lambda ep: StreamableHTTPTransport(ep.address)``.
-            region: the client's region, preferred over round-trip times.
-            probe: measure every endpoint with a real MCP round-trip before choosing.
-            router_options: more keyword options of the
-                :class:`~mcpsync._routing.Router` (``probe_interval``, ``retry_after``,
-                ``hysteresis``, ``on_change`` …).
-            **options: the keyword options of :class:`Client`. ``breaker`` is the
-                policy of each endpoint's breaker and ``on_breaker_change`` is told of
-                their transitions; :attr:`endpoint_breakers` holds them (they keep
-                time by the router's ``clock``).
-
-        Raises (from calls):
-            NoEndpointAvailable: every endpoint is unreachable or behind an open breaker.
-        """
-        from ._routing import routed_client
-
-        client: Client = routed_client(cls, endpoints, make, region=region, probe=probe, router_options=router_options, **options)
-        return client
-
-    @property
-    def endpoint_breakers(self) -> Mapping[str, CircuitBreaker]:
-        """A routed client's circuit breakers, by endpoint name (empty otherwise)."""
-        return dict(self._endpoint_breakers or {})
-
-    @classmethod
     def websocket(
-        cls,
-        url: str,
-        *,
-        headers: Mapping[str, str] | None = None,
-        token: str | None = None,
-        auth: Any = None,
-        sslopt: Mapping[str, Any] | None = None,
-        max_message_size: int | None = None,
-        profile: str | None = None,
-        **options: Any,
+        cls, url: str, *, headers: Mapping[str, str] | None = None, token: str | None = None, auth: Any = None,
+        sslopt: Mapping[str, Any] | None = None, max_message_size: int | None = None,
+        profile: str | None = None, **options: Any,
     ) -> "Client":
-        """A client for a server reached over WebSocket (subprotocol ``mcp``).
-
-        No stock MCP server speaks WebSocket; ``mcpsync bridge --websocket`` serves any
-        MCP server over it.
-
-        Args:
-            url: ``ws://`` or ``wss://`` URL.
-            headers: extra handshake headers.
-            token: a bearer token for the handshake.
-            auth: an auth hook (e.g. :class:`mcpsync.auth.OAuth`) asked for fresh headers
-                at every handshake.
-            sslopt: websocket-client TLS options.
-            max_message_size: longest accepted message in bytes.
-            **options: the keyword options of :class:`Client`.
-        """
+        """A client for a server reached over WebSocket (subprotocol ``mcp``; ``mcpsync bridge
+        --websocket`` serves any server so): ``headers``, a bearer ``token`` and an ``auth``
+        hook's headers go with each handshake; ``sslopt``: websocket-client's TLS options."""
         options.update(headers=headers, token=token, auth=auth, sslopt=sslopt, max_message_size=max_message_size)
         return cls._build("websocket", url, profile, options)
 
     @classmethod
     def grpc(
-        cls,
-        target: str,
-        *,
-        token: str | None = None,
-        auth: Any = None,
-        metadata: Sequence[tuple[str, str]] | None = None,
-        secure: bool = False,
-        root_certificates: bytes | None = None,
-        scope: str = "session",
-        max_message_size: int | None = None,
-        profile: str | None = None,
-        **options: Any,
+        cls, target: str, *, token: str | None = None, auth: Any = None,
+        metadata: Sequence[tuple[str, str]] | None = None, secure: bool = False,
+        root_certificates: bytes | None = None, scope: str = "session",
+        max_message_size: int | None = None, profile: str | None = None, **options: Any,
     ) -> "Client":
-        """A client for a server reached over gRPC (``mcpsync bridge --grpc`` serves one).
-
-        Args:
-            target: ``host:port``.
-            token: a bearer token sent as ``authorization`` metadata.
-            auth: an auth hook (e.g. :class:`mcpsync.auth.OAuth`) asked for fresh headers
-                at every connect; they are sent as lowercase metadata.
-            metadata: extra metadata (lowercase keys).
-            secure: use TLS (``root_certificates`` to trust a private CA).
-            scope: ``"session"`` (one bidi stream per connection, both eras) or
-                ``"request"`` (one RPC per request; modern era only).
-            max_message_size: largest message in bytes (gRPC's own default is 4 MiB).
-            **options: the keyword options of :class:`Client`.
-        """
-        options.update(
-            token=token, auth=auth, metadata=metadata, secure=secure, root_certificates=root_certificates, scope=scope, max_message_size=max_message_size
-        )
+        """A client for a server reached over gRPC at ``host:port`` (``mcpsync bridge
+        --grpc`` serves one). A bearer ``token`` and an ``auth`` hook's headers go as
+        lowercase metadata with extra ``metadata``; ``secure`` uses TLS
+        (``root_certificates`` to trust a private CA); ``scope`` is ``"session"`` (one bidi
+        stream per connection, both eras) or ``"request"`` (one RPC per request, modern)."""
+        options.update(token=token, auth=auth, metadata=metadata, secure=secure, root_certificates=root_certificates,
+                       scope=scope, max_message_size=max_message_size)
         return cls._build("grpc", target, profile, options)
 
     @classmethod
     def local(cls, registry: Any, *, profile: str | None = None, **options: Any) -> "Client":
-        """A client for a server in this process: tools registered in a
-        :class:`mcpsync.server.Registry` (no serialisation, no process boundary, no
-        thread hop), or a server object of the official ``mcp`` SDK (``MCPServer``) or
-        of FastMCP, run on a private event loop thread and reached through the SDK's
-        in-memory transport (:mod:`mcpsync.transports.inprocess`); ``close()`` stops it."""
+        """A client for a server in this process: a :class:`mcpsync.server.Registry` (no
+        serialisation, no thread hop), or an ``mcp`` SDK or FastMCP server object run on a
+        private event loop thread (:mod:`mcpsync.transports.inprocess`; ``close()`` stops it)."""
         return cls._build("local", registry, profile, options)
+
+    @classmethod
+    def from_config(
+        cls, path: str | os.PathLike[str] | Mapping[str, Any] | ServerConfig, name: str | None = None, **options: Any
+    ) -> "Client":
+        """A client for server ``name`` of an ``mcpServers`` file (``${VAR}`` expanded from
+        ``environ``, default the environment), of the same configuration as a dict, or for
+        one loaded :class:`~mcpsync.ServerConfig` (then without ``name``). Options given
+        here win over the file's; ``allow_disabled=True`` uses a ``"disabled"`` entry.
+
+        Raises:
+            ConfigError: the file or the entry is invalid (the message names the field),
+                or the entry is disabled.
+        """
+        from ._config import open_client
+
+        client: Client = open_client(cls, path, name, options)
+        return client
+
+    @classmethod
+    def routed(
+        cls, endpoints: Sequence[Endpoint | str], make: Callable[[Endpoint], Transport], *, region: str | None = None,
+        probe: bool = True, router_options: Mapping[str, Any] | None = None, **options: Any,
+    ) -> "Client":
+        """A client for a server with several ``endpoints`` (:class:`mcpsync.Endpoint`
+        values or names), ``make(endpoint)`` building a fresh transport for one.
+
+        Each new connection goes to the nearest available endpoint (the client's
+        ``region`` first, else by measured round-trip; ``probe`` measures each with a
+        real MCP round-trip first). Each endpoint has its own breaker (the ``breaker``
+        policy; :attr:`endpoint_breakers`): calls fail over when one opens, and move back
+        when a recovered or nearer endpoint becomes the best. ``router_options`` go to
+        the :class:`~mcpsync._routing.Router`. Calls raise :class:`NoEndpointAvailable`
+        when every endpoint is unreachable or behind an open breaker.
+        """
+        from ._routing import routed_client
+
+        client: Client = routed_client(cls, endpoints, make, region=region, probe=probe, router_options=router_options, **options)
+        return client
 
     @classmethod
     def _build(cls, kind: str, target: Any, profile: str | None, options: dict[str, Any]) -> "Client":
@@ -516,58 +300,7 @@ class Client:
             options.setdefault("pool", built.pool)
         return cls(built.factory, **options)
 
-    def __setattr__(self, name: str, value: Any) -> None:
-        if name in _POLICIES and name in self.__dict__:
-            raise AttributeError(
-                f"Client.{name} is read-only: a client keeps the policies it was built with; "
-                f"build another client with {name}=... (e.g. Client.stdio(..., {name}=...))"
-            )
-        object.__setattr__(self, name, value)
-
-    # ------------------------------------------------------------------ parts
-
-    #: Most ``InputRequiredResult`` rounds one call may take.
-    max_input_rounds: int = 8
-    #: Seconds a sampling/elicitation/roots handler may take (None: the request timeout).
-    handler_timeout: float | None = None
-    #: Seconds one ``subscriptions/listen`` request is left open before it is re-sent.
-    listen_timeout: float = 120.0
-    #: Honour modern ``ttlMs``/``cacheScope`` for resources, prompts and ``resources/read``.
-    cache_results: bool = True
-
-    def _build_parts(self) -> None:
-        """The composed parts; each holds this Client and reads its settings at use."""
-        self._handlers = Handlers(self)  # sampling, elicitation, roots, server log messages
-        self._subscriptions = Subscriptions(self)  # subscribe, listen, list_changed, restore
-        self._results = ResultCache()  # modern ttlMs/cacheScope results
-        self._tools = Tools(self)  # tools/list through the tool cache, tools/call
-        self._tasks = Tasks(self)  # the tasks extension
-        self._session = Session(self)  # connections, handshake, requests
-
-    def _open_pooled(self) -> _Connection:  # the pool's factory
-        return self._session.open_pooled()
-
-    def _keepalive(self, conn: _Connection) -> None:  # the pool's keepalive round
-        self._session.keepalive(conn)
-
-    def _primary_connection(self, timeout: float | None = None) -> _Connection:
-        """The connection that carries session-scoped state (subscriptions, listens)."""
-        return self._session.primary_connection(timeout)
-
-    def _check_usable(self) -> None:
-        if self._closed:
-            raise ConnectionClosed(f"client for {self.name} is closed")
-        session = self._session
-        if session.forked:  # set in the child by the session's at-fork hook
-            # forked: the pool forgets the parent's connections by itself; the
-            # worker's threads did not survive the fork
-            session.forked = False
-            self._lock = threading.Lock()  # a parent thread may have held it at the fork
-            self._worker = Worker(f"mcpsync-{self.name}")
-            self._primary = None
-            self._openings = []  # their threads did not survive the fork
-
-    # ------------------------------------------------------------------ lifecycle
+    # ------------------------------------------------------------------ lifecycle and state
 
     def __reduce_ex__(self, protocol: object) -> Any:
         raise TypeError(
@@ -584,15 +317,10 @@ class Client:
         self.close()
 
     def connect(self, *, timeout: float | None = None) -> ServerSession:
-        """Open the connection now (otherwise it opens on first use).
-
-        Args:
-            timeout: seconds to wait for it (default ``timeouts.start``, the start
-                budget: a first ``npx -y`` run downloads its package first). When it
-                passes, :class:`ConnectError` says what the connection was waiting
-                for; the start goes on in the background.
-        """
-        return self._primary_connection(self.timeouts.start if timeout is None else timeout).session  # type: ignore[return-value]
+        """Open the connection now, waiting up to ``timeout`` (default ``timeouts.start``);
+        then :class:`ConnectError` says what it waited for, and the start goes on."""
+        conn = self._session.primary_connection(self.timeouts.start if timeout is None else timeout)
+        return conn.session  # type: ignore[return-value]
 
     def close(self) -> None:
         """Close every connection and stop the client's threads. Idempotent."""
@@ -600,15 +328,11 @@ class Client:
 
     @property
     def closed(self) -> bool:
-        return self._closed
+        return self._session.closed
 
     @property
     def session(self) -> ServerSession:
-        """Facts about the server (era, version, capabilities); connects if needed.
-
-        In the modern era the facts come from ``server/discover`` and are kept for the
-        ``ttlMs`` the server gave; after that the next look re-discovers them.
-        """
+        """Facts about the server (era, version, capabilities); connects if needed."""
         return self._session.facts()
 
     @property
@@ -630,50 +354,51 @@ class Client:
     @property
     def breaker_state(self) -> BreakerState:
         """The circuit breaker's state (CLOSED, OPEN or HALF_OPEN)."""
-        return self._guard.breaker.state
+        return self._session.guard.breaker.state
+
+    @property
+    def endpoint_breakers(self) -> Mapping[str, CircuitBreaker]:
+        """A routed client's circuit breakers, by endpoint name (empty otherwise)."""
+        return dict(self._session.endpoint_breakers or {})
+
+    @property
+    def router(self) -> Router | None:
+        """The :class:`~mcpsync._routing.Router` of a client made by :meth:`routed`."""
+        return self._session.router  # type: ignore[no-any-return]
 
     @property
     def unavailable(self) -> bool:
         """True once reconnection gave up; calls raise ServerUnavailable until :meth:`reconnect`."""
-        return self._reconnect.unavailable
+        return self._session.reconnect.unavailable
 
     def reconnect(self) -> None:
         """Clear the unavailable mark and the breaker; the next call connects afresh."""
-        self._reconnect.reset()
-        self._guard.breaker.reset()
+        self._session.reconnect.reset()
+        self._session.guard.breaker.reset()
 
     def pool_stats(self) -> PoolStats:
         """Counters of the connection pool (created, closed, borrowed, returned, in use)."""
-        return self._pool.stats()
+        return self._session.pool.stats()
 
-    # ------------------------------------------------------------------ connection
+    def metrics(self) -> MetricsSnapshot:
+        """Per-server and per-tool calls, QPS, P50/P99, errors, timeouts, cache hit rate (frozen)."""
+        return self._metrics.snapshot()
 
-    # ------------------------------------------------------------------ handshake
-
-    # ------------------------------------------------------------------ requests
+    def diagnostics(self) -> Diagnostics:
+        """A frozen snapshot of connections, pool, session, breaker, subscriptions and tool cache."""
+        return _diagnostics_snapshot(self)
 
     # ------------------------------------------------------------------ requests
 
     def request(
-        self,
-        method: str,
-        params: Mapping[str, Any] | None = None,
-        *,
-        timeout: float | None = None,
-        progress: ProgressCallback | None = None,
-        safe_to_retry: bool | None = None,
-        tool: str | None = None,
+        self, method: str, params: Mapping[str, Any] | None = None, *, timeout: float | None = None,
+        progress: ProgressCallback | None = None, safe_to_retry: bool | None = None, tool: str | None = None,
         retry: RetryPolicy | None = None,
     ) -> Any:
         """Send any request and return its decoded result (typed where mcpsync has a type).
 
-        The call borrows a pooled connection, runs under the server's circuit breaker and
-        is retried per the retry policy (requests without side effects always; others
-        only when ``safe_to_retry`` or when the attempt never left the client), within
-        the call's timeout: no retry is made whose backoff would end after it. In the
-        modern era the per-request ``_meta`` (protocol version, capabilities, client
-        info) is added, and an unsupported-version error is answered by one retry with a
-        version the server supports.
+        Under the circuit breaker, retried per the retry policy (requests without side
+        effects always, others if ``safe_to_retry`` or never sent) within ``timeout``.
         """
         return self._session.request(method, params, timeout, progress, safe_to_retry, tool, retry)
 
@@ -681,95 +406,54 @@ class Client:
         """Send a notification to the server (on the session-scoped connection)."""
         self._session.notify(method, params)
 
-    # ------------------------------------------------------------------ MCP methods
-
     def ping(self, *, timeout: float | None = None) -> None:
         """Check the server answers. Modern servers have no ``ping``; ``server/discover`` stands in."""
         self.request("server/discover" if self.session.era == "modern" else "ping", None, timeout=timeout)
 
-    def list_tools(self, *, timeout: float | None = None, refresh: bool = False) -> list[Tool]:
-        """Every tool the server offers, following ``nextCursor`` across pages.
+    # ------------------------------------------------------------------ tools and tasks
 
-        The first call discovers; later calls are served from the tool cache for the
-        rest of the session (and across turns), until the server says its list changed,
-        the connection is restored after a loss, the server's own ``ttlMs`` runs out,
-        or ``refresh=True`` asks for a rediscovery. Tools keep a stable order.
-        """
+    def list_tools(self, *, timeout: float | None = None, refresh: bool = False) -> list[Tool]:
+        """Every tool (every page, stable order), from the tool cache after the first call until
+        the server says its list changed, a lost connection is restored, ``ttlMs``, or ``refresh``."""
         return self._tools.list_tools(timeout, refresh)
 
     def get_tool(self, name: str, *, timeout: float | None = None) -> Tool | None:
-        """The definition of one tool, from the tool cache (discovering once if needed).
-
-        ``call_tool`` uses it to check results against the tool's ``outputSchema``. A
-        discovery made for it is bounded (at most ``timeout``, never more than 10 s, no
-        retries); when it fails, the tool is reported unknown (``None``) and no new
-        discovery is tried for a minute, so a server whose ``tools/list`` is broken
-        slows no call down more than once a minute.
-        """
+        """One tool's definition, from the tool cache; a discovery for it is bounded (at most
+        10 s, no retries), and after a failed one the tool is ``None`` for a minute."""
         return self._tools.get(name, timeout)
 
     def call_tool(
-        self,
-        name: str,
-        arguments: Mapping[str, Any] | None = None,
-        *,
-        timeout: float | None = None,
-        progress: ProgressCallback | None = None,
-        meta: Mapping[str, Any] | None = None,
-        retry_safe: bool = False,
-        task: bool | None = None,
-        validate: bool = True,
+        self, name: str, arguments: Mapping[str, Any] | None = None, *, timeout: float | None = None,
+        progress: ProgressCallback | None = None, meta: Mapping[str, Any] | None = None, retry_safe: bool = False,
+        task: bool | None = None, validate: bool = True,
     ) -> CallToolResult:
-        """Call a tool and return its result.
+        """Call a tool and return its result (``result.is_error``: the tool itself failed).
 
         Args:
-            name: the tool's name.
-            arguments: its arguments.
-            timeout: seconds to wait (default ``timeouts.request``); on expiry the server
-                is told to cancel and :class:`RequestTimeout` is raised.
-            progress: ``progress(progress, total, message)`` for progress notifications;
-                each one resets the timer, up to ``timeouts.progress_cap``.
+            timeout: seconds (default ``timeouts.request``); on expiry the server is told
+                to cancel and :class:`RequestTimeout` is raised.
+            progress: ``progress(progress, total, message)``; each resets the timer, up
+                to ``timeouts.progress_cap``.
             meta: extra ``_meta`` for the request.
-            retry_safe: allow retrying after the request may have reached the server
-                (tools annotated ``readOnlyHint`` or ``idempotentHint`` are retried anyway).
-            task: ``True`` returns the task handle of a task-capable tool instead of
-                waiting; ``None`` (default) runs task-only tools as tasks transparently.
-            validate: check ``structured_content`` against the tool's ``outputSchema``.
-
-        Returns:
-            The result; ``result.is_error`` is True when the tool itself failed.
-
-        Raises:
-            OutputSchemaError: the structured content does not match the output schema.
+            retry_safe: retry even after the request may have reached the server (tools
+                annotated ``readOnlyHint`` or ``idempotentHint`` are anyway).
+            task: True returns a task-capable tool's task handle; None runs task-only
+                tools as tasks transparently.
+            validate: check ``structured_content`` against the tool's ``outputSchema``
+                (else :class:`OutputSchemaError`).
         """
         return self._tools.call(name, arguments, timeout, progress, meta, retry_safe, task, validate)  # type: ignore[return-value]
 
     def check_tool_result(self, tool: Tool | str, result: CallToolResult) -> CallToolResult:
-        """Validate ``result.structured_content`` against the tool's ``outputSchema``.
-
-        ``isError`` results are not checked (they describe a failure in ``content``).
-
-        Raises:
-            OutputSchemaError: the structured content does not match (a ProtocolError).
-        """
+        """Check ``result.structured_content`` against the tool's ``outputSchema`` (not for
+        ``isError`` results); raises :class:`OutputSchemaError` when it does not match."""
         return self._tools.check_result(tool, result)
 
     def call_tool_task(
-        self,
-        name: str,
-        arguments: Mapping[str, Any] | None = None,
-        *,
-        ttl: int | None = None,
-        timeout: float | None = None,
-        meta: Mapping[str, Any] | None = None,
+        self, name: str, arguments: Mapping[str, Any] | None = None, *, ttl: int | None = None,
+        timeout: float | None = None, meta: Mapping[str, Any] | None = None,
     ) -> Task:
-        """Start a tool call as a task (``io.modelcontextprotocol/tasks``) and return its handle.
-
-        Follow it with :meth:`get_task`, :meth:`wait_task` or :meth:`cancel_task`.
-
-        Raises:
-            ProtocolError: the server answered with a plain result instead of a task.
-        """
+        """Start a tool call as a task (``io.modelcontextprotocol/tasks``) for :meth:`wait_task`."""
         return self._tasks.start(name, arguments, ttl=ttl, timeout=timeout, meta=meta)
 
     def get_task(self, task: Task | str, *, timeout: float | None = None) -> Task:
@@ -785,58 +469,37 @@ class Client:
         return self._tasks.list_tasks(timeout)
 
     def wait_task(self, task: Task | str, *, timeout: float | None = None) -> CallToolResult:
-        """Poll ``tasks/get`` until the task ends (or needs input), then fetch ``tasks/result``.
-
-        Args:
-            task: the handle (or its id).
-            timeout: seconds for the whole wait (default: the request timeout). On expiry
-                the task is cancelled and :class:`RequestTimeout` is raised.
-
-        Raises:
-            Cancelled: the task was cancelled.
-            RemoteError: the task failed with an error.
-        """
+        """Poll ``tasks/get`` until the task ends or needs input, then fetch ``tasks/result``;
+        on ``timeout`` it is cancelled (:class:`RequestTimeout`). Raises :class:`Cancelled`
+        or :class:`RemoteError` if it was cancelled or failed."""
         return self._tasks.wait(task, timeout)
 
+    # ------------------------------------------------------------------ resources, prompts, completion, skills
+
     def list_resources(self, *, timeout: float | None = None, refresh: bool = False) -> list[Resource]:
-        """Every resource the server lists, following ``nextCursor`` across pages
-        (``refresh=True``: ask the server even if a cached list is still fresh)."""
+        """Every resource the server lists (every page; ``refresh``: skip a cached list)."""
         return self._paged("resources/list", "resources", timeout, refresh)
 
     def list_resource_templates(self, *, timeout: float | None = None, refresh: bool = False) -> list[ResourceTemplate]:
-        """Every resource template, following ``nextCursor`` across pages."""
+        """Every resource template (every page)."""
         return self._paged("resources/templates/list", "resource_templates", timeout, refresh)
 
     def read_resource(self, uri: str, *, timeout: float | None = None, refresh: bool = False) -> ReadResourceResult:
-        """Read one resource.
-
-        Args:
-            uri: the resource's URI (a listed one or one matching a template).
-            timeout: seconds to wait.
-            refresh: read from the server even if a cached copy (modern ``ttlMs``) is
-                still fresh.
-
-        Returns:
-            Its contents; ``.text`` joins the text items, ``.blob`` decodes the blobs.
-
-        Raises:
-            ResourceNotFound: the server has no such resource (-32602, or -32002 from
-                older servers).
-        """
+        """Read one resource (``.text`` joins its text items, ``.blob`` decodes blobs);
+        ``refresh`` skips a cached copy (modern ``ttlMs``). Raises :class:`ResourceNotFound`
+        when the server has none (-32602, or -32002 from older servers)."""
         try:
-            return self._cached_request("resources/read", {"uri": uri}, timeout, refresh)  # type: ignore[no-any-return]
+            return self._cached("resources/read", {"uri": uri}, timeout, refresh)  # type: ignore[no-any-return]
         except ResourceNotFound:
             raise
         except InvalidParams as exc:
             raise ResourceNotFound(exc.message, code=exc.code, data=exc.data, uri=uri) from None
 
     def list_prompts(self, *, timeout: float | None = None, refresh: bool = False) -> list[Prompt]:
-        """Every prompt the server offers, following ``nextCursor`` across pages."""
+        """Every prompt the server offers (every page)."""
         return self._paged("prompts/list", "prompts", timeout, refresh)
 
-    def get_prompt(
-        self, name: str, arguments: Mapping[str, Any] | None = None, *, timeout: float | None = None
-    ) -> GetPromptResult:
+    def get_prompt(self, name: str, arguments: Mapping[str, Any] | None = None, *, timeout: float | None = None) -> GetPromptResult:
         """Render a prompt with its arguments (values are sent as strings)."""
         params: dict[str, Any] = {"name": name}
         if arguments:
@@ -844,108 +507,57 @@ class Client:
         return self.request("prompts/get", params, timeout=timeout)  # type: ignore[no-any-return]
 
     def complete(
-        self,
-        ref: Prompt | ResourceTemplate | Mapping[str, Any] | str,
-        argument: Mapping[str, Any] | tuple[str, str],
-        *,
-        context: Mapping[str, Any] | None = None,
-        timeout: float | None = None,
+        self, ref: Prompt | ResourceTemplate | Mapping[str, Any] | str, argument: Mapping[str, Any] | tuple[str, str],
+        *, context: Mapping[str, Any] | None = None, timeout: float | None = None,
     ) -> Completion:
-        """Ask for completions of one argument of a prompt or resource template.
-
-        Args:
-            ref: a :class:`Prompt`, a :class:`ResourceTemplate`, a wire reference
-                (``{"type": "ref/prompt", "name": ...}``), a prompt name, or a URI
-                template (a string containing ``://`` or ``{``).
-            argument: ``(name, partial_value)`` or ``{"name": ..., "value": ...}``.
-            context: the values of arguments already chosen (``{"arg": "value"}``).
-            timeout: seconds to wait.
-
-        Returns:
-            The completion values (``values``, ``total``, ``has_more``).
-        """
+        """Completions (``values``, ``total``, ``has_more``) of one ``argument``
+        (``(name, partial_value)`` or ``{"name": ..., "value": ...}``) of ``ref``: a
+        :class:`Prompt`, a :class:`ResourceTemplate`, a wire reference, a prompt name or a
+        URI template (containing ``://`` or ``{``); ``context``: arguments already chosen."""
         res: CompleteResult = self.request("completion/complete", completion_params(ref, argument, context), timeout=timeout)
         return res.completion
 
     def list_skills(self, *, timeout: float | None = None) -> list[SkillInfo]:
-        """Every skill the server lists (``skills/list``, following ``nextCursor``). Reads no file.
-
-        Raises:
-            MethodNotFound: the server does not serve skills.
-            ProtocolError: a malformed listing.
-        """
+        """Every skill the server lists (``skills/list``, every page; reads no file)."""
         return list_skills(self, timeout)
 
     def read_skill(self, skill: str | SkillInfo, *, timeout: float | None = None) -> Skill:
-        """Load one skill: read its ``SKILL.md`` and check it against the listing (size, digest,
-        frontmatter). Its other files are read when :meth:`Skill.read` asks for them.
-
-        Raises:
-            ResourceNotFound: the server lists no such skill.
-            SkillIntegrityError: ``SKILL.md`` does not match what the server declared.
-        """
+        """Load one skill's ``SKILL.md``, checked against the listing (else
+        :class:`SkillIntegrityError`); :class:`ResourceNotFound` if none is listed."""
         return read_skill(self, skill, timeout)
 
-    # ------------------------------------------------------------------ result cache
-
-    def _cached_request(
-        self, method: str, params: Mapping[str, Any] | None, timeout: float | None, refresh: bool = False
-    ) -> Any:
+    def _cached(self, method: str, params: Mapping[str, Any] | None, timeout: float | None, refresh: bool) -> Any:
         """A request whose result may be kept for its ``ttlMs`` (``cache_results``)."""
         cred = self._cache_credential if self._cache_credential is not None else "anonymous"
-        return self._results.fetch(
-            cred, method, params, lambda: self.request(method, params, timeout=timeout),
-            use=self.cache_results, refresh=refresh,
-        )
+        return self._results.fetch(cred, method, params, lambda: self.request(method, params, timeout=timeout),
+                                   use=self.cache_results, refresh=refresh)
 
     def _paged(self, method: str, attr: str, timeout: float | None, refresh: bool) -> list[Any]:
-        def fetch(cursor: str | None) -> Any:
-            return self._cached_request(method, {"cursor": cursor} if cursor else None, timeout, refresh)
-
-        return [item for page in paginate(fetch, server=self.name, method=method) for item in getattr(page, attr)]
+        return items(lambda params: self._cached(method, params, timeout, refresh), attr, server=self.name, method=method)
 
     def clear_result_cache(self) -> None:
         """Forget every cached result (resources, prompts, resource contents)."""
         self._results.clear()
 
-    def metrics(self) -> MetricsSnapshot:
-        """Per-server and per-tool metrics: calls, QPS, P50/P99 latency, error and
-        timeout counts and rates, tool-cache hit rate (a frozen snapshot)."""
-        return self._metrics.snapshot()
-
     def resources(self) -> ResourceManager:
-        """The client's :class:`~mcpsync._resources.ResourceManager` (made on first use):
-        the resource lifecycle UNKNOWN → SUBSCRIBED → CACHED → STALE → UNSUBSCRIBED."""
-        with self._lock:
+        """The client's :class:`~mcpsync._resources.ResourceManager` (made on first use)."""
+        with self._session.lock:
             if self._resources is None:
                 from ._resources import ResourceManager
 
                 self._resources = ResourceManager(self)
             return self._resources
 
-    # ------------------------------------------------------------------ subscriptions, handlers, logging
+    # ------------------------------------------------------------------ subscriptions, roots, logging, notifications
 
     def subscribe(self, uri: str, callback: Callable[[str], None], *, timeout: float | None = None) -> Subscription:
-        """Call ``callback(uri)`` (on the worker) whenever the server says ``uri`` changed.
-
-        Legacy era: ``resources/subscribe``. Modern era: a ``subscriptions/listen``
-        stream, re-opened with the new set of URIs; returns once the server has
-        acknowledged it. Several callbacks may watch one URI; one that raises is logged
-        and harms no other.
-
-        Returns:
-            A :class:`Subscription`; ``close()`` it (or call :meth:`unsubscribe`) to stop.
-
-        Raises:
-            RemoteError: the server refused the subscription (nothing is kept), or the
-                client was made with ``push_updates=False`` (code -32601).
-        """
+        """Call ``callback(uri)`` (on the worker) whenever the server says ``uri`` changed,
+        until the :class:`Subscription` is closed. Legacy era: ``resources/subscribe``;
+        modern: a ``subscriptions/listen`` stream, acknowledged before this returns.
+        :class:`RemoteError` if the server refuses, or with ``push_updates=False`` (-32601)."""
         if not self.push_updates:
-            raise RemoteError(
-                f"{self.name}: push updates are off for this client (push_updates=False, e.g. the "
-                "professional profile): resources are re-read when their TTL runs out",
-                code=METHOD_NOT_FOUND,
-            )
+            raise RemoteError(f"{self.name}: push updates are off for this client (push_updates=False, e.g. the "
+                              "professional profile): resources are re-read when their TTL runs out", code=METHOD_NOT_FOUND)
         return self._subscriptions.subscribe(uri, callback, timeout)
 
     def unsubscribe(self, uri: str, callback: Callable[[str], None] | None = None, *, timeout: float | None = None) -> None:
@@ -953,18 +565,9 @@ class Client:
         self._subscriptions.unsubscribe(uri, callback, timeout)
 
     def on_list_changed(self, kind: str, callback: Callable[[str], None], *, timeout: float | None = None) -> None:
-        """Call ``callback(kind)`` whenever the server's ``kind`` list changes.
-
-        Args:
-            kind: ``"tools"``, ``"prompts"`` or ``"resources"``.
-            callback: runs on the worker; cached lists of that kind are dropped first.
-            timeout: modern era, connected: how long to wait for the listen stream's
-                acknowledgement.
-
-        Registering before the first connect does not connect; the legacy era then
-        catches the server's first announcements (e.g. tools registered after
-        ``notifications/initialized``).
-        """
+        """Call ``callback(kind)`` (on the worker, after cached lists are dropped) whenever the
+        server's ``"tools"``, ``"prompts"`` or ``"resources"`` list changes. Registered before
+        the first connect, it does not connect (``timeout``: the modern listen's ack)."""
         self._subscriptions.on_list_changed(kind, callback, timeout)
 
     def remove_list_changed(self, kind: str, callback: Callable[[str], None]) -> None:
@@ -976,64 +579,21 @@ class Client:
         return self._handlers.capabilities()
 
     def set_roots(self, roots: Sequence[Mapping[str, Any]] | Callable[[], Sequence[Mapping[str, Any]]]) -> None:
-        """Replace the roots; a legacy-era server is told (``notifications/roots/list_changed``).
-
-        The roots capability is declared at connect time, so a client created without
-        ``roots`` keeps not offering them to an already connected server.
-        """
+        """Replace the roots; a legacy-era server is told if the client declared roots."""
         declared = self.roots is not None
         self.roots = roots
-        if declared and not self._closed and self.session.era == "legacy":
+        if declared and not self.closed and self.session.era == "legacy":
             self.notify("notifications/roots/list_changed", None)
 
     def set_log_level(self, level: str, *, timeout: float | None = None) -> None:
-        """Ask the server for log messages at ``level`` and above.
-
-        Legacy era: ``logging/setLevel``. Modern era: the level rides every request's
-        ``_meta`` (``io.modelcontextprotocol/logLevel``), read at send time.
-        """
+        """Ask for server log messages at ``level`` and up (legacy: ``logging/setLevel``; modern: ``_meta``)."""
         if level not in LEVELS:
             raise ValueError(f"unknown log level {level!r}; one of {', '.join(LEVELS)}")
         self.log_level = level
         if self.session.era == "legacy":
             self._subscriptions._request("logging/setLevel", {"level": level}, timeout)
 
-    # ------------------------------------------------------------------ incoming
-
     def on_notification(self, method: str, handler: Callable[[Mapping[str, Any] | None], None]) -> None:
         """Call ``handler(params)`` (on the worker) for every notification ``method``."""
-        with self._lock:
-            self._notification_handlers.setdefault(method, []).append(handler)
-
-    def _on_notification(self, method: str, params: Mapping[str, Any] | None) -> None:
-        if method == "notifications/tools/list_changed":
-            self._tools.list_changed()
-        try:
-            if method == "notifications/message":
-                self._handlers.log_message(params or {})
-            else:
-                self._subscriptions.notification(method, params or {})
-        except Exception:
-            log.exception("%s: handling %s failed", self.name, method)
-        for handler in list(self._notification_handlers.get(method, ())):
-            try:
-                handler(params)
-            except Exception:
-                log.exception("handler for %s raised", method)
-
-    def diagnostics(self) -> Diagnostics:
-        """A frozen snapshot of connections, pool, session, breaker, subscriptions and tool cache."""
-        return _diagnostics_snapshot(self)
-
-
-class _CacheHits:
-    """The tool cache's view of the metrics sink: hits and misses only."""
-
-    __slots__ = ("record_cache",)
-
-    def __init__(self, sink: Any) -> None:
-        self.record_cache = getattr(sink, "record_cache", lambda *a: None)
-
-    def record_discovery(self, server: str, *args: Any, **kwargs: Any) -> None:
-        pass
+        self._handlers.add_notification_handler(method, handler)
 

@@ -83,6 +83,7 @@ __all__ = [
     "parse_config",
     "ClientPlan",
     "client_plan",
+    "open_client",
     "expand",
     "strip_jsonc",
     "TRANSPORTS",
@@ -479,6 +480,25 @@ def client_plan(server: ServerConfig, *, allow_disabled: bool = False, **options
     if not server.endpoints:
         return ClientPlan(server.transport, target, options)
     return _routed(server, options)
+
+
+def open_client(client: Any, path: Any, name: str | None, options: dict[str, Any]) -> Any:
+    """``Client.from_config`` (see there): ``client`` is the Client class, given by the
+    caller so that configuration never imports it."""
+    environ = options.pop("environ", None)
+    if isinstance(path, ServerConfig):
+        server = path
+    elif name is None:
+        raise TypeError("Client.from_config(path, name): name the server to connect to")
+    else:
+        server = load_config(path, environ=environ)[name]
+    plan = client_plan(server, **options)
+    if plan.make is not None:
+        return client.routed(plan.endpoints, plan.make, region=plan.region, **plan.options)
+    if plan.kind == "stdio":
+        command, args = plan.target
+        return client.stdio(command, args, **plan.options)
+    return client._build(plan.kind, plan.target, plan.options.pop("profile", None), plan.options)
 
 
 def _target(kind: str, url: str, options: dict[str, Any]) -> str:

@@ -164,8 +164,9 @@ def snapshot(client: Any) -> Diagnostics:
     Returns:
         A frozen snapshot; later changes to the client do not show in it.
     """
-    pool = client._pool
-    primary = client._primary
+    session = client._session
+    pool = session.pool
+    primary = session.primary
     with pool._lock:
         entries = sorted(pool._state.entries, key=lambda e: e.seq)
         lent = [(e.conn, e.in_flight) for e in entries]
@@ -173,12 +174,12 @@ def snapshot(client: Any) -> Diagnostics:
     if primary is not None and all(conn is not primary for conn, _ in lent):
         connections.insert(0, _connection(primary, 0, True))  # retiring, still the session's
     stats = pool.stats()
-    session = primary.session if primary is not None else None
+    facts = primary.session if primary is not None else None
     main = next((c for c in connections if c.primary), None)
-    breaker = client._guard.breaker
-    reconnect = client._reconnect
-    with client._lock:
-        openings = tuple(o.phase for o in client._openings if not o.done.is_set())
+    breaker = session.guard.breaker
+    reconnect = session.reconnect
+    with session.lock:
+        openings = tuple(o.phase for o in session.openings if not o.done.is_set())
     st = client._subscriptions
     with st.lock:
         subscriptions = tuple(sorted(st.subs))
@@ -193,8 +194,8 @@ def snapshot(client: Any) -> Diagnostics:
         connections=tuple(connections),
         pool=stats,
         in_flight=stats.in_use,
-        era=session.era if session is not None else None,
-        protocol_version=session.protocol_version if session is not None else None,
+        era=facts.era if facts is not None else None,
+        protocol_version=facts.protocol_version if facts is not None else None,
         session_id=main.session_id if main is not None else None,
         pids=tuple(c.pid for c in connections if c.pid is not None and c.alive),
         breaker=breaker.state,

@@ -54,31 +54,11 @@ import re
 from typing import Any, Mapping
 
 __all__ = [
-    "MCPError",
-    "NetworkError",
-    "ConnectError",
-    "StartFailed",
-    "ConnectionClosed",
-    "SessionExpired",
-    "RequestTimeout",
-    "ServerUnavailable",
-    "CircuitOpen",
-    "ProtocolError",
-    "MessageTooLarge",
-    "SkillIntegrityError",
-    "RemoteError",
-    "ToolError",
-    "ToolNotFound",
-    "InvalidParams",
-    "ResourceError",
-    "ResourceNotFound",
-    "MethodNotFound",
-    "UnsupportedProtocolVersion",
-    "AuthError",
-    "PermissionDenied",
-    "Cancelled",
-    "ERROR_CODE_TABLE",
-    "error_from_code",
+    "MCPError", "NetworkError", "ConnectError", "StartFailed", "ConnectionClosed", "SessionExpired",
+    "RequestTimeout", "ServerUnavailable", "CircuitOpen", "ProtocolError", "MessageTooLarge",
+    "SkillIntegrityError", "RemoteError", "ToolError", "ToolNotFound", "InvalidParams", "ResourceError",
+    "ResourceNotFound", "MethodNotFound", "UnsupportedProtocolVersion", "AuthError", "PermissionDenied",
+    "Cancelled", "ERROR_CODE_TABLE", "error_from_code",
 ]
 
 # JSON-RPC 2.0 and MCP error codes.
@@ -104,8 +84,7 @@ class MCPError(Exception):
             oldest first.
     """
 
-    # Declared for type checkers only (no class-level value): they are set on the
-    # instance when a retried call ends (see ``mcpsync._retry.retry_call``).
+    # for type checkers only: set on the instance when a retried call ends (_retry.retry_call)
     retry_history: tuple[tuple[str, float], ...]
     retried_errors: tuple[MCPError, ...]
 
@@ -156,14 +135,13 @@ class ConnectionClosed(NetworkError):
 
 class SessionExpired(ConnectionClosed):
     """The server no longer knows this session (Streamable HTTP 404, or a 400 that names
-    the session). A session error, not a server fault: it does not count towards the
-    circuit breaker.
+    the session): a session error, not a server fault (the breaker does not count it).
 
-    The Streamable HTTP transport raises it with ``renewable=True`` (and ``sent=False``:
-    the server did not process the request) and the id of the session it lost: the
-    connection itself is fine, and the session layer re-initializes on it and sends
-    the request once more. Lost again right after that, it reaches the caller without
-    ``renewable``: the connection is replaced on the reconnect schedule.
+    The Streamable HTTP transport raises it ``renewable`` (and ``sent=False``: the request
+    was not processed) with the lost session's id: the session layer re-initializes on
+    the same connection and sends the request once more. Lost again right after that, it
+    reaches the caller without ``renewable``; the connection is replaced on the reconnect
+    schedule.
 
     Attributes:
         renewable: the request was not processed and a new session may be started on
@@ -381,25 +359,10 @@ class UsageError(Exception):
 
 
 __all__ += [
-    "PoolTimeout",
-    "PoolClosed",
-    "InputRequestError",
-    "OutputSchemaError",
-    "NoEndpointAvailable",
-    "ConfigError",
-    "ProfileError",
-    "UsageError",
-    "NOT_SENT_ERRORS",
-    "TRANSIENT_CODES",
-    "attach_fields",
-    "may_have_reached_server",
-    "is_server_error",
-    "is_transient",
-    "counts_as_breaker_failure",
-    "HTTP_STATUS_TABLE",
-    "GRPC_STATUS_TABLE",
-    "error_from_http_status",
-    "error_from_grpc_status",
+    "PoolTimeout", "PoolClosed", "InputRequestError", "OutputSchemaError", "NoEndpointAvailable",
+    "ConfigError", "ProfileError", "UsageError", "NOT_SENT_ERRORS", "TRANSIENT_CODES", "attach_fields",
+    "may_have_reached_server", "is_server_error", "is_transient", "counts_as_breaker_failure",
+    "HTTP_STATUS_TABLE", "GRPC_STATUS_TABLE", "error_from_http_status", "error_from_grpc_status",
     "retry_after_seconds",
 ]
 

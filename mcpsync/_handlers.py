@@ -33,6 +33,8 @@ from ._messages import to_builtins
 
 __all__ = ["Handlers", "LEVELS", "fill_defaults"]
 
+log = logging.getLogger("mcpsync.client")
+
 
 #: MCP log levels and the ``logging`` level each maps to.
 LEVELS = {
@@ -68,10 +70,35 @@ def fill_defaults(params: Mapping[str, Any], result: Any) -> Any:
 
 
 class Handlers:
-    """The client side of server→client requests, for one Client."""
+    """The client side of server→client requests and notifications, for one Client."""
 
     def __init__(self, client: Any) -> None:
         self._client = client
+        self._notification_handlers: dict[str, list[Callable[[Mapping[str, Any] | None], None]]] = {}
+
+    def add_notification_handler(self, method: str, handler: Callable[[Mapping[str, Any] | None], None]) -> None:
+        """``Client.on_notification``."""
+        with self._client._session.lock:
+            self._notification_handlers.setdefault(method, []).append(handler)
+
+    def notification(self, method: str, params: Mapping[str, Any] | None) -> None:
+        """Every notification from the server (on the worker): to the part it concerns
+        (tool cache, log messages, subscriptions), then to the user's handlers of ``method``."""
+        c = self._client
+        if method == "notifications/tools/list_changed":
+            c._tools.list_changed()
+        try:
+            if method == "notifications/message":
+                self.log_message(params or {})
+            else:
+                c._subscriptions.notification(method, params or {})
+        except Exception:
+            log.exception("%s: handling %s failed", c.name, method)
+        for handler in list(self._notification_handlers.get(method, ())):
+            try:
+                handler(params)
+            except Exception:
+                log.exception("handler for %s raised", method)
 
     def capabilities(self) -> dict[str, Any]:
         """Capabilities declared to the server: only those whose handler was given."""

@@ -108,6 +108,16 @@ class _Connection:
             log.debug("closing %s failed", self.key, exc_info=True)
 
 
+def default_client_info() -> dict[str, Any]:
+    """The ``clientInfo`` a Client reports unless given one: mcpsync and its version."""
+    try:
+        from importlib.metadata import version
+
+        return {"name": "mcpsync", "version": version("mcpsync")}
+    except Exception:  # pragma: no cover - not installed
+        return {"name": "mcpsync", "version": "0"}
+
+
 def _supported_from(data: Any) -> list[str]:
     if isinstance(data, Mapping):
         sup = data.get("supported") or data.get("supportedVersions") or []

@@ -499,7 +499,7 @@ class Telemetry:
 
     @staticmethod
     def _connection(client: Any) -> Any:
-        return getattr(client, "_primary", None)
+        return getattr(getattr(client, "_session", None), "primary", None)
 
     def _connection_attributes(self, client: Any, conn: Any = None) -> dict[str, Any]:
         """``mcp.protocol.version``, ``network.*`` and ``server.*`` of the client's session."""
@@ -562,7 +562,7 @@ class Telemetry:
             return
         client, _, clock = entry
         attrs = dict(clock.attrs)
-        if reason is not None and not getattr(client, "_closed", False) and "closed by the client" not in str(reason):
+        if reason is not None and not getattr(client, "closed", False) and "closed by the client" not in str(reason):
             attrs["error.type"] = type(reason).__qualname__
         try:
             self._session.record(max(0.0, time.monotonic() - clock.start), attrs)

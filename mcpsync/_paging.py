@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Mapping
 
 from ._errors import ProtocolError
 
-__all__ = ["MAX_PAGES", "paginate"]
+__all__ = ["MAX_PAGES", "items", "paginate"]
 
 #: a server that pages forever is a broken one: stop there
 MAX_PAGES = 10_000
@@ -52,3 +52,9 @@ def paginate(
             raise ProtocolError(f"{server} repeated the {method} cursor {cursor!r}", code=-32600)
         seen.add(cursor)
     raise ProtocolError(f"{server} returned more than {MAX_PAGES} pages for {method}", code=-32600)
+
+
+def items(request: Callable[[Mapping[str, Any] | None], Any], attr: str, *, server: str, method: str) -> list[Any]:
+    """Every item (``page.<attr>``) of a list method, ``request(params)`` asking for each page."""
+    pages = paginate(lambda cursor: request({"cursor": cursor} if cursor else None), server=server, method=method)
+    return [item for page in pages for item in getattr(page, attr)]

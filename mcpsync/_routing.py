@@ -49,10 +49,10 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping
 
-from ._errors import NoEndpointAvailable
+from ._errors import CircuitOpen, NoEndpointAvailable, ServerUnavailable
 from .transports._base import Transport
 
-__all__ = ["Endpoint", "EndpointState", "Router", "NoEndpointAvailable", "mcp_probe", "routed_client"]
+__all__ = ["Endpoint", "EndpointState", "Router", "NoEndpointAvailable", "mcp_probe", "routed_attempt", "routed_client"]
 
 log = logging.getLogger("mcpsync.routing")
 
@@ -552,6 +552,67 @@ def routed_client(
     for e in eps:  # on the router's clock: one time base for every routing decision
         breakers[e.name] = CircuitBreaker(policy, clock=router._clock, on_change=listener, name=f"{name}[{e.name}]")
     made = client(router.transport_factory(make), breaker=BreakerPolicy.DISABLED, **options)
-    made.router = router
-    made._endpoint_breakers = breakers
+    made._session.router = router
+    made._session.endpoint_breakers = breakers
     return made
+
+
+def routed_attempt(session: Any, t: float, send: Callable[[Any], Any]) -> Any:
+    """One attempt of a routed client's ``session``: ``send(connection)`` under the breaker
+    of the connection's endpoint.
+
+    A connection whose endpoint's breaker is open is retired and another borrowed (a new
+    one goes to the next endpoint); after the call, a connection whose endpoint is no
+    longer the router's choice is retired once idle.
+    """
+    from ._breaker import BreakerState
+
+    name, router, breakers = session._client.name, session.router, session.endpoint_breakers
+    router.probe_in_background()
+    if all(b.state is BreakerState.OPEN for b in breakers.values()):
+        wait = min(b.retry_after() for b in breakers.values())
+        raise CircuitOpen(f"the circuit breaker of every endpoint of {name} is open",
+                          retry_after=wait, server=name, state="open")
+    for _ in range(session.limits.max + 2):
+        lease = session.pool.borrow(t if session.borrow_wait is None else session.borrow_wait)
+        conn = lease.connection
+        endpoint = getattr(conn.transport, "endpoint", None)
+        breaker = breakers.get(endpoint.name) if endpoint is not None else None
+        if breaker is None:
+            ticket = None
+            break
+        try:
+            ticket = breaker.acquire()
+            break
+        except CircuitOpen:
+            if breaker.state is BreakerState.OPEN:
+                lease.release(retire=True)  # the next borrow opens one elsewhere
+                continue
+            ticket = None  # HALF_OPEN with its trial calls taken: run, but do not count
+            break
+    else:
+        raise CircuitOpen(f"{name}: every connection leads to an endpoint behind an open breaker",
+                          server=name, state="open")
+
+    def should_leave() -> bool:
+        """Its breaker opened, or another endpoint became the router's choice."""
+        if endpoint is None:
+            return False
+        if breaker is not None and breaker.state is BreakerState.OPEN:
+            return True
+        try:
+            return bool(router.choose(probe=False) != endpoint)
+        except ServerUnavailable:
+            return False  # nowhere better to go
+
+    try:
+        result = send(conn)
+    except BaseException as exc:
+        if ticket is not None:
+            breaker.release(ticket, exc)  # type: ignore[union-attr]
+        lease.release(broken=not conn.alive(), retire=should_leave())
+        raise
+    if ticket is not None:
+        breaker.release(ticket)  # type: ignore[union-attr]
+    lease.release(retire=should_leave())
+    return result

@@ -13,9 +13,12 @@ once more, and drive ``input_required`` rounds (:mod:`mcpsync._mrtr`) on the sam
 connection. The handshake itself (discover/initialize, the era memory) is
 :mod:`mcpsync._handshake`.
 
-The Session holds no state of its own yet: it works on its Client's connection state
-(``_primary``, ``_openings``, ``_pool``, ``_guard``...), which the Client's constructor
-builds.
+The Session owns the connection state (the pool, the guard with its breaker and
+reconnect schedule, the session connection, the connections being made, the worker)
+and renews it in a child after ``os.fork()``; it reads its Client only for settings
+(``name``, ``log_level``) and for the parts that react to a new session connection
+(tool cache, subscriptions, resources), to what a server sends (handlers), and for a
+``tools/call``'s ``Mcp-Param-*`` headers (tools).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import os
 import threading
 import time
 import weakref
+from dataclasses import replace
 from typing import Any, Callable, Mapping
 
 from ._channel import SAFE_METHODS  # the one table of requests safe to repeat
@@ -33,7 +37,6 @@ from ._channel import Channel, ProgressCallback
 from ._dispatcher import Dispatcher
 from ._errors import (
     AuthError,
-    CircuitOpen,
     ConnectError,
     ConnectionClosed,
     MCPError,
@@ -53,7 +56,12 @@ from ._handshake import Handshake, ServerSession, _Connection
 from ._messages import decode_result
 from ._metrics import DISCOVERY_METHODS
 from ._mrtr import drive as _drive_input_rounds
-from ._policies import RetryPolicy
+from ._routing import routed_attempt
+from ._guard import Guard, Recorder
+from ._policies import PoolLimits, ReconnectPolicy, RetryPolicy, Timeouts
+from ._pool import ConnectionPool
+from ._retry import ReconnectSchedule
+from ._worker import Worker
 from .transports._base import Transport
 
 __all__ = ["Session", "SAFE_METHODS"]
@@ -96,25 +104,84 @@ os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 class Session:
-    """The connections and requests of one Client (see the module's docstring)."""
+    """The connections and requests of one Client (see the module's docstring).
 
-    def __init__(self, client: Any) -> None:
+    Built by the Client's constructor from its options: ``factory`` makes a fresh
+    transport (or channel); ``record`` is the metrics sink of every request.
+    """
+
+    def __init__(
+        self,
+        client: Any,
+        factory: Callable[[], Transport | Channel],
+        *,
+        reconnect: ReconnectPolicy,
+        record: Recorder | None,
+        on_breaker_change: Callable[[BreakerState, BreakerState], None] | None,
+        on_unavailable: Callable[[ServerUnavailable], None] | None,
+        telemetry: Any,
+    ) -> None:
         self._client = client
         self._handshake = Handshake(client)
+        name, limits, timeouts = client.name, client.pool, client.timeouts
+        self.factory = factory
+        self.timeouts: Timeouts = timeouts
+        self.limits: PoolLimits = limits
+        self.telemetry = telemetry
+        self.lock = threading.Lock()
+        self.closed = False
         self.forked = False  # set in a child after os.fork(): cheaper to test than getpid() per call
+        self.primary: _Connection | None = None  # the session connection
+        self.ever_connected = False
+        self.openings: list[_Opening] = []  # connections being made in the background
+        self.stopping = threading.Event()  # set by close(): background waits end at once
+        self.closers: list[threading.Thread] = []  # connections being closed off the caller's thread
+        self.worker = Worker(f"mcpsync-{name}")
+        self.reconnect = ReconnectSchedule(reconnect, name=name, on_unavailable=on_unavailable)
+        self.guard = Guard(name, retry=client.retry, breaker=client.breaker, reconnect=self.reconnect, record=record)
+        if on_breaker_change is not None:
+            self.guard.breaker.add_listener(on_breaker_change)
+        self.pool: ConnectionPool[_Connection] = ConnectionPool(
+            self.open_pooled,
+            replace(limits, idle=min(limits.idle, timeouts.idle)),
+            address=name,
+            keepalive=self.keepalive,
+            keepalive_interval=timeouts.keepalive,
+            default_timeout=timeouts.request,
+            connect_retries=0,  # _open retries the connect once itself
+            maintenance_interval=min(timeouts.keepalive, timeouts.idle) / 4,
+        )
+        self.borrow_wait = limits.borrow_timeout  # None: each call waits up to its own timeout
+        #: a routed client's :class:`~mcpsync._routing.Router` and per-endpoint breakers
+        self.router: Any = None
+        self.endpoint_breakers: dict[str, CircuitBreaker] | None = None
         _SESSIONS.add(self)
+
+    def check_usable(self) -> None:
+        """Raise if closed; in a child after ``os.fork()``, renew what the fork left behind:
+        the lock (a parent thread may have held it), the worker's threads, the session
+        connection and the connections being made (their threads did not survive; the
+        pool forgets the parent's connections by itself)."""
+        if self.closed:
+            raise ConnectionClosed(f"client for {self._client.name} is closed")
+        if self.forked:
+            self.forked = False
+            self.lock = threading.Lock()
+            self.worker = Worker(f"mcpsync-{self._client.name}")
+            self.primary = None
+            self.openings = []
 
     def close(self) -> None:
         """``Client.close``: every connection closed, the client's threads stopped. Idempotent."""
         c = self._client
-        with c._lock:
-            if c._closed:
+        with self.lock:
+            if self.closed:
                 return
-            c._closed = True
-            c._stopping.set()
-            c._primary = None
+            self.closed = True
+            self.stopping.set()
+            self.primary = None
             resources, c._resources = c._resources, None
-            openings, c._openings = c._openings, []
+            openings, self.openings = self.openings, []
         for opening in openings:
             made = opening.made  # a start still under way ends now, not at its timeout
             if made is not None and not opening.done.is_set():
@@ -128,24 +195,24 @@ class Session:
             c._subscriptions.stop()
         except Exception:  # pragma: no cover - close is best effort
             log.debug("stopping the listen stream of %s failed", c.name, exc_info=True)
-        if c._telemetry is not None:  # the sessions end now (mcp.client.session.duration)
-            c._telemetry.client_closed(self)
-        c._pool.close()
+        if self.telemetry is not None:  # the sessions end now (mcp.client.session.duration)
+            self.telemetry.client_closed(c)
+        self.pool.close()
         for opening in openings:
             if opening.thread is not None and opening.thread is not threading.current_thread():
-                opening.thread.join(c.timeouts.close + 1.0)
-            with c._lock:
+                opening.thread.join(self.timeouts.close + 1.0)
+            with self.lock:
                 left, opening.conn = opening.conn, None
             if left is not None:  # made just before close(): never handed out
                 left.close()
         # every connection closes at once, each on its own thread: wait for all, bounded by
         # one stdio escalation (stdin closed, SIGTERM, SIGKILL), not one per connection
-        ends = time.monotonic() + 2 * c.timeouts.close + 2.0
-        with c._lock:
-            closers, c._closers = c._closers, []
+        ends = time.monotonic() + 2 * self.timeouts.close + 2.0
+        with self.lock:
+            closers, self.closers = self.closers, []
         for thread in closers:
             thread.join(max(ends - time.monotonic(), 0.0))
-        c._worker.close()
+        self.worker.close()
 
     def facts(self) -> ServerSession:
         """``Client.session``: the session connection's facts, re-discovered once their ``ttlMs`` ran out."""
@@ -154,7 +221,7 @@ class Session:
         facts = conn.session
         if facts is not None and facts.fresh_until is not None and time.monotonic() >= facts.fresh_until:
             try:
-                self._handshake.discover(conn, min(c.timeouts.request, 10.0))
+                self._handshake.discover(conn, min(self.timeouts.request, 10.0))
             except MCPError as exc:  # keep the facts we have; try again next time
                 log.info("%s: refreshing server/discover failed: %s", c.name, exc)
                 facts.fresh_until = time.monotonic() + 5.0
@@ -168,23 +235,23 @@ class Session:
         reclaimed, the next use picks another and the session state is restored on it.
         """
         c = self._client
-        c._check_usable()
-        conn: _Connection | None = c._primary
+        self.check_usable()
+        conn: _Connection | None = self.primary
         if conn is not None and conn.alive():
             return conn
-        bound = c.timeouts.request if timeout is None else timeout
+        bound = self.timeouts.request if timeout is None else timeout
         deadline = time.monotonic() + bound
-        lease = c._guard.call(
-            lambda: c._pool.borrow(self._left(deadline)), safe_to_retry=True, tool="initialize", budget=bound
+        lease = self.guard.call(
+            lambda: self.pool.borrow(self._left(deadline)), safe_to_retry=True, tool="initialize", budget=bound
         )
         new: _Connection = lease.connection
         lease.release()
-        with c._lock:
-            old, c._primary = c._primary, new
+        with self.lock:
+            old, self.primary = self.primary, new
         if old is not new:
             self._watch_primary(new)
         if old is None:
-            c._worker.submit(c._subscriptions.restore, True)  # listens asked for before the first connect
+            self.worker.submit(c._subscriptions.restore, True)  # listens asked for before the first connect
         elif old is not new:
             self.primary_replaced(new)
         return new
@@ -200,7 +267,7 @@ class Session:
         resources = c._resources
         if resources is not None:
             resources.reconnected(c.name)
-        c._worker.submit(c._subscriptions.restore)
+        self.worker.submit(c._subscriptions.restore)
 
     def open_pooled(self) -> _Connection:
         """The pool's factory, on a borrower's thread: wait for a connection being made
@@ -213,13 +280,13 @@ class Session:
         its connection is kept for the next borrower.
         """
         c = self._client
-        deadline = c._pool.creation_deadline()
+        deadline = self.pool.creation_deadline()
         if deadline is None:
-            deadline = time.monotonic() + c.timeouts.request
-        with c._lock:
-            if c._closed:
+            deadline = time.monotonic() + self.timeouts.request
+        with self.lock:
+            if self.closed:
                 raise PoolClosed(f"client for {c.name} is closed")
-            openings = c._openings
+            openings = self.openings
             # a stale failure helps nobody: a new attempt replaces it
             openings[:] = [o for o in openings if not (o.done.is_set() and o.conn is None)]
             opening = next((o for o in openings if not o.claimed and o.conn is not None), None) or next(
@@ -234,11 +301,11 @@ class Session:
                 opening.thread.start()
             opening.claimed = True
         finished = opening.done.wait(max(deadline - time.monotonic(), 0.0))
-        with c._lock:
+        with self.lock:
             opening.claimed = False
             if finished:
-                if opening in c._openings:
-                    c._openings.remove(opening)
+                if opening in self.openings:
+                    self.openings.remove(opening)
                 conn, opening.conn = opening.conn, None  # exactly one borrower gets it
                 if conn is not None:
                     return conn
@@ -262,17 +329,17 @@ class Session:
         conn: _Connection | None = None
         error: BaseException | None = None
         try:
-            if not c._ever_connected:
+            if not self.ever_connected:
                 conn = self._open(opening)
             else:
-                conn = c._reconnect.run(lambda: self._open(opening), sleep=c._stopping.wait)
+                conn = self.reconnect.run(lambda: self._open(opening), sleep=self.stopping.wait)  # type: ignore[arg-type]
         except BaseException as exc:  # delivered to the waiting callers
             error = exc
         if conn is not None:
-            with c._lock:
-                closed = c._closed
+            with self.lock:
+                closed = self.closed
                 if not closed:
-                    c._ever_connected = True
+                    self.ever_connected = True
                     opening.conn = conn
             if closed:
                 conn.close()
@@ -286,14 +353,13 @@ class Session:
         """A connection was made: if the session's connection was lost, this one takes
         its place, and what the session held (the tool list, subscriptions, cached
         resources) is renewed."""
-        c = self._client
-        primary = c._primary
+        primary = self.primary
         if primary is None or primary.alive():
             return
-        with c._lock:
-            replaced = c._primary is primary
+        with self.lock:
+            replaced = self.primary is primary
             if replaced:
-                c._primary = conn
+                self.primary = conn
         if replaced:
             self._watch_primary(conn)
             self.primary_replaced(conn)
@@ -302,8 +368,7 @@ class Session:
         """A lost session was replaced on ``conn`` (e.g. its replica died behind a balancer
         and the new one answered 404): what the old session held is renewed as after a
         reconnect: tools rediscovered, cached resources stale, subscriptions restored."""
-        c = self._client
-        if not c._closed and c._primary is conn:
+        if not self.closed and self.primary is conn:
             self.primary_replaced(conn)
 
     def renew_session(self, conn: _Connection, expired: SessionExpired, deadline: float) -> None:
@@ -319,14 +384,14 @@ class Session:
         expired = SessionExpired(f"session {session_id} expired", renewable=True, session_id=session_id)
 
         def renew() -> None:
-            if c._closed or not conn.alive():
+            if self.closed or not conn.alive():
                 return
             try:
-                self.renew_session(conn, expired, time.monotonic() + c.timeouts.connect)
+                self.renew_session(conn, expired, time.monotonic() + self.timeouts.connect)
             except MCPError as exc:  # the connection was closed: the next use replaces it
                 log.info("%s: renewing the lost session failed: %s", c.name, exc)
 
-        c._worker.submit(renew)
+        self.worker.submit(renew)
 
     def _watch_primary(self, conn: _Connection) -> None:
         """When the session's connection dies, replace it at once (not on next use),
@@ -337,7 +402,7 @@ class Session:
 
     def _primary_lost(self, conn: _Connection) -> None:
         c = self._client
-        if c._closed or c._primary is not conn:
+        if self.closed or self.primary is not conn:
             return
         try:
             self.primary_connection()
@@ -350,11 +415,11 @@ class Session:
             raise ConnectionClosed(f"connection to {c.name} died")
         if conn.meta is None and conn.session is not None:  # the legacy era has ping
             try:
-                conn.channel.request("ping", None, c.timeouts.request)
+                conn.channel.request("ping", None, self.timeouts.request)
             except SessionExpired as exc:  # the connection is fine: renew its session
                 if not exc.renewable:
                     raise
-                self.renew_session(conn, exc, time.monotonic() + c.timeouts.request)
+                self.renew_session(conn, exc, time.monotonic() + self.timeouts.request)
 
     def _open(self, opening: _Opening) -> _Connection:
         """Start a connection and handshake (on the connecting thread).
@@ -367,27 +432,27 @@ class Session:
         c = self._client
         errors: list[BaseException] = []
         for _attempt in range(2):
-            if c._closed:
+            if self.closed:
                 raise PoolClosed(f"client for {c.name} is closed")
             conn: _Connection | None = None
             made: Transport | Channel | None = None
             try:
                 opening.phase = "starting the server" if _attempt == 0 else "starting the server again"
-                made = opening.made = c._factory()
-                if c._closed:  # close() may have run before ``made`` was known
+                made = opening.made = self.factory()
+                if self.closed:  # close() may have run before ``made`` was known
                     raise PoolClosed(f"client for {c.name} is closed")
-                conn = self._start(made, time.monotonic() + c.timeouts.connect)
-                if c._closed:  # close() ran while the transport started: it must not live on
+                conn = self._start(made, time.monotonic() + self.timeouts.connect)
+                if self.closed:  # close() ran while the transport started: it must not live on
                     raise PoolClosed(f"client for {c.name} is closed")
                 starting = conn.transport is not None and conn.transport.starting()
-                budget = c.timeouts.start if starting else c.timeouts.connect
+                budget = self.timeouts.start if starting else self.timeouts.connect
                 opening.phase = (
                     "waiting for the server process to answer its handshake (it is alive, still starting)"
                     if starting
                     else "waiting for the server to answer its handshake"
                 )
-                if c._telemetry is not None:  # the handshake's span; the session's clock starts
-                    c._telemetry.handshake(c, conn, lambda: self._handshake.run(conn, time.monotonic() + budget, starting))
+                if self.telemetry is not None:  # the handshake's span; the session's clock starts
+                    self.telemetry.handshake(c, conn, lambda: self._handshake.run(conn, time.monotonic() + budget, starting))
                 else:
                     self._handshake.run(conn, time.monotonic() + budget, starting)
                 return conn
@@ -407,7 +472,7 @@ class Session:
                         pass
                 if failure is not None:
                     raise failure from exc
-                if isinstance(exc, (RemoteError, AuthError, StartFailed, PoolClosed)) or c._closed:
+                if isinstance(exc, (RemoteError, AuthError, StartFailed, PoolClosed)) or self.closed:
                     raise  # the server answered, or cannot run: a fresh start would fare the same
                 errors.append(exc)
                 if not getattr(exc, "timeout", isinstance(exc, RequestTimeout)):
@@ -424,11 +489,11 @@ class Session:
             disp = Dispatcher(
                 made,
                 name=c.name,
-                worker=c._worker,
-                request_timeout=c.timeouts.request,
-                progress_cap=c.timeouts.progress_cap,
+                worker=self.worker,
+                request_timeout=self.timeouts.request,
+                progress_cap=self.timeouts.progress_cap,
             )
-            disp.set_handlers(c._on_notification, c._handlers.on_request)
+            disp.set_handlers(c._handlers.notification, c._handlers.on_request)
             disp.start()
             conn = _Connection(disp, made, made.describe())
             conn.closer = self._close_in_background
@@ -436,7 +501,7 @@ class Session:
                 made.on_session_lost = lambda session_id: self._session_lost(conn, session_id)
             return conn
         chan = made
-        chan.set_handlers(c._on_notification, c._handlers.on_request)
+        chan.set_handlers(c._handlers.notification, c._handlers.on_request)
         return _Connection(chan, None, getattr(chan, "describe", lambda: repr(chan))())
 
     def _close_in_background(self, close: Callable[[], None], what: str) -> None:
@@ -449,9 +514,9 @@ class Session:
             close()
             return
         thread = threading.Thread(target=close, name=f"mcpsync-close-{c.name}", daemon=True)
-        with c._lock:
-            c._closers = [t for t in c._closers if t.is_alive()]
-            c._closers.append(thread)
+        with self.lock:
+            self.closers = [t for t in self.closers if t.is_alive()]
+            self.closers.append(thread)
         thread.start()
 
     def request(
@@ -466,23 +531,23 @@ class Session:
     ) -> Any:
         """``Client.request`` (see there)."""
         c = self._client
-        if c._closed or self.forked:
-            c._check_usable()  # clears ``forked`` after renewing what the fork left behind
-        tel = c._telemetry
+        if self.closed or self.forked:
+            self.check_usable()  # clears ``forked`` after renewing what the fork left behind
+        tel = self.telemetry
         if tel is not None and not tel.inside():  # one span and one duration per request
             return tel.request(c, method, params, timeout=timeout, progress=progress,
                                safe_to_retry=safe_to_retry, tool=tool, retry=retry)
-        t = c.timeouts.request if timeout is None else timeout
+        t = self.timeouts.request if timeout is None else timeout
         if tool is None and method in DISCOVERY_METHODS:
             tool = method  # kept apart from agent calls in the metrics
-        guard = c._guard
-        start = guard.begin() if c._endpoint_breakers is None else None
+        guard = self.guard
+        start = guard.begin() if self.endpoint_breakers is None else None
         if start is None:
             return self._guarded(method, params, t, progress, safe_to_retry, tool, retry)
         # the healthy common case, flattened (no closure in this frame: its cells would
         # cost every call): the first attempt runs here, on the idle connection when there
         # is one (_attempt's lone-caller path, inline); an error goes on to the guard
-        pool = c._pool
+        pool = self.pool
         entry = pool.take_idle()
         try:
             if entry is None:
@@ -505,7 +570,7 @@ class Session:
     ) -> Any:
         """A request under the guard's own path; with ``first``, after the fast path's
         first attempt (begun at ``start``) raised it."""
-        guard = self._client._guard
+        guard = self.guard
         safe = (method in SAFE_METHODS) if safe_to_retry is None else safe_to_retry
         if first is not None and start is not None:
             deadline = start + t  # the guard's clock is time.monotonic
@@ -539,7 +604,7 @@ class Session:
         whole timeout, its timeout is the call's, not a sign of an unwell server
         (``truncated``: the breaker does not count it)."""
         c = self._client
-        if c._closed:
+        if self.closed:
             raise PoolClosed(f"client for {c.name} is closed")
         left = self._left(deadline)
         try:
@@ -551,16 +616,16 @@ class Session:
 
     def _attempt(self, method: str, params: Mapping[str, Any] | None, t: float, progress: ProgressCallback | None) -> Any:
         c = self._client
-        if c._endpoint_breakers is not None:
+        if self.endpoint_breakers is not None:
             return self._routed_attempt(method, params, t, progress)
-        pool = c._pool
+        pool = self.pool
         # no Lease object: this frame gives it back on every path; the wait for a
         # connection (and for it to be made) is part of the call's timeout unless the
         # pool fixes one, and the request gets what is left
         entry = pool.take_idle()
         if entry is None:
             began = time.monotonic()
-            entry = pool.borrow(t if c._borrow_wait is None else c._borrow_wait)._entry
+            entry = pool.borrow(t if self.borrow_wait is None else self.borrow_wait)._entry
             t -= time.monotonic() - began
             if t <= 0.0:
                 pool.give_back(entry)
@@ -579,64 +644,8 @@ class Session:
     def _routed_attempt(
         self, method: str, params: Mapping[str, Any] | None, t: float, progress: ProgressCallback | None
     ) -> Any:
-        """One attempt of a routed client: under the breaker of the connection's endpoint.
-
-        A connection whose endpoint's breaker is open is retired and another borrowed
-        (a new one goes to the next endpoint); after the call, a connection whose
-        endpoint is no longer the router's choice is retired once idle.
-        """
-        c = self._client
-        router = c.router
-        breakers: dict[str, CircuitBreaker] = c._endpoint_breakers
-        router.probe_in_background()
-        if all(b.state is BreakerState.OPEN for b in breakers.values()):
-            wait = min(b.retry_after() for b in breakers.values())
-            raise CircuitOpen(f"the circuit breaker of every endpoint of {c.name} is open",
-                              retry_after=wait, server=c.name, state="open")
-        for _ in range(c.pool.max + 2):
-            lease = c._pool.borrow(t if c._borrow_wait is None else c._borrow_wait)
-            conn = lease.connection
-            endpoint = getattr(conn.transport, "endpoint", None)
-            breaker = breakers.get(endpoint.name) if endpoint is not None else None
-            if breaker is None:
-                ticket = None
-                break
-            try:
-                ticket = breaker.acquire()
-                break
-            except CircuitOpen:
-                if breaker.state is BreakerState.OPEN:
-                    lease.release(retire=True)  # the next borrow opens one elsewhere
-                    continue
-                ticket = None  # HALF_OPEN with its trial calls taken: run, but do not count
-                break
-        else:
-            raise CircuitOpen(f"{c.name}: every connection leads to an endpoint behind an open breaker",
-                              server=c.name, state="open")
-        try:
-            result = self.request_on(conn, method, params, t, progress)
-        except BaseException as exc:
-            if ticket is not None:
-                breaker.release(ticket, exc)  # type: ignore[union-attr]
-            lease.release(broken=not conn.alive(), retire=self._should_leave(endpoint, breaker))
-            raise
-        if ticket is not None:
-            breaker.release(ticket)  # type: ignore[union-attr]
-        lease.release(retire=self._should_leave(endpoint, breaker))
-        return result
-
-    def _should_leave(self, endpoint: Any, breaker: CircuitBreaker | None) -> bool:
-        """Whether a routed connection should move: its breaker opened, or another
-        endpoint became the router's choice (a recovered or clearly nearer one)."""
-        c = self._client
-        if endpoint is None:
-            return False
-        if breaker is not None and breaker.state is BreakerState.OPEN:
-            return True
-        try:
-            return bool(c.router.choose(probe=False) != endpoint)
-        except ServerUnavailable:
-            return False  # nowhere better to go
+        """One attempt of a routed client, under its endpoint's breaker (:func:`mcpsync._routing.routed_attempt`)."""
+        return routed_attempt(self, t, lambda conn: self.request_on(conn, method, params, t, progress))
 
     def request_on(
         self, conn: _Connection, method: str, params: Mapping[str, Any] | None, t: float,
@@ -725,5 +734,5 @@ class Session:
         except SessionExpired as exc:
             if not exc.renewable:
                 raise
-            self.renew_session(conn, exc, time.monotonic() + self._client.timeouts.request)
+            self.renew_session(conn, exc, time.monotonic() + self.timeouts.request)
             conn.channel.notify(method, params)

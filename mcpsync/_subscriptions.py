@@ -116,7 +116,7 @@ class Subscriptions:
 
     def _live_era(self) -> str | None:
         """The era of the open session connection, or None before the first connect."""
-        conn = self._client._primary
+        conn = self._client._session.primary
         session = conn.session if conn is not None else None
         return session.era if session is not None else None
 
@@ -331,7 +331,7 @@ class Subscriptions:
             threading.Thread(
                 target=self._listen_loop, args=(attempt,), name=f"mcpsync-listen-{self._name}", daemon=True
             ).start()
-            if c._worker.on_serial_lane():
+            if c._session.worker.on_serial_lane():
                 # called from a callback: the acknowledgement is delivered on this very
                 # thread, so waiting for it here would only time out
                 if old is not None:
@@ -398,7 +398,7 @@ class Subscriptions:
                 if c.closed:
                     break
                 log.debug("%s: listen stream dropped (%s); re-listening", self._name, exc)
-                c._stopping.wait(backoff)
+                c._session.stopping.wait(backoff)
                 backoff = min(backoff * 2, 5.0)
             except Cancelled:
                 break  # retired: a newer stream replaced this one

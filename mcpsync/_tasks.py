@@ -94,7 +94,7 @@ class Tasks:
                     timeout=limit,
                 )
             interval = (current.poll_interval or 1000) / 1000.0
-            c._stopping.wait(min(max(interval, 0.05), 5.0, remaining))  # close() ends the wait
+            c._session.stopping.wait(min(max(interval, 0.05), 5.0, remaining))  # close() ends the wait
             current = self.get(current, timeout=max(deadline - time.monotonic(), 0.5))
         if current.status == "cancelled":
             raise Cancelled(f"task {current.task_id} on {c.name} was cancelled", task=current)

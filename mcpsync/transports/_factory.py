@@ -40,7 +40,7 @@ from .._channel import Channel
 from .._policies import PoolLimits, Timeouts
 from ._base import Transport
 
-__all__ = ["KINDS", "TRANSPORT_OPTIONS", "Built", "TransportFactory", "build"]
+__all__ = ["KINDS", "TRANSPORT_OPTIONS", "Built", "TransportFactory", "build", "single_use"]
 
 #: A zero-argument callable returning a fresh, unconnected transport (or in-process channel).
 TransportFactory = Callable[[], Union[Transport, Channel]]
@@ -74,6 +74,21 @@ class Built:
     factory: TransportFactory
     name: str
     pool: PoolLimits | None = None
+
+
+def single_use(transport: Transport) -> TransportFactory:
+    """A factory handing out one ready ``transport`` once: it cannot reconnect."""
+    used = [False]
+
+    def factory() -> Transport:
+        if used[0]:
+            from .._errors import ConnectError
+
+            raise ConnectError(f"{transport.describe()}: a single Transport instance cannot reconnect; pass a factory")
+        used[0] = True
+        return transport
+
+    return factory
 
 
 def build(kind: str, target: Any, options: Mapping[str, Any] | None = None, *, timeouts: Timeouts = Timeouts.DEFAULT) -> Built:

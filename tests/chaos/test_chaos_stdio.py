@@ -496,7 +496,7 @@ def test_failed_call_is_recorded_under_its_tool() -> None:
     client = Client.stdio(cmd[0], cmd[1:], mode="legacy", name="raw", breaker=BreakerPolicy(threshold=1, cooldown=30),
                           record=lambda server, tool, start, end, outcome: records.append((tool, outcome)))
     with client:
-        client._guard.breaker.release(None, ConnectionClosed("a connection died"))  # threshold 1: OPEN
+        client._session.guard.breaker.release(None, ConnectionClosed("a connection died"))  # threshold 1: OPEN
         assert client.breaker_state is B.OPEN
         with pytest.raises(CircuitOpen):
             client.call_tool("echo", {"message": "x"})

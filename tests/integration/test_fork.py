@@ -185,7 +185,7 @@ def test_live_child_does_not_hold_the_parents_pipes(tmp_path: Path) -> None:
     procs = []
     try:
         client.call_tool("echo", {"key": "parent"})
-        transports = [e.conn.transport for e in client._pool._state.entries]
+        transports = [e.conn.transport for e in client._session.pool._state.entries]
         ready, release = CTX.Event(), CTX.Event()
         p = CTX.Process(target=_idle_child, args=(ready, release), daemon=True)
         p.start()

@@ -53,7 +53,7 @@ def test_a_plain_function_tests_an_sdk_server(mode: str) -> None:
         assert client.call_tool("boom", {}, timeout=30).is_error
         with pytest.raises(RemoteError):
             client.read_resource("calc://nothing", timeout=30)
-        transport = client._primary.transport
+        transport = client._session.primary.transport
         assert transport.describe() == "in-process calc"
         loop = transport.loop_thread
         assert loop is not None and loop.is_alive()

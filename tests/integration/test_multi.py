@@ -100,7 +100,7 @@ def test_each_server_has_its_own_client(multi):
     ev, sdk = multi.client("everything"), multi.client("sdk")
     assert isinstance(ev, Client) and isinstance(sdk, Client) and ev is not sdk
     assert ev.name == "everything" and sdk.name == "sdk"
-    assert ev._pool is not sdk._pool and ev._guard is not sdk._guard  # own pool, own breaker
+    assert ev._session is not sdk._session  # own connections, own pool, own breaker
     with pytest.raises(KeyError):
         multi.client("needs-secret")
 
@@ -171,7 +171,7 @@ def test_adapters_over_several_servers(multi):
     for _ in range(100):
         assert json.dumps(adapter.anthropic()) == first
     # a list_changed from a server that leaves its set unchanged changes nothing
-    multi.client("sdk")._on_notification("notifications/tools/list_changed", None)
+    multi.client("sdk")._handlers.notification("notifications/tools/list_changed", None)
     assert json.dumps(adapter.anthropic()) == first
     r = adapter.run_anthropic({"type": "tool_use", "id": "toolu_1", "name": "sdk__echo", "input": {"message": "via adapter"}})
     assert r == {"type": "tool_result", "tool_use_id": "toolu_1", "content": [{"type": "text", "text": "via adapter"}], "is_error": False}

@@ -61,6 +61,6 @@ def test_list_changed_that_keeps_the_set_keeps_the_rendering():
         for _ in range(100):
             assert json.dumps(adapter.anthropic()) == frozen
         # as if the server sent notifications/tools/list_changed with its set unchanged
-        client._on_notification("notifications/tools/list_changed", None)
+        client._handlers.notification("notifications/tools/list_changed", None)
         assert adapter.anthropic() is first
         assert json.dumps(adapter.anthropic()) == frozen

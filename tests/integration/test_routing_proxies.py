@@ -303,7 +303,7 @@ def test_a_config_file_with_endpoints_makes_a_routed_client(nodes, tmp_path):
         assert client.router is not None and client.router.current.name == "near", client.router.state()
         assert set(client.endpoint_breakers) == {"far", "near"}
         assert client.call_tool("echo", {"message": "configured"}).text == "configured"
-        conn = client._primary_connection()
+        conn = client._session.primary_connection()
         assert conn.transport.endpoint.name == "near"
         assert conn.transport._inner.options.headers["X-Test"] == "on"  # the entry's headers, expanded
         nodes["near"].kill()

@@ -6,7 +6,7 @@ from __future__ import annotations
 import msgspec
 import orjson
 
-from mcpsync._client import _Connection
+from mcpsync._handshake import _Connection
 
 META = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientInfo": {"name": "t"}}
 

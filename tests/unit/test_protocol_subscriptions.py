@@ -32,15 +32,15 @@ def test_only_acknowledged_streams_and_kinds_are_admitted(c):
     attempt = _Attempt({"toolsListChanged": True, "resourceSubscriptions": ["a://1"]})
     st.awaiting.append(attempt)
     # the server honoured tools and a://1, not prompts
-    c._on_notification(
+    c._handlers.notification(
         "notifications/subscriptions/acknowledged",
         {"notifications": {"toolsListChanged": True, "resourceSubscriptions": ["a://1"]}, **_meta(7)},
     )
     assert attempt.id == 7 and attempt.acked.is_set() and st.acks == 1
-    c._on_notification("notifications/resources/updated", {"uri": "a://1", **_meta(7)})
-    c._on_notification("notifications/resources/updated", {"uri": "a://1", **_meta(99)})  # unknown stream
-    c._on_notification("notifications/prompts/list_changed", _meta(7))  # not acknowledged
-    c._on_notification("notifications/tools/list_changed", _meta(7))
+    c._handlers.notification("notifications/resources/updated", {"uri": "a://1", **_meta(7)})
+    c._handlers.notification("notifications/resources/updated", {"uri": "a://1", **_meta(99)})  # unknown stream
+    c._handlers.notification("notifications/prompts/list_changed", _meta(7))  # not acknowledged
+    c._handlers.notification("notifications/tools/list_changed", _meta(7))
     assert got == ["a://1", "tools"]
 
 
@@ -53,7 +53,7 @@ def test_a_raising_callback_harms_no_other(c, caplog):
 
     st.subs["a://1"] = [bad, got.append]
     with caplog.at_level(logging.ERROR, logger="mcpsync.client"):
-        c._on_notification("notifications/resources/updated", {"uri": "a://1"})  # legacy: no subscriptionId
+        c._handlers.notification("notifications/resources/updated", {"uri": "a://1"})  # legacy: no subscriptionId
     assert got == ["a://1"]
     assert any("raised" in r.getMessage() for r in caplog.records)
 
@@ -64,15 +64,15 @@ def test_updates_invalidate_cached_reads(c):
     for uri in ("a://1", "a://2"):
         rc.put("anonymous", "resources/read", {"uri": uri}, uri, ttl_ms=1e9, scope=None, generation=gen)
     rc.put("anonymous", "prompts/list", None, "old", ttl_ms=1e9, scope="public", generation=gen)
-    c._on_notification("notifications/resources/updated", {"uri": "a://1"})
+    c._handlers.notification("notifications/resources/updated", {"uri": "a://1"})
     assert rc.get("anonymous", "resources/read", {"uri": "a://1"}) is None
     assert rc.get("anonymous", "resources/read", {"uri": "a://2"}) == "a://2"
-    c._on_notification("notifications/prompts/list_changed", None)
+    c._handlers.notification("notifications/prompts/list_changed", None)
     assert rc.get("anonymous", "prompts/list", None) is None
 
 
 def test_log_messages_go_to_the_per_server_logger(c, caplog):
     with caplog.at_level(logging.DEBUG, logger="mcpsync.server.stub"):
-        c._on_notification("notifications/message", {"level": "warning", "logger": "db", "data": "slow"})
+        c._handlers.notification("notifications/message", {"level": "warning", "logger": "db", "data": "slow"})
     [rec] = [r for r in caplog.records if r.name.startswith("mcpsync.server.stub")]
     assert rec.name == "mcpsync.server.stub.db" and rec.levelno == logging.WARNING and rec.getMessage() == "slow"
