@@ -82,6 +82,9 @@ class MessageFacts(msgspec.Struct, frozen=True):
         return self.method is not None and self.id is not None
 
 
+_Raw = msgspec.Raw
+
+
 def message_facts(
     id: Any,
     method: str | None,
@@ -103,9 +106,11 @@ def message_facts(
     modern = name = cancels = None
     meta = get("_meta")
     if meta is not None:
-        if type(meta) is not dict and not isinstance(meta, Mapping):
+        # exact types first: isinstance(…, Mapping) goes through the ABC machinery (dozens
+        # of bytecodes) and the common cases are a dict or undecoded JSON
+        if type(meta) is not dict and (type(meta) is _Raw or not isinstance(meta, Mapping)):
             meta = decode(meta) if decode is not None else None
-            if not isinstance(meta, Mapping):
+            if type(meta) is not dict and not isinstance(meta, Mapping):
                 meta = None
         if meta is not None:
             version = meta.get(META_VERSION)

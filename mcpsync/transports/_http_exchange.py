@@ -207,9 +207,10 @@ class HTTPExchange(Transport):
             return resp
 
     def _read_timeout(self, timeout: float | None) -> float:
-        if timeout is None:
-            return self.options.read_timeout
-        return max(0.001, min(timeout, self.options.read_timeout))
+        limit = self.options.read_timeout
+        if timeout is None or timeout >= limit:  # max(0.001, min(timeout, limit)), as comparisons
+            return limit
+        return timeout if timeout > 0.001 else 0.001
 
     def _redirected(self, old: str, new: str) -> None:
         """A request to ``old`` was redirected to ``new`` (same origin): keep using it."""
