@@ -24,7 +24,6 @@ from ._http_errors import (
     request_timeout,
     sent_secrets,
     status_error,
-    time_left,
     translate,
 )
 from ._http_headers import auth_retry, call_auth_headers, dpop_nonce_challenge, MAX_DPOP_NONCE_RETRIES
@@ -157,7 +156,12 @@ class HTTPExchange(Transport):
             send_headers = headers if auth is None else {**headers, **call_auth_headers(auth, url, method)}
             try:
                 if pools.fast:  # plain timeouts: no urllib3.Timeout to make and read
-                    wait = time_left(deadline)
+                    if deadline is None:  # time_left(deadline), inline: every request
+                        wait = None
+                    else:
+                        wait = deadline - time.monotonic()
+                        if wait <= 0:
+                            raise RequestTimeout("the request's time ran out before it could be sent")
                     resp = pool.exchange(
                         method, url, body, send_headers, deadline, connect, read_timeout, None if control else wait
                     )

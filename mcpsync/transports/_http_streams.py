@@ -234,6 +234,18 @@ class ResponseStreams(HTTPExchange):
 
     def _deliver(self, data: bytes, exch: _Exchange | None, msg: _Message | None) -> bool:
         """Queue one incoming message. True when it is the response ``exch``/``msg`` awaits."""
+        if exch is None and msg is not None:
+            # the JSON answer to the request just sent, as servers write it (the id first,
+            # then the result, one object): nothing to rewrite, so no decode here; the
+            # dispatcher decodes it anyway (and reports it, should it still be malformed)
+            rid = msg.id
+            if (
+                rid.__class__ is int
+                and data.startswith(b'{"jsonrpc":"2.0","id":%d,"result":' % rid)
+                and data.endswith(b"}")
+            ):
+                self._put(data)
+                return True
         peek = _peek_in(data)
         if peek is None:
             if msg is not None and msg.is_request and exch is None:

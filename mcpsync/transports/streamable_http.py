@@ -500,7 +500,8 @@ class StreamableHTTPTransport(ResponseStreams):
             body = read_body(resp, self.options.max_message_size, self.url, deadline)
             resp.release_conn()
             self._succeeded = True
-            _remember_kind(self.url, "streamable")
+            if _kind_cache.get(self.url) != "streamable":  # _remember_kind's own test, inline: every POST
+                _remember_kind(self.url, "streamable")
             stripped = body.strip()
             if stripped and stripped != b"null":
                 if ctype not in (_JSON, _SSE) and not ctype.endswith("+json"):
