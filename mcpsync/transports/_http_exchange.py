@@ -137,10 +137,14 @@ class HTTPExchange(Transport):
         if url is None:
             url = self.url
         connect = self.options.connect_timeout
+        first: float | None = None  # what is left of the deadline for the first attempt
         if deadline is None:
-            deadline = time.monotonic() + read_timeout if not control else None
+            if not control:
+                deadline = time.monotonic() + read_timeout
+                first = read_timeout
         else:
-            half = (deadline - time.monotonic()) / 2  # both connect attempts fit in the deadline
+            first = deadline - time.monotonic()
+            half = first / 2  # both connect attempts fit in the deadline
             if half < connect:  # max(0.05, min(…)) without the builtins' argument parsing
                 connect = half if half > 0.05 else 0.05
         pools = self._pool
@@ -159,7 +163,10 @@ class HTTPExchange(Transport):
                     if deadline is None:  # time_left(deadline), inline: every request
                         wait = None
                     else:
-                        wait = deadline - time.monotonic()
+                        if first is not None:  # read once above: the same instant, near enough
+                            wait, first = first, None
+                        else:
+                            wait = deadline - time.monotonic()
                         if wait <= 0:
                             raise RequestTimeout("the request's time ran out before it could be sent")
                     resp = pool.exchange(

@@ -85,6 +85,7 @@ from .._constants import MODERN_FIRST
 from .._errors import ConnectionClosed, MCPError, ProtocolError, RequestTimeout, SessionExpired
 from ._base import Transport
 from ._http_errors import read_body, status_error
+from ._fasthttp import _dict_get, _Headers, FastResponse
 from ._http_exchange import _JSON, _SSE, _left, _secrets, _shutdown, http_options
 from ._http_headers import encode_header_value
 from ._http_options import HeaderBlock, HTTPOptions, media_type
@@ -255,7 +256,7 @@ class StreamableHTTPTransport(ResponseStreams):
             raise ConnectionClosed(f"session is gone: {self._dead}")
         if self._pool is None:
             self.connect(self.options.connect_timeout)
-        if message[:1] == b"[" or message.lstrip()[:1] == b"[":
+        if message[:1] != b"{" and message.lstrip()[:1] == b"[":
             raise ProtocolError("JSON-RPC batches are never sent over Streamable HTTP")
         msg = _Message(message, facts)
         if msg.method == "notifications/cancelled" and self._cancel(msg):
@@ -469,7 +470,9 @@ class StreamableHTTPTransport(ResponseStreams):
                 read_timeout = rest if rest > 0.001 else 0.001
         resp = self._open("POST", headers, msg.body, read_timeout, control=msg.kind != "request", deadline=deadline)
         status = resp.status
-        ctype = resp.headers.get("content-type")
+        rh = resp.headers
+        # the fast path's headers are a dict under lower-case names: read as one
+        ctype = _dict_get(rh, "content-type") if rh.__class__ is _Headers else rh.get("content-type")
         if ctype != _JSON:  # the common answer needs no parsing
             ctype = media_type(ctype)
 
@@ -497,7 +500,10 @@ class StreamableHTTPTransport(ResponseStreams):
                         self._inflight.pop(msg.id, None)
                     raise
                 return
-            body = read_body(resp, self.options.max_message_size, self.url, deadline)
+            # a small answer has come whole with its head: taken as it is (read_body's first step)
+            body = resp.whole(self.options.max_message_size) if resp.__class__ is FastResponse else None
+            if body is None:
+                body = read_body(resp, self.options.max_message_size, self.url, deadline)
             resp.release_conn()
             self._succeeded = True
             if _kind_cache.get(self.url) != "streamable":  # _remember_kind's own test, inline: every POST
