@@ -508,6 +508,15 @@ class StreamableHTTPTransport(ResponseStreams):
             self._succeeded = True
             if _kind_cache.get(self.url) != "streamable":  # _remember_kind's own test, inline: every POST
                 _remember_kind(self.url, "streamable")
+            rid = msg.id
+            if (
+                ctype == _JSON
+                and rid.__class__ is int
+                and body.startswith(b'{"jsonrpc":"2.0","id":%d,"result":' % rid)
+                and body.endswith(b"}")
+            ):
+                self._put(body)  # the answer to this request: _deliver's first case, inline
+                return
             stripped = body.strip()
             if stripped and stripped != b"null":
                 if ctype not in (_JSON, _SSE) and not ctype.endswith("+json"):
