@@ -588,7 +588,7 @@ class FastPoolManager:
             block = _wire(headers)
         verb = _METHODS.get(method) or method.encode("ascii")
         if body is not None:
-            data = b"%s%s%sContent-Length: %d\r\n\r\n%s" % (verb, target, block, len(body), body)
+            data = b"".join((verb, target, block, b"Content-Length: %d\r\n\r\n" % len(body), body))
         elif method in ("POST", "PUT", "PATCH"):
             data = b"%s%s%sContent-Length: 0\r\n\r\n" % (verb, target, block)
         else:
