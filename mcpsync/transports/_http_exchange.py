@@ -79,16 +79,6 @@ def _shutdown(resp: Any) -> None:
         pass
 
 
-def _left(deadline: float | None) -> float | None:
-    """What is left of ``deadline`` (monotonic), in seconds; None without one."""
-    if deadline is None:
-        return None
-    left = deadline - time.monotonic()
-    if left <= 0:
-        raise RequestTimeout("the call's time ran out")
-    return left
-
-
 def _secrets(resp: Any) -> tuple[str, ...]:
     """The values of the headers ``resp``'s request carried (never quoted in errors)."""
     sent = getattr(resp, "_mcpsync_sent", None)

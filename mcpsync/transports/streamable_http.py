@@ -84,9 +84,9 @@ from .._channel import MessageFacts
 from .._constants import MODERN_FIRST
 from .._errors import ConnectionClosed, MCPError, ProtocolError, RequestTimeout, SessionExpired
 from ._base import Transport
-from ._http_errors import read_body, status_error
+from ._http_errors import read_body, status_error, time_left
 from ._fasthttp import _dict_get, _Headers, FastResponse
-from ._http_exchange import _JSON, _SSE, _left, _secrets, _shutdown, http_options
+from ._http_exchange import _JSON, _SSE, _secrets, _shutdown, http_options
 from ._http_headers import encode_header_value
 from ._http_options import HeaderBlock, HTTPOptions, media_type
 from ._http_pools import acquire_pool, release_pool, Pools, StreamThreads
@@ -461,7 +461,7 @@ class StreamableHTTPTransport(ResponseStreams):
     def _post(self, msg: _Message, deadline: float | None) -> None:
         sent_session = None if msg.modern_version or msg.method == "initialize" else self._session_id
         headers = self._headers(msg, "POST")
-        read_timeout = self.options.read_timeout  # _read_timeout(_left(deadline)), inline: once per POST
+        read_timeout = self.options.read_timeout  # _read_timeout(time_left(deadline)), inline: once per POST
         if deadline is not None:
             rest = deadline - time.monotonic()
             if rest <= 0:
@@ -573,10 +573,10 @@ class StreamableHTTPTransport(ResponseStreams):
             and msg.is_request
         ):
             log.info("%s refuses POST (HTTP %d): falling back to HTTP+SSE", self.url, status)
-            left = _left(deadline)
+            left = time_left(deadline)
             self._switch_to_sse(left if left is not None else self.options.connect_timeout)
             assert self._delegate is not None
-            self._delegate.send(msg.body, _left(deadline))
+            self._delegate.send(msg.body, time_left(deadline))
             return
 
         raise status_error(
