@@ -82,6 +82,21 @@ class MessageFacts(msgspec.Struct, frozen=True):
         return self.method is not None and self.id is not None
 
 
+_Raw = msgspec.Raw
+
+#: the last undecoded ``_meta`` message_facts read and the version it names (held, so
+#: that no other object can take its identity); replaced whole, so safe across threads
+_raw_meta: tuple[Any, str | None] = (None, None)
+
+
+def _version_of(meta: Any) -> str | None:
+    """The protocol version a (decoded) ``_meta`` names, or None."""
+    if type(meta) is not dict and not isinstance(meta, Mapping):
+        return None
+    version = meta.get(META_VERSION)
+    return version if type(version) is str else None
+
+
 def message_facts(
     id: Any,
     method: str | None,
@@ -103,13 +118,22 @@ def message_facts(
     modern = name = cancels = None
     meta = get("_meta")
     if meta is not None:
-        if type(meta) is not dict and not isinstance(meta, Mapping):
-            meta = decode(meta) if decode is not None else None
-            if not isinstance(meta, Mapping):
-                meta = None
-        if meta is not None:
-            version = meta.get(META_VERSION)
-            modern = version if type(version) is str else None
+        if type(meta) is _Raw and decode is not None:
+            # undecoded JSON, the same object call after call (a session encodes its _meta
+            # once per value): its version is kept with it, so it is decoded only when new
+            global _raw_meta
+            known = _raw_meta
+            if known[0] is meta:
+                modern = known[1]
+            else:
+                modern = _version_of(decode(meta))
+                _raw_meta = (meta, modern)
+        else:
+            # exact types first: isinstance(…, Mapping) goes through the ABC machinery
+            # (dozens of bytecodes) and the common case is a dict
+            if type(meta) is not dict and not isinstance(meta, Mapping):
+                meta = decode(meta) if decode is not None else None
+            modern = _version_of(meta)
     if method == "tools/call":
         tool = get("name")
         name = tool if type(tool) is str else None

@@ -542,26 +542,27 @@ class Dispatcher:
 
     def _drop_invalid(self, data: bytes, exc: msgspec.ValidationError | msgspec.DecodeError) -> None:
         """Count and log a message read that is not a valid JSON-RPC envelope. When it is
-        JSON shaped like an answer to a pending request (e.g. ``"jsonrpc": "1.0"``, or no
-        ``jsonrpc`` member), that request fails with :class:`ProtocolError` at once: the
-        answer is never taken as a result, and its caller does not wait for a timeout."""
+        shaped like an answer to a pending request (JSON with ``"jsonrpc": "1.0"`` or no
+        ``jsonrpc`` member, or bytes that start like a response but do not parse), that
+        request fails with :class:`ProtocolError` at once: the answer is never taken as a
+        result, and its caller does not wait for a timeout."""
         self.stats["dropped"] += 1
         error = envelope_error(exc)
-        if isinstance(exc, msgspec.ValidationError):
-            rid = response_id(data)
-            if isinstance(rid, str) and rid.isdigit():
-                rid = int(rid)
-            if rid is not None:
-                with self._mu:
-                    slot = self._pending.pop(rid, None)
-                    if slot is not None:
-                        self._fail(slot, ProtocolError(
-                            f"{self.name} answered {slot.method} with an invalid JSON-RPC message: {error}",
-                            code=INVALID_REQUEST, method=slot.method))
+        rid = response_id(data)
+        if isinstance(rid, str) and rid.isdigit():
+            rid = int(rid)
+        slot = None
+        if rid is not None:
+            with self._mu:
+                slot = self._pending.pop(rid, None)
                 if slot is not None:
-                    log.warning("%s sent an invalid answer to %s: %s: %.200r", self.name, slot.method, error, data)
-                    return
-        log.warning("%s sent an invalid message (dropped): %s: %.200r", self.name, error, data)
+                    self._fail(slot, ProtocolError(
+                        f"{self.name} answered {slot.method} with an invalid JSON-RPC message: {error}",
+                        code=getattr(error, "code", INVALID_REQUEST), method=slot.method))
+        if slot is not None:
+            log.warning("%s sent an invalid answer to %s: %s: %.200r", self.name, slot.method, error, data)
+        else:
+            log.warning("%s sent an invalid message (dropped): %s: %.200r", self.name, error, data)
 
     def _deliver(self, env: Envelope, data: bytes) -> None:
         if env.method is None:

@@ -9,6 +9,7 @@ newer server never breaks an older client. Content blocks are a tagged union on
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any, Literal, Union
 
@@ -396,14 +397,26 @@ class _IdPeek(Struct):
 _id_peek = msgspec.json.Decoder(_IdPeek)
 
 
+# the start of a response that is not JSON as a whole (e.g. cut short or broken inside
+# its result): its id can still be read from its first members
+_RESPONSE_START = re.compile(rb'\s*\{\s*"jsonrpc"\s*:\s*"2\.0"\s*,\s*"id"\s*:\s*(-?[0-9]+|"[^"\\]*")\s*,\s*"(?:result|error)"')
+
+
 def response_id(data: bytes) -> Union[int, str, None]:
     """The id of a message that failed to decode as an envelope, if it is shaped like a
-    response (an ``id``, no ``method``): the request it answers can then fail at once
-    instead of waiting for its timeout. None otherwise."""
+    response (an ``id``, no ``method``), or, when it is not JSON, if it starts like one:
+    the request it answers can then fail at once instead of waiting for its timeout.
+    None otherwise."""
     try:
         peek = _id_peek.decode(data)
-    except (msgspec.ValidationError, msgspec.DecodeError):
+    except msgspec.ValidationError:
         return None
+    except msgspec.DecodeError:
+        start = _RESPONSE_START.match(data)
+        if start is None:
+            return None
+        rid = start.group(1)
+        return rid[1:-1].decode("utf-8", "replace") if rid[:1] == b'"' else int(rid)
     return peek.id if peek.method is None else None
 
 

@@ -122,6 +122,19 @@ class _Headers(dict[str, str]):
         return isinstance(key, str) and dict.__contains__(self, key.lower())
 
 
+#: header names as they came → their lower-case str: a server names the same few
+#: headers answer after answer (bounded; one dict operation each, safe across threads)
+_NAMES: dict[bytes, str] = {}
+
+
+def _name(raw: bytes) -> str:
+    """A header name's lower-case str, remembered in :data:`_NAMES` (up to 256 of them)."""
+    name = raw.decode("latin-1").lower()
+    if len(_NAMES) < 256:
+        _NAMES[raw] = name
+    return name
+
+
 _POLL = hasattr(select, "poll")
 _TOKENS = (True, True)  # an answer's: its message-begin takes one, the end of its head the other
 
@@ -207,10 +220,12 @@ class FastResponse:
         self.connection: _Conn | None = conn
         self.status: int = conn.parser.get_status_code()
         self.headers = headers = _Headers()
-        pairs = iter(conn.raw)
-        for name in pairs:  # under lower-case names, a repeated name's values joined
-            key = name.decode("latin-1").lower()
-            value = next(pairs).decode("latin-1")
+        raw = conn.raw
+        for name, data in zip(raw[::2], raw[1::2]):  # under lower-case names, repeats joined
+            key = _dict_get(_NAMES, name)
+            if key is None:
+                key = _name(name)
+            value = data.decode("latin-1")
             old = _dict_get(headers, key)
             headers[key] = value if old is None else f"{old}, {value}"
         self._taken = 0
@@ -573,7 +588,7 @@ class FastPoolManager:
             block = _wire(headers)
         verb = _METHODS.get(method) or method.encode("ascii")
         if body is not None:
-            data = b"%s%s%sContent-Length: %d\r\n\r\n%s" % (verb, target, block, len(body), body)
+            data = b"".join((verb, target, block, b"Content-Length: %d\r\n\r\n" % len(body), body))
         elif method in ("POST", "PUT", "PATCH"):
             data = b"%s%s%sContent-Length: 0\r\n\r\n" % (verb, target, block)
         else:

@@ -24,7 +24,6 @@ from ._http_errors import (
     request_timeout,
     sent_secrets,
     status_error,
-    time_left,
     translate,
 )
 from ._http_headers import auth_retry, call_auth_headers, dpop_nonce_challenge, MAX_DPOP_NONCE_RETRIES
@@ -80,16 +79,6 @@ def _shutdown(resp: Any) -> None:
         pass
 
 
-def _left(deadline: float | None) -> float | None:
-    """What is left of ``deadline`` (monotonic), in seconds; None without one."""
-    if deadline is None:
-        return None
-    left = deadline - time.monotonic()
-    if left <= 0:
-        raise RequestTimeout("the call's time ran out")
-    return left
-
-
 def _secrets(resp: Any) -> tuple[str, ...]:
     """The values of the headers ``resp``'s request carried (never quoted in errors)."""
     sent = getattr(resp, "_mcpsync_sent", None)
@@ -138,10 +127,14 @@ class HTTPExchange(Transport):
         if url is None:
             url = self.url
         connect = self.options.connect_timeout
+        first: float | None = None  # what is left of the deadline for the first attempt
         if deadline is None:
-            deadline = time.monotonic() + read_timeout if not control else None
+            if not control:
+                deadline = time.monotonic() + read_timeout
+                first = read_timeout
         else:
-            half = (deadline - time.monotonic()) / 2  # both connect attempts fit in the deadline
+            first = deadline - time.monotonic()
+            half = first / 2  # both connect attempts fit in the deadline
             if half < connect:  # max(0.05, min(…)) without the builtins' argument parsing
                 connect = half if half > 0.05 else 0.05
         pools = self._pool
@@ -157,7 +150,15 @@ class HTTPExchange(Transport):
             send_headers = headers if auth is None else {**headers, **call_auth_headers(auth, url, method)}
             try:
                 if pools.fast:  # plain timeouts: no urllib3.Timeout to make and read
-                    wait = time_left(deadline)
+                    if deadline is None:  # time_left(deadline), inline: every request
+                        wait = None
+                    else:
+                        if first is not None:  # read once above: the same instant, near enough
+                            wait, first = first, None
+                        else:
+                            wait = deadline - time.monotonic()
+                        if wait <= 0:
+                            raise RequestTimeout("the request's time ran out before it could be sent")
                     resp = pool.exchange(
                         method, url, body, send_headers, deadline, connect, read_timeout, None if control else wait
                     )
@@ -207,9 +208,10 @@ class HTTPExchange(Transport):
             return resp
 
     def _read_timeout(self, timeout: float | None) -> float:
-        if timeout is None:
-            return self.options.read_timeout
-        return max(0.001, min(timeout, self.options.read_timeout))
+        limit = self.options.read_timeout
+        if timeout is None or timeout >= limit:  # max(0.001, min(timeout, limit)), as comparisons
+            return limit
+        return timeout if timeout > 0.001 else 0.001
 
     def _redirected(self, old: str, new: str) -> None:
         """A request to ``old`` was redirected to ``new`` (same origin): keep using it."""

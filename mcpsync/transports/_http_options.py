@@ -92,6 +92,8 @@ def media_type(content_type: str | None) -> str:
     """``"application/json; charset=utf-8"`` → ``"application/json"``."""
     if not content_type:
         return ""
+    if content_type == "application/json" or content_type == "text/event-stream":
+        return content_type  # the common values: nothing to cut or fold
     return content_type.split(";", 1)[0].strip().lower()
 
 

@@ -26,9 +26,9 @@ decoding whole messages.
 
 from __future__ import annotations
 
-import collections
 import itertools
 import logging
+import queue
 import threading
 from typing import Any, Callable, Union
 
@@ -50,6 +50,9 @@ log = logging.getLogger("mcpsync.http")
 _RESUME_ATTEMPTS = 5
 _REISSUE_ATTEMPTS = 2
 _DRAIN_WAIT = 1.0
+
+#: put in the receive queue to wake a waiting receiver: the transport's state changed
+_WAKE: Any = object()
 
 # ----------------------------------------------------------------- message peeking
 
@@ -168,8 +171,11 @@ class ResponseStreams(HTTPExchange):
     get_stream_idle: float
     on_session_lost: Callable[[str], None] | None
     _lock: threading.Lock
-    _cond: threading.Condition
-    _queue: collections.deque[Any]
+    _queue: queue.SimpleQueue[Any]
+    #: queue one received message (or an _Oversized) for ``receive``: the queue's own
+    #: ``put``. A :data:`_WAKE` mark in the queue tells a waiting receiver to look at the
+    #: state again (closed, switched to HTTP+SSE, a call failed through the handler)
+    _put: Callable[[Any], None]
     _closed_event: threading.Event
     _session_id: str | None
     _ids: itertools.count[int]
@@ -187,11 +193,6 @@ class ResponseStreams(HTTPExchange):
         raise NotImplementedError
 
     # ------------------------------------------------------------- delivery
-
-    def _put(self, item: Any) -> None:
-        with self._cond:
-            self._queue.append(item)
-            self._cond.notify()
 
     def _fail(self, request_id: Any, error: MCPError) -> None:
         handler = self._failure_handler
@@ -216,9 +217,8 @@ class ResponseStreams(HTTPExchange):
             handler(request_id, error)
         except Exception:  # noqa: BLE001 - the handler belongs to the dispatcher
             log.exception("failure handler raised")
-        with self._cond:  # wake the reader so it sees the failed call at once
-            self._poked = True
-            self._cond.notify_all()
+        self._poked = True  # wake the reader so it sees the failed call at once
+        self._queue.put(_WAKE)
 
     def _deliver_json(self, body: bytes, msg: _Message | None) -> None:
         stripped = body.lstrip()
@@ -234,6 +234,18 @@ class ResponseStreams(HTTPExchange):
 
     def _deliver(self, data: bytes, exch: _Exchange | None, msg: _Message | None) -> bool:
         """Queue one incoming message. True when it is the response ``exch``/``msg`` awaits."""
+        if exch is None and msg is not None:
+            # the JSON answer to the request just sent, as servers write it (the id first,
+            # then the result, one object): nothing to rewrite, so no decode here; the
+            # dispatcher decodes it anyway (and reports it, should it still be malformed)
+            rid = msg.id
+            if (
+                rid.__class__ is int
+                and data.startswith(b'{"jsonrpc":"2.0","id":%d,"result":' % rid)
+                and data.endswith(b"}")
+            ):
+                self._put(data)
+                return True
         peek = _peek_in(data)
         if peek is None:
             if msg is not None and msg.is_request and exch is None:

@@ -70,9 +70,9 @@ Example:
 
 from __future__ import annotations
 
-import collections
 import itertools
 import logging
+import queue
 import threading
 import time
 from typing import Any, Callable, Mapping
@@ -82,14 +82,15 @@ from msgspec import UNSET
 
 from .._channel import MessageFacts
 from .._constants import MODERN_FIRST
-from .._errors import ConnectionClosed, MCPError, ProtocolError, SessionExpired
+from .._errors import ConnectionClosed, MCPError, ProtocolError, RequestTimeout, SessionExpired
 from ._base import Transport
-from ._http_errors import read_body, status_error
-from ._http_exchange import _JSON, _SSE, _left, _secrets, _shutdown, http_options
+from ._http_errors import read_body, status_error, time_left
+from ._fasthttp import _dict_get, _Headers, FastResponse
+from ._http_exchange import _JSON, _SSE, _secrets, _shutdown, http_options
 from ._http_headers import encode_header_value
 from ._http_options import HeaderBlock, HTTPOptions, media_type
 from ._http_pools import acquire_pool, release_pool, Pools, StreamThreads
-from ._http_streams import _ErrorPeek, _Exchange, _In, _Message, ResponseStreams, _peek_error, _peek_in
+from ._http_streams import _WAKE, _ErrorPeek, _Exchange, _In, _Message, ResponseStreams, _peek_error, _peek_in
 from ._sse import _Oversized
 
 __all__ = ["StreamableHTTPTransport", "known_kind", "forget_url"]
@@ -97,6 +98,7 @@ __all__ = ["StreamableHTTPTransport", "known_kind", "forget_url"]
 log = logging.getLogger("mcpsync.http")
 
 _DELETE_TIMEOUT = 1.0
+_NOTHING: Any = object()  # receive took nothing from the queue
 _THREADS_JOIN = 2.0  # close() waits this long, at most, for the stream threads to end
 
 # ----------------------------------------------------------------- per-URL memory
@@ -180,8 +182,9 @@ class StreamableHTTPTransport(ResponseStreams):
         self.request_scoped = False
 
         self._lock = threading.Lock()
-        self._cond = threading.Condition(threading.Lock())
-        self._queue: collections.deque[Any] = collections.deque()
+        # received messages for ``receive``, in order, and _WAKE marks (see ResponseStreams._put)
+        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._put = self._queue.put  # the hand-off: the queue's own (C) method
         self._closed = False
         self._dead: MCPError | None = None
         self._closed_event = threading.Event()
@@ -253,7 +256,7 @@ class StreamableHTTPTransport(ResponseStreams):
             raise ConnectionClosed(f"session is gone: {self._dead}")
         if self._pool is None:
             self.connect(self.options.connect_timeout)
-        if message[:1] == b"[" or message.lstrip()[:1] == b"[":
+        if message[:1] != b"{" and message.lstrip()[:1] == b"[":
             raise ProtocolError("JSON-RPC batches are never sent over Streamable HTTP")
         msg = _Message(message, facts)
         if msg.method == "notifications/cancelled" and self._cancel(msg):
@@ -267,30 +270,50 @@ class StreamableHTTPTransport(ResponseStreams):
         Returns ``None`` early, once, right after a request was failed through the
         failure handler, so that a reader waiting for that request notices.
         """
+        try:  # the common case: the answer is queued already (a JSON answer, by send)
+            item = self._queue.get_nowait()
+        except queue.Empty:
+            return self._receive_slow(_NOTHING, timeout)
+        if item.__class__ is bytes:
+            return item
+        return self._receive_slow(item, timeout)
+
+    def _receive_slow(self, item: Any, timeout: float | None) -> bytes | None:
+        """:meth:`receive` past its fast path: ``item`` was taken from the queue (a
+        message that is not plain bytes, or a :data:`_WAKE` mark) or nothing was."""
         deadline = None if timeout is None else time.monotonic() + timeout
-        with self._cond:
-            while not self._queue:
-                if self._delegate is not None:
-                    break
-                if self._poked:
-                    self._poked = False
-                    return None
-                if self._closed or self._dead is not None:
-                    raise ConnectionClosed(
-                        "transport is closed" if self._closed else f"session is gone: {self._dead}"
-                    )
+        q = self._queue
+        while True:
+            if item is _WAKE:
+                # a mark: the state changed (closed, switched to HTTP+SSE, a failed call);
+                # the state is read below. Messages queued behind it come first; the last
+                # mark of a transport that ended stays, for every other and later waiter
+                if not q.empty():
+                    item = q.get_nowait()
+                    continue
+                if self._closed or self._dead is not None or self._delegate is not None:
+                    q.put(_WAKE)
+            elif item is not _NOTHING:
+                if isinstance(item, _Oversized):
+                    raise item.error
+                return item  # type: ignore[no-any-return]
+            if self._delegate is not None:
+                break
+            if self._poked:
+                self._poked = False
+                return None
+            if self._closed or self._dead is not None:
+                raise ConnectionClosed("transport is closed" if self._closed else f"session is gone: {self._dead}")
+            try:
                 if deadline is None:
-                    self._cond.wait()
+                    item = q.get()
                 else:
                     left = deadline - time.monotonic()
                     if left <= 0:
                         return None
-                    self._cond.wait(left)
-            else:
-                item = self._queue.popleft()
-                if isinstance(item, _Oversized):
-                    raise item.error
-                return item  # type: ignore[no-any-return]
+                    item = q.get(timeout=left)
+            except queue.Empty:
+                return None
         delegate = self._delegate
         assert delegate is not None
         rest = None if deadline is None else max(0.0, deadline - time.monotonic())
@@ -339,8 +362,7 @@ class StreamableHTTPTransport(ResponseStreams):
         if self._pool_key is not None:
             release_pool(self._pool_key)
             self._pool_key = None
-        with self._cond:
-            self._cond.notify_all()
+        self._queue.put(_WAKE)  # wakes the waiting receivers (the mark stays: see receive)
 
     @property
     def session_id(self) -> str | None:
@@ -439,11 +461,20 @@ class StreamableHTTPTransport(ResponseStreams):
     def _post(self, msg: _Message, deadline: float | None) -> None:
         sent_session = None if msg.modern_version or msg.method == "initialize" else self._session_id
         headers = self._headers(msg, "POST")
-        resp = self._open(
-            "POST", headers, msg.body, self._read_timeout(_left(deadline)), control=not msg.is_request, deadline=deadline
-        )
+        read_timeout = self.options.read_timeout  # _read_timeout(time_left(deadline)), inline: once per POST
+        if deadline is not None:
+            rest = deadline - time.monotonic()
+            if rest <= 0:
+                raise RequestTimeout("the call's time ran out")
+            if rest < read_timeout:
+                read_timeout = rest if rest > 0.001 else 0.001
+        resp = self._open("POST", headers, msg.body, read_timeout, control=msg.kind != "request", deadline=deadline)
         status = resp.status
-        ctype = media_type(resp.headers.get("content-type"))
+        rh = resp.headers
+        # the fast path's headers are a dict under lower-case names: read as one
+        ctype = _dict_get(rh, "content-type") if rh.__class__ is _Headers else rh.get("content-type")
+        if ctype != _JSON:  # the common answer needs no parsing
+            ctype = media_type(ctype)
 
         if 200 <= status < 300:
             if msg.method == "initialize" and msg.is_request:
@@ -469,10 +500,23 @@ class StreamableHTTPTransport(ResponseStreams):
                         self._inflight.pop(msg.id, None)
                     raise
                 return
-            body = read_body(resp, self.options.max_message_size, self.url, deadline)
+            # a small answer has come whole with its head: taken as it is (read_body's first step)
+            body = resp.whole(self.options.max_message_size) if resp.__class__ is FastResponse else None
+            if body is None:
+                body = read_body(resp, self.options.max_message_size, self.url, deadline)
             resp.release_conn()
             self._succeeded = True
-            _remember_kind(self.url, "streamable")
+            if _kind_cache.get(self.url) != "streamable":  # _remember_kind's own test, inline: every POST
+                _remember_kind(self.url, "streamable")
+            rid = msg.id
+            if (
+                ctype == _JSON
+                and rid.__class__ is int
+                and body.startswith(b'{"jsonrpc":"2.0","id":%d,"result":' % rid)
+                and body.endswith(b"}")
+            ):
+                self._put(body)  # the answer to this request: _deliver's first case, inline
+                return
             stripped = body.strip()
             if stripped and stripped != b"null":
                 if ctype not in (_JSON, _SSE) and not ctype.endswith("+json"):
@@ -529,10 +573,10 @@ class StreamableHTTPTransport(ResponseStreams):
             and msg.is_request
         ):
             log.info("%s refuses POST (HTTP %d): falling back to HTTP+SSE", self.url, status)
-            left = _left(deadline)
+            left = time_left(deadline)
             self._switch_to_sse(left if left is not None else self.options.connect_timeout)
             assert self._delegate is not None
-            self._delegate.send(msg.body, _left(deadline))
+            self._delegate.send(msg.body, time_left(deadline))
             return
 
         raise status_error(
@@ -561,5 +605,4 @@ class StreamableHTTPTransport(ResponseStreams):
             delegate.set_protocol_version(self._protocol_version)
         _remember_kind(self.url, "sse")
         self._delegate = delegate
-        with self._cond:
-            self._cond.notify_all()
+        self._queue.put(_WAKE)  # a waiting receiver goes to the delegate

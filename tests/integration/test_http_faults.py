@@ -67,6 +67,20 @@ def test_garbage_json_is_a_protocol_error(transport: Any) -> None:
         transport("/garbage").send(REQ, 5)
 
 
+def test_an_answer_broken_inside_its_result_fails_its_call_at_once(faulty: FaultyServer) -> None:
+    # it starts and ends like the answer to the request just sent, so it is queued
+    # without a look inside; the dispatcher cannot decode it and fails that call with
+    # a ProtocolError instead of leaving it to time out
+    from mcpsync import Client
+
+    url = faulty.url("/brokenresult")
+    forget_url(url)
+    with Client(lambda: StreamableHTTPTransport(url, sse_fallback=False), mode="legacy") as c:
+        with pytest.raises(ProtocolError, match="malformed JSON") as info:
+            c.call_tool("anything", {}, timeout=60)
+        assert not isinstance(info.value, RequestTimeout)
+
+
 def test_wrong_content_type_is_a_protocol_error(transport: Any) -> None:
     with pytest.raises(ProtocolError, match="text/html"):
         transport("/html").send(REQ, 5)

@@ -26,6 +26,7 @@ import http_support as hs  # noqa: E402
 from http_faulty import FaultyServer  # noqa: E402
 
 from mcpsync._errors import (  # noqa: E402
+    ConnectionClosed,
     MCPError,
     NetworkError,
     ProtocolError,
@@ -296,3 +297,40 @@ def test_no_http_thread_outlives_close(faulty: FaultyServer) -> None:
     c.close()
     sse.close()
     assert wait_until(lambda: not _ours(before), 5.0), [th.name for th in _ours(before)]
+
+
+# --------------------------------------------------------------------------- the hand-off to receive
+
+
+def test_close_wakes_every_waiting_receive_after_the_answers_already_queued(transport: Any) -> None:
+    t = transport("/tools")
+    t.send(REQ, 5)  # its JSON answer is queued by send
+    t.send(json.dumps({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}).encode(), 5)
+    assert json.loads(t.receive(5))["id"] == 1  # in order
+    assert json.loads(t.receive(5))["id"] == 2
+    ended: list[BaseException] = []
+
+    def wait() -> None:
+        try:
+            t.receive(None)  # nothing more comes: only close ends this
+        except BaseException as exc:  # noqa: BLE001 - recorded for the assertion
+            ended.append(exc)
+
+    waiters = [threading.Thread(target=wait) for _ in range(3)]
+    for w in waiters:
+        w.start()
+    t.close()
+    for w in waiters:
+        w.join(5)
+    assert [type(e) for e in ended] == [ConnectionClosed] * 3  # every waiter, not one
+    with pytest.raises(ConnectionClosed):
+        t.receive(None)  # and every later receive, at once
+
+
+def test_an_answer_queued_before_close_is_still_received(transport: Any) -> None:
+    t = transport("/tools")
+    t.send(REQ, 5)
+    t.close()
+    assert json.loads(t.receive(1))["id"] == 1
+    with pytest.raises(ConnectionClosed):
+        t.receive(1)

@@ -245,6 +245,13 @@ class _Handler(BaseHTTPRequestHandler):
                 self._hold_sse()
         elif path == "/garbage":
             self._send(200, b"this is {not json")
+        elif path == "/brokenresult":  # a legacy session whose answers break inside their result
+            if msg.get("method") == "initialize":
+                self._send(200, _result(rid, _INIT), Mcp_Session_Id="br-1")
+            elif rid is None or msg.get("method") is None:
+                self._send(202, b"", None)
+            else:
+                self._send(200, b'{"jsonrpc":"2.0","id":%s,"result":{"content":[oops}}' % json.dumps(rid).encode())
         elif path == "/html":
             self._send(200, b"<html>hello</html>", "text/html; charset=utf-8")
         elif path == "/500":

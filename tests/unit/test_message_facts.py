@@ -26,6 +26,27 @@ def test_undecoded_meta_is_decoded_once_for_the_version() -> None:
     assert (facts.modern_version, facts.name, facts.safe_to_resend) == ("2026-07-28", "file:///x", True)
 
 
+def test_the_same_undecoded_meta_is_read_once_and_a_new_one_again() -> None:
+    decoded: list[bytes] = []
+
+    def decode(raw: msgspec.Raw) -> object:
+        decoded.append(bytes(raw))
+        return msgspec.json.decode(raw)
+
+    modern = msgspec.Raw(msgspec.json.encode(MODERN))  # a session's _meta: one object, call after call
+    for _ in range(3):
+        facts = message_facts(1, "tools/call", {"name": "t", "_meta": modern}, decode)
+        assert facts is not None and facts.modern_version == "2026-07-28"
+    assert len(decoded) == 1
+    other = msgspec.Raw(msgspec.json.encode({META_VERSION: "2027-01-01"}))  # another value: read
+    facts = message_facts(2, "tools/call", {"name": "t", "_meta": other}, decode)
+    assert facts is not None and facts.modern_version == "2027-01-01"
+    plain = msgspec.Raw(b'{"progressToken": 1}')  # no version: a legacy request
+    facts = message_facts(3, "tools/call", {"name": "t", "_meta": plain}, decode)
+    assert facts is not None and facts.modern_version is None
+    assert len(decoded) == 3
+
+
 def test_legacy_notification_and_cancel() -> None:
     facts = message_facts(None, "notifications/cancelled", {"requestId": 4, "reason": "x"})
     assert facts is not None
