@@ -45,6 +45,8 @@ from dataclasses import asdict, dataclass
 from types import MappingProxyType
 from typing import Any, Callable, Iterable, Iterator, Mapping
 
+from ._speedups import BUCKETS, CallQueue, CallTally, bucket_index, fold_calls
+
 __all__ = [
     "LatencyHistogram",
     "MetricsRecorder",
@@ -67,16 +69,7 @@ BATCH = 256
 
 _SUB_BITS = 6
 _SUB = 1 << _SUB_BITS  # 64 linear sub-buckets per power of two
-_MAX_EXP = 35  # 2**36 us ~ 19 h: anything longer is clamped into the top bucket
-
-
-def _index(v: int) -> int:
-    if v < 2 * _SUB:
-        return v
-    e = v.bit_length() - 1
-    if e > _MAX_EXP:
-        return _BUCKETS - 1
-    return ((e - _SUB_BITS + 1) << _SUB_BITS) + (v >> (e - _SUB_BITS)) - _SUB
+_index = bucket_index  # (compiled) the bucket of a value in microseconds; _bounds is its inverse
 
 
 def _bounds(i: int) -> tuple[int, int]:
@@ -89,7 +82,7 @@ def _bounds(i: int) -> tuple[int, int]:
     return sub << shift, (sub + 1) << shift
 
 
-_BUCKETS = ((_MAX_EXP - _SUB_BITS + 1) << _SUB_BITS) + _SUB
+_BUCKETS = BUCKETS
 
 
 class LatencyHistogram:
@@ -254,24 +247,16 @@ class MetricsSnapshot:
         }
 
 
-class _Stats:
-    """Mutable counters of one (server, tool): the call numbers are written and read
-    under the recorder's ``_drain_lock``, the cache counters under ``lock``."""
+class _Stats(CallTally):
+    """The numbers of one (server, tool): the call numbers (a :class:`CallTally`:
+    histogram, outcomes, QPS ring) are written and read under the recorder's
+    ``_drain_lock``, the cache counters under ``lock``."""
 
-    __slots__ = (
-        "lock", "hist", "successes", "errors", "timeouts", "ring_t", "ring_n", "first",
-        "cache_hits", "cache_misses",
-    )
+    __slots__ = ("lock", "cache_hits", "cache_misses")
 
     def __init__(self, slots: int) -> None:
+        super().__init__(slots)
         self.lock = threading.Lock()
-        self.hist = LatencyHistogram()
-        self.successes = 0
-        self.errors = 0
-        self.timeouts = 0
-        self.ring_t = [-1] * slots
-        self.ring_n = [0] * slots
-        self.first: float | None = None
         self.cache_hits = 0
         self.cache_misses = 0
 
@@ -310,6 +295,10 @@ class MetricsRecorder:
         self._tools_per_server: dict[str, int] = {}
         self._queue: deque[tuple[str, str | None, float, float, str]] = deque()
         self._drain_lock = threading.Lock()
+        #: :meth:`record` as a compiled callable: what the Guard calls (no Python frame per call)
+        self.queue_call: Callable[[str, str | None, float, float, str], None] = CallQueue(
+            self._queue, BATCH, self._drain
+        ).record
 
     # ------------------------------------------------------------------ recording
 
@@ -354,15 +343,9 @@ class MetricsRecorder:
 
     def _fold_queued(self) -> None:
         # under _drain_lock: one folder at a time, oldest record first, so each QPS
-        # ring sees its records in order and the numbers need no lock of their own
-        pop = self._queue.popleft
-        fold = self._fold
-        while True:
-            try:
-                item = pop()
-            except IndexError:
-                return
-            fold(*item)
+        # ring sees its records in order and the numbers need no lock of their own;
+        # the loop is compiled (_speedups.fold_calls), a new key comes back to _fold
+        fold_calls(self._queue.popleft, self._stats, self._fold)
 
     def _fold(self, server: str, tool: str | None, start: float, end: float, outcome: str) -> None:
         if tool is not None and tool in DISCOVERY_METHODS:
@@ -371,7 +354,7 @@ class MetricsRecorder:
         s = self._stats.get((server, tool))
         if s is None:
             s = self._new(server, tool)
-        _add(s, start, end, outcome, self._slots)
+        s.add(start, end, outcome, True)
 
     def record_discovery(
         self, server: str, start: float | None = None, end: float | None = None, outcome: str = "success"
@@ -390,9 +373,9 @@ class MetricsRecorder:
                 s = self._discovery.setdefault(server, _Stats(self._slots))
         if start is None or end is None:
             now = self._clock()
-            _add(s, now, now, outcome, self._slots, latency=False)
+            s.add(now, now, outcome, False)
         else:
-            _add(s, start, end, outcome, self._slots)
+            s.add(start, end, outcome, True)
 
     def record_cache(self, server: str, hit: bool, tool: str | None = None) -> None:
         """Count one tool-cache lookup (``tool`` None: a lookup of the whole listing)."""
@@ -463,28 +446,6 @@ class MetricsRecorder:
         return self.snapshot().servers.get(server)
 
 
-def _add(s: _Stats, start: float, end: float, outcome: str, slots: int, latency: bool = True) -> None:
-    us = int((end - start) * 1e6 + 0.5)
-    sec = int(end)
-    i = sec % slots
-    # under the recorder's _drain_lock (the only writer of these fields)
-    if latency:
-        s.hist.record_us(us)
-    if outcome == "success":
-        s.successes += 1
-    elif outcome == "timeout":
-        s.timeouts += 1
-    else:
-        s.errors += 1
-    if s.ring_t[i] != sec:
-        s.ring_t[i] = sec
-        s.ring_n[i] = 1
-    else:
-        s.ring_n[i] += 1
-    if s.first is None:
-        s.first = end
-
-
 class _Frozen:
     """A consistent copy of one _Stats taken under its lock, mergeable into totals."""
 
@@ -539,7 +500,10 @@ class _Frozen:
 def _freeze(s: _Stats, now: float, window: float, slots: int) -> _Frozen:
     horizon = int(now) - slots  # slots strictly after it are inside the window
     with s.lock:
-        f = _Frozen(s.hist.copy())
+        h = LatencyHistogram()
+        h.counts = list(s.counts)
+        h.count, h.total_us, h.min_us, h.max_us = s.count, s.total_us, s.min_us, s.max_us
+        f = _Frozen(h)
         f.successes, f.errors, f.timeouts = s.successes, s.errors, s.timeouts
         f.cache_hits, f.cache_misses = s.cache_hits, s.cache_misses
         f.recent = sum(n for t, n in zip(s.ring_t, s.ring_n) if t > horizon)

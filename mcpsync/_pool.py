@@ -48,12 +48,11 @@ import time
 import weakref
 from collections import deque
 from contextlib import contextmanager
-from types import TracebackType
 from typing import Any, Callable, Generic, Iterator
 
 from ._errors import ConnectError, PoolClosed, PoolTimeout
 from ._policies import PoolLimits, Timeouts
-from ._pool_types import C, PoolableConnection, PoolStats, _Entry, _State, _Waiter, connection_is_broken
+from ._pool_types import C, Lease, PoolableConnection, PoolStats, _Entry, _State, _Waiter, connection_is_broken
 
 __all__ = ["PoolableConnection", "ConnectionPool", "Lease", "PoolStats", "connection_is_broken"]
 
@@ -88,62 +87,6 @@ def _maintenance_loop(ref: "weakref.ref[ConnectionPool[C]]", stop: threading.Eve
         except Exception:
             log.exception("pool maintenance failed")
         del pool
-
-
-class Lease(Generic[C]):
-    """One borrow: the connection bound to one call until :meth:`release`.
-
-    A context manager: leaving the block returns the connection on every path (result,
-    error, timeout, cancellation, ``KeyboardInterrupt``). An error the pool judges
-    fatal for the connection (``ConnectionClosed`` by default), a connection no longer
-    ``alive()``, or :meth:`mark_broken` discards the connection instead.
-    """
-
-    __slots__ = ("_pool", "_entry", "_released", "_broken", "_epoch")
-
-    def __init__(self, pool: "ConnectionPool[C]", entry: _Entry[C]) -> None:
-        self._pool = pool
-        self._entry = entry
-        self._released = False
-        self._broken = False
-        self._epoch = pool._epoch
-
-    @property
-    def connection(self) -> C:
-        """The borrowed connection."""
-        return self._entry.conn
-
-    def mark_broken(self) -> None:
-        """Have the connection discarded (and later replaced) when the lease ends."""
-        self._broken = True
-
-    def release(self, broken: bool = False, retire: bool = False) -> None:
-        """Give the connection back (idempotent: a second call does nothing).
-
-        Args:
-            broken: the connection is unusable; close and drop it.
-            retire: the connection works but should no longer be used (e.g. its
-                endpoint is no longer the one to use): no new call gets it, and it is
-                closed once the calls still running on it have returned.
-        """
-        self._pool._release(self, broken or self._broken, retire)
-
-    def __enter__(self) -> C:
-        return self._entry.conn
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        broken = self._broken
-        if exc is not None and not broken:
-            try:
-                broken = self._pool._is_broken(exc) or not self._entry.conn.alive()
-            except Exception:
-                broken = True
-        self.release(broken)
 
 
 #: Live pools, so that a forked child can drop what it inherited (see ``_after_fork``).

@@ -1,5 +1,6 @@
 """The value types of :mod:`mcpsync._pool`: what a pooled connection must offer, the
-stats snapshot, and the pool's per-connection and per-waiter records.
+stats snapshot, one borrow (:class:`Lease`), and the pool's per-connection and
+per-waiter records.
 
 Example:
     >>> PoolStats(created=1, closed=0, borrowed=1, returned=1, in_use=0, size=1, idle=1,
@@ -11,11 +12,12 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
-from typing import Generic, Protocol, TypeVar
+from types import TracebackType
+from typing import Any, Generic, Protocol, TypeVar
 
 from ._errors import ConnectionClosed
 
-__all__ = ["PoolableConnection", "PoolStats", "connection_is_broken"]
+__all__ = ["PoolableConnection", "PoolStats", "Lease", "connection_is_broken"]
 
 
 class PoolableConnection(Protocol):
@@ -104,3 +106,59 @@ class _Waiter:
         self.entry: _Entry[PoolableConnection] | None = None
         self.create = False
         self.closed = False
+
+
+class Lease(Generic[C]):
+    """One borrow: the connection bound to one call until :meth:`release`.
+
+    A context manager: leaving the block returns the connection on every path (result,
+    error, timeout, cancellation, ``KeyboardInterrupt``). An error the pool judges
+    fatal for the connection (``ConnectionClosed`` by default), a connection no longer
+    ``alive()``, or :meth:`mark_broken` discards the connection instead.
+    """
+
+    __slots__ = ("_pool", "_entry", "_released", "_broken", "_epoch")
+
+    def __init__(self, pool: Any, entry: _Entry[C]) -> None:  # a ConnectionPool[C]
+        self._pool = pool
+        self._entry = entry
+        self._released = False
+        self._broken = False
+        self._epoch = pool._epoch
+
+    @property
+    def connection(self) -> C:
+        """The borrowed connection."""
+        return self._entry.conn
+
+    def mark_broken(self) -> None:
+        """Have the connection discarded (and later replaced) when the lease ends."""
+        self._broken = True
+
+    def release(self, broken: bool = False, retire: bool = False) -> None:
+        """Give the connection back (idempotent: a second call does nothing).
+
+        Args:
+            broken: the connection is unusable; close and drop it.
+            retire: the connection works but should no longer be used (e.g. its
+                endpoint is no longer the one to use): no new call gets it, and it is
+                closed once the calls still running on it have returned.
+        """
+        self._pool._release(self, broken or self._broken, retire)
+
+    def __enter__(self) -> C:
+        return self._entry.conn
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        broken = self._broken
+        if exc is not None and not broken:
+            try:
+                broken = self._pool._is_broken(exc) or not self._entry.conn.alive()
+            except Exception:
+                broken = True
+        self.release(broken)

@@ -538,30 +538,52 @@ class Session:
             return tel.request(c, method, params, timeout=timeout, progress=progress,
                                safe_to_retry=safe_to_retry, tool=tool, retry=retry)
         t = self.timeouts.request if timeout is None else timeout
-        safe = (method in SAFE_METHODS) if safe_to_retry is None else safe_to_retry
         if tool is None and method in DISCOVERY_METHODS:
             tool = method  # kept apart from agent calls in the metrics
         guard = self.guard
         start = guard.begin() if self.endpoint_breakers is None else None
-        if start is not None:
-            # the healthy common case, flattened: the first attempt runs here; only an
-            # error goes on to the guard's retry loop
-            try:
+        if start is None:
+            return self._guarded(method, params, t, progress, safe_to_retry, tool, retry)
+        # the healthy common case, flattened (no closure in this frame: its cells would
+        # cost every call): the first attempt runs here, on the idle connection when there
+        # is one (_attempt's lone-caller path, inline); an error goes on to the guard
+        pool = self.pool
+        entry = pool.take_idle()
+        try:
+            if entry is None:
                 result = self._attempt(method, params, t, progress)
-            except BaseException as exc:
-                deadline = start + t  # the guard's clock is time.monotonic
-                return guard.after_first_failure(
-                    exc, lambda: self._retry_attempt(method, params, deadline, t, progress), start,
-                    safe_to_retry=safe, tool=tool, retry=retry, budget=t,
-                )
-            guard.succeeded(tool, start)
-            return result
+            else:
+                result = self.request_on(entry.conn, method, params, t, progress)
+        except BaseException as exc:
+            if entry is not None:
+                pool.give_back(entry, broken=not entry.conn.alive())
+            return self._guarded(method, params, t, progress, safe_to_retry, tool, retry, start, exc)
+        if entry is not None:
+            pool.give_back(entry)
+        guard.succeeded(tool, start)
+        return result
+
+    def _guarded(
+        self, method: str, params: Mapping[str, Any] | None, t: float, progress: ProgressCallback | None,
+        safe_to_retry: bool | None, tool: str | None, retry: RetryPolicy | None,
+        start: float | None = None, first: BaseException | None = None,
+    ) -> Any:
+        """A request under the guard's own path; with ``first``, after the fast path's
+        first attempt (begun at ``start``) raised it."""
+        guard = self.guard
+        safe = (method in SAFE_METHODS) if safe_to_retry is None else safe_to_retry
+        if first is not None and start is not None:
+            deadline = start + t  # the guard's clock is time.monotonic
+            return guard.after_first_failure(
+                first, lambda: self._retry_attempt(method, params, deadline, t, progress), start,
+                safe_to_retry=safe, tool=tool, retry=retry, budget=t,
+            )
         deadline = time.monotonic() + t
-        first = [True]
+        tries = [True]
 
         def attempt() -> Any:
-            if first[0]:
-                first[0] = False
+            if tries[0]:
+                tries[0] = False
                 return self._attempt(method, params, t, progress)
             return self._retry_attempt(method, params, deadline, t, progress)
 
@@ -626,65 +648,82 @@ class Session:
         return routed_attempt(self, t, lambda conn: self.request_on(conn, method, params, t, progress))
 
     def request_on(
-        self, conn: _Connection, method: str, params: Mapping[str, Any] | None, t: float, progress: ProgressCallback | None
+        self, conn: _Connection, method: str, params: Mapping[str, Any] | None, t: float,
+        progress: ProgressCallback | None, again: bool = False,
     ) -> Any:
+        """One request on ``conn`` (``again``: its second sending, after a renegotiation or
+        a session renewal; a second failure of either kind is final)."""
         c = self._client
-        for attempt in range(2):
-            sent = params
-            base = conn.meta
-            headers = None
-            if base is not None:
-                if c.log_level is not None and base.get(_META_LOG) != c.log_level:
-                    base = conn.meta = {**base, _META_LOG: c.log_level}
-                p = dict(params) if params else {}
-                extra = p.get("_meta")
-                p["_meta"] = {**base, **extra} if extra else conn.wire_meta(base)
-                sent = p
-                if method == "tools/call" and params and conn.transport is not None:
-                    headers = c._tools.param_headers(params)  # the tool's Mcp-Param-* headers
-            try:
-                if headers is None:
-                    raw = conn.channel.request(method, sent, t, progress)
-                else:
-                    raw = conn.channel.request(method, sent, t, progress, headers=headers)
-            except UnsupportedProtocolVersion as exc:
-                if attempt or conn.meta is None or not self._handshake.renegotiate(conn, exc):
-                    raise
-                continue
-            except SessionExpired as exc:
-                if not exc.renewable:
-                    raise
-                if attempt:
-                    # lost again right after a new session: a session error (the connection
-                    # is replaced on the reconnect schedule), not the server's answer
-                    conn.close()
-                    raise SessionExpired(
-                        f"session at {c.name} was lost again right after re-initializing"
-                        f" (HTTP {getattr(exc, 'status', None)})",
-                        status=getattr(exc, "status", None),
-                    ) from exc
-                began = time.monotonic()
-                self.renew_session(conn, exc, began + t)  # the request was not processed: send it again
-                t -= time.monotonic() - began
-                if t <= 0.0:
-                    raise RequestTimeout(
-                        f"{c.name}: the call's time ran out while its session was renewed", sent=False, truncated=True
-                    ) from exc
-                continue
-            result = decode_result(method, raw)
-            rt = result.get("resultType") if isinstance(result, dict) else getattr(result, "result_type", None)
-            if rt is None or rt == "complete":
-                return result
-            if rt != "input_required":
-                raise ProtocolError(
-                    f"{c.name} answered {method} with resultType {rt!r}, which this client cannot handle", code=-32600
-                )
-            # MRTR rounds stay on this connection: a server may seal requestState per process
-            return _drive_input_rounds(
-                c.name, method, params, raw, answer=c._handlers.answer, max_rounds=c.max_input_rounds,
-                send=lambda again: self.request_on(conn, method, again, t, progress),
+        sent = params
+        base = conn.meta
+        headers = None
+        if base is not None:
+            if c.log_level is not None and base.get(_META_LOG) != c.log_level:
+                base = conn.meta = {**base, _META_LOG: c.log_level}
+            p = dict(params) if params else {}
+            extra = p.get("_meta")
+            p["_meta"] = {**base, **extra} if extra else conn.wire_meta(base)
+            sent = p
+            if method == "tools/call" and params and conn.transport is not None and c._tools.param_annotations:
+                headers = c._tools.param_headers(params)  # the tool's Mcp-Param-* headers
+        try:
+            if headers is None:
+                raw = conn.channel.request(method, sent, t, progress)
+            else:
+                raw = conn.channel.request(method, sent, t, progress, headers=headers)
+        except UnsupportedProtocolVersion as exc:
+            if again or conn.meta is None or not self._handshake.renegotiate(conn, exc):
+                raise
+            return self.request_on(conn, method, params, t, progress, True)
+        except SessionExpired as exc:
+            if not exc.renewable:
+                raise
+            return self._after_expiry(conn, method, params, t, progress, exc, again)
+        result = decode_result(method, raw)
+        rt = result.get("resultType") if isinstance(result, dict) else getattr(result, "result_type", None)
+        if rt is None or rt == "complete":
+            return result
+        if rt != "input_required":
+            raise ProtocolError(
+                f"{c.name} answered {method} with resultType {rt!r}, which this client cannot handle", code=-32600
             )
-        raise UnsupportedProtocolVersion(f"{c.name}: no mutually supported protocol version", code=-32022)
+        return self._input_rounds(conn, method, params, raw, t, progress)
+
+    def _after_expiry(
+        self, conn: _Connection, method: str, params: Mapping[str, Any] | None, t: float,
+        progress: ProgressCallback | None, exc: SessionExpired, again: bool,
+    ) -> Any:
+        """The server forgot the session (the request was not processed): renew it on
+        ``conn`` and send the request once more, in what is left of its time."""
+        c = self._client
+        if again:
+            # lost again right after a new session: a session error (the connection
+            # is replaced on the reconnect schedule), not the server's answer
+            conn.close()
+            raise SessionExpired(
+                f"session at {c.name} was lost again right after re-initializing"
+                f" (HTTP {getattr(exc, 'status', None)})",
+                status=getattr(exc, "status", None),
+            ) from exc
+        began = time.monotonic()
+        self.renew_session(conn, exc, began + t)
+        t -= time.monotonic() - began
+        if t <= 0.0:
+            raise RequestTimeout(
+                f"{c.name}: the call's time ran out while its session was renewed", sent=False, truncated=True
+            ) from exc
+        return self.request_on(conn, method, params, t, progress, True)
+
+    def _input_rounds(
+        self, conn: _Connection, method: str, params: Mapping[str, Any] | None, raw: Any, t: float,
+        progress: ProgressCallback | None,
+    ) -> Any:
+        """MRTR rounds, on the same connection: a server may seal requestState per process."""
+        c = self._client
+        return _drive_input_rounds(
+            c.name, method, params, raw, answer=c._handlers.answer, max_rounds=c.max_input_rounds,
+            send=lambda round_params: self.request_on(conn, method, round_params, t, progress),
+        )
 
     def notify(self, method: str, params: Mapping[str, Any] | None = None) -> None:
         """Send a notification to the server (on the session-scoped connection); one

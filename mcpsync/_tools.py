@@ -84,8 +84,9 @@ class Tools:
     def __init__(self, client: Any) -> None:
         self._client = client
         #: tool name → its x-mcp-header annotations (property path → header token), as
-        #: the last listing of the modern era showed them; only tools that have some
-        self._param_annotations: dict[str, dict[tuple[str, ...], str]] = {}
+        #: the last listing of the modern era showed them; only tools that have some (the
+        #: session reads it on every modern tools/call: empty, it skips param_headers)
+        self.param_annotations: dict[str, dict[tuple[str, ...], str]] = {}
 
     # ------------------------------------------------------------------ listing
 
@@ -115,7 +116,7 @@ class Tools:
     def _learn_headers(self, page: ListToolsResult) -> ListToolsResult:
         """Learn the page's ``x-mcp-header`` annotations (modern era) and drop the tools
         whose annotations are invalid."""
-        known = self._param_annotations
+        known = self.param_annotations
         dropped = False
         kept: list[Tool] = []
         modern: bool | None = None
@@ -141,7 +142,7 @@ class Tools:
     def param_headers(self, params: Mapping[str, Any]) -> dict[str, str] | None:
         """The ``Mcp-Param-*`` headers of a modern ``tools/call`` with these ``params``
         (None when the tool has no ``x-mcp-header`` annotations, or none applies)."""
-        known = self._param_annotations
+        known = self.param_annotations
         if not known:
             return None
         annotations = known.get(params.get("name"))  # type: ignore[arg-type]
@@ -201,13 +202,13 @@ class Tools:
         safe: bool | Callable[[], bool] = retry_safe
         as_task = task is True
         if definition is not None:
-            facts = call_facts(definition)
+            facts = definition.__dict__.get("_mcpsync_call_facts") or call_facts(definition)
             safe = facts[0] or retry_safe
             as_task = as_task or (task is None and facts[1])  # task-only: run as a task, wait for it
         elif listed is None and not retry_safe:
             # the annotations that decide retry safety matter only after a failure:
             # the call goes out first, and the tool cache is filled only then
-            safe = lambda: self._learned_safe(name, ends)  # noqa: E731
+            safe = self._safe_once_learned(name, ends)
         if as_task:
             return self._as_task(name, arguments, timeout, meta, task is True, validate, definition)
         params: dict[str, Any] = {"name": name, "arguments": arguments if arguments is not None else {}}
@@ -280,6 +281,11 @@ class Tools:
                 return None
             return c._tool_cache.lookup(c.name, name, c._cache_credential)  # type: ignore[no-any-return]
         return self.get(name, left)
+
+    def _safe_once_learned(self, name: str, ends: float) -> Callable[[], bool]:
+        """Retry safety asked only after a failure (a closure made here, not in
+        :meth:`call`, whose every run would pay for its cells)."""
+        return lambda: self._learned_safe(name, ends)
 
     def _learned_safe(self, name: str, ends: float) -> bool:
         """After a failed first call of ``name`` on a cold tool cache: whether its

@@ -19,6 +19,18 @@ else:
         from . import _cspeedups as _impl  # type: ignore[no-redef]
     except ImportError:  # pragma: no cover - depends on the build
         _impl = _pyspeedups
+    else:
+        _stale = [name for name in _pyspeedups.__all__ if not hasattr(_impl, name)]
+        if _stale:  # pragma: no cover - a build older than the source: rebuild it
+            import warnings
+
+            warnings.warn(
+                f"mcpsync._speedups._cspeedups is older than its source (no {', '.join(_stale)}): using pure "
+                "Python; rebuild with `python setup.py build_ext --inplace`",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+            _impl = _pyspeedups
 
 IMPLEMENTATION: str = "pure-python" if _impl is _pyspeedups else "c-extension"
 
@@ -26,5 +38,11 @@ LineFramer = _impl.LineFramer
 FrameTooLarge = _impl.FrameTooLarge
 TTLCache = _impl.TTLCache
 DEFAULT_MAX_MESSAGE_SIZE: int = _impl.DEFAULT_MAX_MESSAGE_SIZE
+CallTally = _impl.CallTally
+bucket_index = _impl.bucket_index
+fold_calls = _impl.fold_calls
+CallQueue = _impl.CallQueue
+BUCKETS: int = _impl.BUCKETS
 
-__all__ = ["IMPLEMENTATION", "LineFramer", "FrameTooLarge", "TTLCache", "DEFAULT_MAX_MESSAGE_SIZE"]
+__all__ = ["IMPLEMENTATION", "LineFramer", "FrameTooLarge", "TTLCache", "DEFAULT_MAX_MESSAGE_SIZE", "CallTally",
+           "bucket_index", "fold_calls", "CallQueue", "BUCKETS"]

@@ -29,3 +29,37 @@ cdef class TTLCache:
     cpdef object get(self, object key, object default=*)
     @cython.locals(entry=tuple)
     cpdef object peek(self, object key, object default=*)
+
+cdef Py_ssize_t _SUB_BITS
+cdef Py_ssize_t _SUB
+cdef Py_ssize_t _MAX_EXP
+
+@cython.locals(e=Py_ssize_t, x=cython.longlong)
+cpdef Py_ssize_t bucket_index(cython.longlong v)
+
+cdef class CallTally:
+    cdef public list counts
+    cdef public cython.longlong count
+    cdef public cython.longlong total_us
+    cdef public cython.longlong min_us
+    cdef public cython.longlong max_us
+    cdef public Py_ssize_t successes
+    cdef public Py_ssize_t errors
+    cdef public Py_ssize_t timeouts
+    cdef public Py_ssize_t slots
+    cdef public list ring_t
+    cdef public list ring_n
+    cdef public object first
+
+    @cython.locals(v=cython.longlong, i=Py_ssize_t, sec=cython.longlong, slot=Py_ssize_t)
+    cpdef add(self, double start, double end, str outcome, bint latency=*)
+
+@cython.locals(n=Py_ssize_t, item=tuple, last=CallTally, last_server=object, last_tool=object, server=object, tool=object)
+cpdef Py_ssize_t fold_calls(object pop, dict tallies, object missing)
+
+cdef class CallQueue:
+    cdef public object queue
+    cdef public Py_ssize_t batch
+    cdef public object drain
+
+    cpdef record(self, object server, object tool, object start, object end, object outcome)

@@ -1,4 +1,4 @@
-"""Hot-path helpers: newline JSON-RPC framing and a thread-safe TTL cache.
+"""Hot-path helpers: newline JSON-RPC framing, a thread-safe TTL cache, call tallies.
 
 This file is the single source of both implementations: imported as is it is the
 pure-Python twin; ``setup.py`` compiles a copy of it with Cython (pure-Python mode,
@@ -9,7 +9,8 @@ of Python that Cython compiles unchanged.
 import threading
 import time
 
-__all__ = ["LineFramer", "FrameTooLarge", "TTLCache", "DEFAULT_MAX_MESSAGE_SIZE"]
+__all__ = ["LineFramer", "FrameTooLarge", "TTLCache", "DEFAULT_MAX_MESSAGE_SIZE", "CallTally", "bucket_index",
+           "fold_calls", "CallQueue", "BUCKETS"]
 
 DEFAULT_MAX_MESSAGE_SIZE = 16 * 1024 * 1024
 _EDGE = 256
@@ -212,3 +213,136 @@ class TTLCache:
     def stats(self):
         with self._lock:
             return {"hits": self.hits, "misses": self.misses, "size": len(self._data)}
+
+
+# ------------------------------------------------------------------ call tallies
+# The latency buckets of mcpsync._metrics: log-linear (HDR-style) over integer
+# microseconds, 64 linear sub-buckets per power of two, values under 128 exact,
+# anything over 2**36 us clamped into the top bucket.
+_SUB_BITS = 6
+_SUB = 64
+_MAX_EXP = 35
+BUCKETS = ((_MAX_EXP - _SUB_BITS + 1) << _SUB_BITS) + _SUB
+
+
+def bucket_index(v):
+    """The histogram bucket of ``v`` microseconds (``v`` >= 0)."""
+    if v < 2 * _SUB:
+        return v
+    e = 0  # v.bit_length() - 1, in steps that compile to plain shifts
+    x = v
+    if x >> 32:
+        x >>= 32
+        e += 32
+    if x >> 16:
+        x >>= 16
+        e += 16
+    if x >> 8:
+        x >>= 8
+        e += 8
+    if x >> 4:
+        x >>= 4
+        e += 4
+    if x >> 2:
+        x >>= 2
+        e += 2
+    if x >> 1:
+        e += 1
+    if e > _MAX_EXP:
+        return BUCKETS - 1
+    return ((e - _SUB_BITS + 1) << _SUB_BITS) + (v >> (e - _SUB_BITS)) - _SUB
+
+
+class CallTally:
+    """The numbers every finished call of one (server, tool) moves: its latency
+    histogram, its outcome counts and a ring of per-second counts (QPS over ``slots``
+    seconds). Not thread-safe: one folder at a time (the recorder's drain lock)."""
+
+    def __init__(self, slots):
+        self.counts = [0] * BUCKETS
+        self.count = 0
+        self.total_us = 0
+        self.min_us = -1
+        self.max_us = 0
+        self.successes = 0
+        self.errors = 0
+        self.timeouts = 0
+        self.slots = slots
+        self.ring_t = [-1] * slots
+        self.ring_n = [0] * slots
+        self.first = None
+
+    def add(self, start, end, outcome, latency=True):
+        """One call from ``start`` to ``end`` (seconds) that ended with ``outcome``
+        (``"success"``, ``"timeout"``, anything else an error); ``latency=False``
+        counts it without a latency."""
+        if latency:
+            v = int((end - start) * 1e6 + 0.5)
+            if v < 0:
+                v = 0
+            i = bucket_index(v)
+            self.counts[i] += 1
+            self.count += 1
+            self.total_us += v
+            if v > self.max_us:
+                self.max_us = v
+            if v < self.min_us or self.min_us < 0:
+                self.min_us = v
+        if outcome == "success":
+            self.successes += 1
+        elif outcome == "timeout":
+            self.timeouts += 1
+        else:
+            self.errors += 1
+        sec = int(end)
+        slot = sec % self.slots
+        if self.ring_t[slot] != sec:
+            self.ring_t[slot] = sec
+            self.ring_n[slot] = 1
+        else:
+            self.ring_n[slot] += 1
+        if self.first is None:
+            self.first = end
+
+
+def fold_calls(pop, tallies, missing):
+    """Fold queued call records into their tallies, oldest first: ``pop()`` gives
+    ``(server, tool, start, end, outcome)`` until it raises IndexError; a record whose
+    ``(server, tool)`` has no tally in ``tallies`` goes to ``missing(*record)``.
+    Returns how many records were folded."""
+    n = 0
+    last = None  # the tally of the record before, kept while the calls are of one tool
+    last_server = last_tool = None
+    while True:
+        try:
+            item = pop()
+        except IndexError:
+            return n
+        n += 1
+        server = item[0]
+        tool = item[1]
+        if last is None or server is not last_server or tool is not last_tool:
+            last = tallies.get((server, tool))
+            last_server = server
+            last_tool = tool
+            if last is None:
+                missing(server, tool, item[2], item[3], item[4])
+                continue
+        last.add(item[2], item[3], item[4], True)
+
+
+class CallQueue:
+    """Where calls leave their records: ``record(server, tool, start, end, outcome)``
+    appends one to ``queue`` (a deque: no lock), and once ``batch`` are waiting calls
+    ``drain(False)``, which folds them in (see :func:`fold_calls`)."""
+
+    def __init__(self, queue, batch, drain):
+        self.queue = queue
+        self.batch = batch
+        self.drain = drain
+
+    def record(self, server, tool, start, end, outcome):
+        q = self.queue
+        q.append((server, tool, start, end, outcome))
+        if len(q) >= self.batch:
+            self.drain(False)

@@ -1,8 +1,9 @@
 # Types of the hot-path helpers, for both twins: _pyspeedups.py stays untyped so that
 # Cython compiles it unchanged in pure-Python mode (its C types are in _cspeedups.pxd).
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
-__all__ = ["LineFramer", "FrameTooLarge", "TTLCache", "DEFAULT_MAX_MESSAGE_SIZE"]
+__all__ = ["LineFramer", "FrameTooLarge", "TTLCache", "DEFAULT_MAX_MESSAGE_SIZE", "CallTally", "bucket_index",
+           "fold_calls", "CallQueue", "BUCKETS"]
 
 DEFAULT_MAX_MESSAGE_SIZE: int
 
@@ -35,3 +36,36 @@ class TTLCache:
     def __contains__(self, key: Any) -> bool: ...
     def __len__(self) -> int: ...
     def stats(self) -> dict[str, int]: ...
+
+BUCKETS: int
+
+def bucket_index(v: int) -> int: ...
+
+class CallTally:
+    counts: list[int]
+    count: int
+    total_us: int
+    min_us: int
+    max_us: int
+    successes: int
+    errors: int
+    timeouts: int
+    slots: int
+    ring_t: list[int]
+    ring_n: list[int]
+    first: float | None
+    def __init__(self, slots: int) -> None: ...
+    def add(self, start: float, end: float, outcome: str, latency: bool = True) -> None: ...
+
+def fold_calls(
+    pop: Callable[[], tuple[str, str | None, float, float, str]],
+    tallies: Mapping[tuple[str, str | None], CallTally],
+    missing: Callable[[str, str | None, float, float, str], None],
+) -> int: ...
+
+class CallQueue:
+    queue: Any
+    batch: int
+    drain: Callable[[bool], None]
+    def __init__(self, queue: Any, batch: int, drain: Callable[[bool], None]) -> None: ...
+    def record(self, server: str, tool: str | None, start: float, end: float, outcome: str) -> None: ...

@@ -198,6 +198,7 @@ class StdioTransport(Transport):
         self._out_fd = -1
         self._in_fd = -1
         self._poller = select.poll()  # watches _out_fd once connected
+        self._idle_poller = select.poll()  # the same, for wait_readable (used without _rlock)
         self._pid_owner = os.getpid()
 
     # ------------------------------------------------------------------ lifecycle
@@ -241,6 +242,7 @@ class StdioTransport(Transport):
         self._in_fd = proc.stdin.fileno()
         self._out_fd = proc.stdout.fileno()
         self._poller.register(self._out_fd, select.POLLIN)
+        self._idle_poller.register(self._out_fd, select.POLLIN)
         os.set_blocking(self._in_fd, False)
         os.set_blocking(self._out_fd, False)  # a read never blocks past its wait
         self._stderr_thread = threading.Thread(
@@ -477,11 +479,6 @@ class StdioTransport(Transport):
         # acted on it, so a retry elsewhere duplicates nothing
         return ConnectionClosed(f"stdio server {self.name} is gone{self._exit_detail()}", sent=False)
 
-    def _wait_readable(self, fd: int, timeout: float | None) -> bool:
-        # holding _rlock, so the poll object is never used concurrently; poll is about
-        # half the price of select here
-        return bool(self._poller.poll(None if timeout is None else max(timeout, 0.0) * 1000.0))
-
     def _close_output(self) -> None:
         # holding _rlock: nobody is between a wait and an os.read on the descriptor
         fd, self._out_fd = self._out_fd, -1
@@ -498,13 +495,25 @@ class StdioTransport(Transport):
         except OSError:
             pass
 
+    def wait_readable(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` s for something to read, reading nothing: True when a
+        message is already framed, or output (or EOF) is on the pipe, or the transport
+        is closed (a receive then says so). For the dispatcher's idle reader, which thus
+        leaves the reading to callers while nothing comes."""
+        if self._ready or self._closed:
+            return True
+        fd = self._out_fd
+        if fd < 0:
+            return True
+        return bool(self._idle_poller.poll(timeout * 1000.0))
+
     def receive(self, timeout: float | None) -> bytes | None:
         ready = self._ready
         if ready:
             return ready.popleft()
         rlock = self._rlock
         # one reader at a time (the dispatcher's rule; a second one waits its turn)
-        if not rlock.acquire(True, -1 if timeout is None else max(timeout, 0.0)):
+        if not rlock.acquire(True, -1 if timeout is None else timeout if timeout > 0.0 else 0.0):
             return None
         try:
             if self._closed:
@@ -514,61 +523,58 @@ class StdioTransport(Transport):
             fd = self._out_fd
             if fd < 0:
                 raise ConnectionClosed(f"stdio server {self.name} is not connected")
-            return self._read(fd, ready, timeout)
+            # holding _rlock: wait and read until a whole message is in, or the time is up.
+            # The pipe is non-blocking. While output tends to be in already by the time a
+            # reader comes (client and server share a CPU; many callers), it is read with no
+            # wait first, saving the poll; a read that finds nothing goes back to waiting
+            # first, until a wait again ends at once.
+            deadline = None
+            eager = self._eager
+            while True:
+                if not eager:
+                    if self._closed:
+                        raise ConnectionClosed(f"stdio server {self.name} was closed")
+                    if timeout is not None:
+                        if deadline is None:
+                            deadline = _monotonic() + timeout
+                        else:
+                            timeout = deadline - _monotonic()
+                            if timeout <= 0:
+                                return None
+                    started = _monotonic()
+                    try:  # holding _rlock: the poll object is never used concurrently (poll is half select's price)
+                        self._poller.poll(None if timeout is None else timeout * 1000.0 if timeout > 0.0 else 0.0)
+                    except (OSError, ValueError) as exc:
+                        raise ConnectionClosed(f"stdio server {self.name} is gone{self._exit_detail()}") from exc
+                    self._eager = eager = _monotonic() - started < _INSTANT
+                try:
+                    chunk = os.read(fd, 65536)
+                except BlockingIOError:  # nothing in yet, or a wake with nothing to read
+                    self._eager = eager = False
+                    continue
+                except (OSError, ValueError) as exc:
+                    if isinstance(exc, OSError) and exc.errno == errno.EINTR:
+                        continue
+                    raise ConnectionClosed(f"stdio server {self.name} is gone{self._exit_detail()}") from exc
+                if not chunk:
+                    self._eof = True
+                    if self._closed:
+                        raise ConnectionClosed(f"stdio server {self.name} was closed")
+                    raise ConnectionClosed(f"stdio server {self.name} closed its output{self._exit_detail()}")
+                self._spoke = True
+                try:
+                    frames = self._framer.feed(chunk)
+                except FrameTooLarge as exc:
+                    ready.extend(self._framer.pop())
+                    raise MessageTooLarge(
+                        f"message from {self.name} exceeds {self.max_message_size} bytes", head=exc.head, tail=exc.tail, size=exc.size
+                    ) from None
+                if frames:
+                    if len(frames) > 1:
+                        ready.extend(frames[1:])
+                    return frames[0]
+                eager = False  # a part of a message: wait for the rest
         finally:
             if self._closed:
                 self._close_output()  # close() left it to this reader
             rlock.release()
-
-    def _read(self, fd: int, ready: "collections.deque[bytes]", timeout: float | None) -> bytes | None:
-        # holding _rlock: wait and read until a whole message is in, or the time is up.
-        # The pipe is non-blocking. While output tends to be in already by the time a
-        # reader comes (client and server share a CPU; many callers), it is read with no
-        # wait first, saving the poll; a read that finds nothing goes back to waiting
-        # first, until a wait again ends at once.
-        deadline = None
-        eager = self._eager
-        while True:
-            if not eager:
-                if self._closed:
-                    raise ConnectionClosed(f"stdio server {self.name} was closed")
-                if timeout is not None:
-                    if deadline is None:
-                        deadline = _monotonic() + timeout
-                    else:
-                        timeout = deadline - _monotonic()
-                        if timeout <= 0:
-                            return None
-                started = _monotonic()
-                try:
-                    self._wait_readable(fd, timeout)
-                except (OSError, ValueError) as exc:
-                    raise ConnectionClosed(f"stdio server {self.name} is gone{self._exit_detail()}") from exc
-                self._eager = eager = _monotonic() - started < _INSTANT
-            try:
-                chunk = os.read(fd, 65536)
-            except BlockingIOError:  # nothing in yet, or a wake with nothing to read
-                self._eager = eager = False
-                continue
-            except (OSError, ValueError) as exc:
-                if isinstance(exc, OSError) and exc.errno == errno.EINTR:
-                    continue
-                raise ConnectionClosed(f"stdio server {self.name} is gone{self._exit_detail()}") from exc
-            if not chunk:
-                self._eof = True
-                if self._closed:
-                    raise ConnectionClosed(f"stdio server {self.name} was closed")
-                raise ConnectionClosed(f"stdio server {self.name} closed its output{self._exit_detail()}")
-            self._spoke = True
-            try:
-                frames = self._framer.feed(chunk)
-            except FrameTooLarge as exc:
-                ready.extend(self._framer.pop())
-                raise MessageTooLarge(
-                    f"message from {self.name} exceeds {self.max_message_size} bytes", head=exc.head, tail=exc.tail, size=exc.size
-                ) from None
-            if frames:
-                if len(frames) > 1:
-                    ready.extend(frames[1:])
-                return frames[0]
-            eager = False  # a part of a message: wait for the rest

@@ -198,20 +198,24 @@ def test_an_answer_already_in_is_read_without_waiting() -> None:
             assert time.monotonic() < deadline
             time.sleep(0.001)
         waits: list[float | None] = []
-        original = t._wait_readable
+        poller = t._poller
 
-        def counted(fd: int, timeout: float | None) -> bool:
-            waits.append(timeout)
-            return original(fd, timeout)
+        class Counted:  # the reader's waits for output, counted
+            def poll(self, timeout: float | None = None) -> list[tuple[int, int]]:
+                waits.append(timeout)
+                return poller.poll(timeout)
 
-        t._wait_readable = counted  # type: ignore[method-assign]
-        t._eager = True
-        assert answer_id(t) == 1
-        assert waits == []
-        t._eager = False
-        ping(t, 2)
-        assert answer_id(t) == 2
-        assert len(waits) == 1
+        t._poller = Counted()  # type: ignore[assignment]
+        try:
+            t._eager = True
+            assert answer_id(t) == 1
+            assert waits == []
+            t._eager = False
+            ping(t, 2)
+            assert answer_id(t) == 2
+            assert len(waits) == 1
+        finally:
+            t._poller = poller
     finally:
         t.close()
 

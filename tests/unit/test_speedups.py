@@ -217,3 +217,55 @@ def test_cache_thread_safe_counters(impl):
         t.join(30)
     assert c.hits + c.misses == n_threads * n_ops
     assert len(c) <= 64
+
+
+# ------------------------------------------------------------------ call tallies (metrics)
+
+
+def test_bucket_index_is_exact_below_128_and_within_a_64th_above(impl):
+    assert [impl.bucket_index(v) for v in (0, 1, 127)] == [0, 1, 127]
+    for v in (128, 1000, 123_456, 10**9, 2**36 - 1):
+        i = impl.bucket_index(v)
+        assert impl.bucket_index(v + 1) in (i, i + 1)
+        assert i < impl.BUCKETS
+    assert impl.bucket_index(2**40) == impl.BUCKETS - 1  # clamped
+    assert impl.bucket_index(10**9) == _pyspeedups.bucket_index(10**9)
+
+
+def test_call_tally_counts_outcomes_latency_and_seconds(impl):
+    t = impl.CallTally(60)
+    t.add(10.0, 10.25, "success")
+    t.add(10.5, 10.75, "timeout")
+    t.add(11.0, 11.5, "error")
+    t.add(12.0, 12.0, "success", False)  # counted, no latency
+    assert (t.successes, t.timeouts, t.errors) == (2, 1, 1)
+    assert (t.count, t.min_us, t.max_us, t.total_us) == (3, 250_000, 500_000, 1_000_000)
+    assert sum(t.counts) == 3
+    assert t.first == 10.25
+    assert t.ring_n[10] == 2 and t.ring_n[11] == 1 and t.ring_n[12] == 1
+
+
+def test_fold_calls_folds_in_order_and_hands_unknown_keys_back(impl):
+    from collections import deque
+
+    known = impl.CallTally(60)
+    q = deque([("s", "echo", 1.0, 1.001, "success"), ("s", "other", 1.0, 1.002, "error"),
+               ("s", "echo", 2.0, 2.003, "timeout")])
+    missing = []
+    assert impl.fold_calls(q.popleft, {("s", "echo"): known}, lambda *item: missing.append(item)) == 3
+    assert not q
+    assert (known.successes, known.timeouts, known.count) == (1, 1, 2)
+    assert missing == [("s", "other", 1.0, 1.002, "error")]
+
+
+def test_call_queue_drains_once_a_batch_waits(impl):
+    from collections import deque
+
+    q: deque = deque()
+    drains = []
+    calls = impl.CallQueue(q, 3, lambda wait: (drains.append(wait), q.clear()))
+    calls.record("s", "echo", 1.0, 2.0, "success")
+    calls.record("s", "echo", 1.0, 2.0, "success")
+    assert len(q) == 2 and drains == []
+    calls.record("s", None, 1.0, 2.0, "error")
+    assert drains == [False] and not q
