@@ -1,24 +1,16 @@
 """One server session: the connections of one Client and every request on them.
 
-:class:`Session` makes connections in the background (each on a thread of its own,
-claimed by one waiting borrower at a time; reconnection after a loss follows the
-reconnect schedule), keeps the *session connection* that carries session-scoped state
-(subscriptions, listens) and replaces it when it dies, and sends requests: borrow a
-pooled connection, run under the circuit breaker with retries within the call's
-timeout, add the modern era's per-request ``_meta`` (and a ``tools/call``'s
-``Mcp-Param-*`` headers, from :mod:`mcpsync._tools`), answer an unsupported-version error
-by one renegotiation, answer an expired HTTP session (:class:`SessionExpired` with
-``renewable``: the request did not run) by renewing it on the same connection and sending
-once more, and drive ``input_required`` rounds (:mod:`mcpsync._mrtr`) on the same
-connection. The handshake itself (discover/initialize, the era memory) is
-:mod:`mcpsync._handshake`.
-
-The Session owns the connection state (the pool, the guard with its breaker and
-reconnect schedule, the session connection, the connections being made, the worker)
-and renews it in a child after ``os.fork()``; it reads its Client only for settings
-(``name``, ``log_level``) and for the parts that react to a new session connection
-(tool cache, subscriptions, resources), to what a server sends (handlers), and for a
-``tools/call``'s ``Mcp-Param-*`` headers (tools).
+:class:`Session` owns the connection state (pool, guard with its breaker and reconnect
+schedule, the *session connection* that carries subscriptions and listens, connections
+being made in the background, the worker) and renews it in a child after ``os.fork()``.
+A request borrows a pooled connection and runs under the breaker with retries within its
+timeout; the modern era adds the per-request ``_meta`` (and a ``tools/call``'s
+``Mcp-Param-*`` headers, from :mod:`mcpsync._tools`); an unsupported version is
+renegotiated once, an expired HTTP session (:class:`SessionExpired`, ``renewable``)
+renewed on the same connection and the request sent once more; ``input_required``
+rounds are driven by :mod:`mcpsync._mrtr`. Discover/initialize and the era memory are
+:mod:`mcpsync._handshake`. The Client is read for settings and for its parts (tool
+cache, subscriptions, resources, handlers, tools).
 """
 
 from __future__ import annotations
@@ -69,14 +61,10 @@ __all__ = ["Session", "SAFE_METHODS"]
 log = logging.getLogger("mcpsync.client")
 
 
-
 class _Opening:
-    """One connection being made off the callers' threads.
-
-    Callers wait for it up to their own deadlines; when one's time runs out the
-    attempt goes on, and the connection it makes is kept for the next call. Its
-    ``phase`` says what it is waiting for, for the error a caller then gets.
-    """
+    """One connection being made off the callers' threads: callers wait up to their own
+    deadlines, the attempt goes on and its connection is kept for the next call;
+    ``phase`` (what it waits for) is named in a caller's error."""
 
     __slots__ = ("done", "conn", "error", "phase", "started", "made", "thread", "claimed")
 
@@ -158,10 +146,8 @@ class Session:
         _SESSIONS.add(self)
 
     def check_usable(self) -> None:
-        """Raise if closed; in a child after ``os.fork()``, renew what the fork left behind:
-        the lock (a parent thread may have held it), the worker's threads, the session
-        connection and the connections being made (their threads did not survive; the
-        pool forgets the parent's connections by itself)."""
+        """Raise if closed; after ``os.fork()``, renew the lock, the worker, the session
+        connection and the openings in the child (the pool forgets the parent's by itself)."""
         if self.closed:
             raise ConnectionClosed(f"client for {self._client.name} is closed")
         if self.forked:
@@ -229,11 +215,8 @@ class Session:
         return facts  # type: ignore[return-value]
 
     def primary_connection(self, timeout: float | None = None) -> _Connection:
-        """The connection that carries session-scoped state (subscriptions, listens).
-
-        It is one of the pool's connections (the first one opened); when it dies or is
-        reclaimed, the next use picks another and the session state is restored on it.
-        """
+        """The pool connection that carries session-scoped state (subscriptions, listens);
+        when it dies or is reclaimed, the next use picks another and restores that state."""
         c = self._client
         self.check_usable()
         conn: _Connection | None = self.primary
@@ -257,11 +240,8 @@ class Session:
         return new
 
     def primary_replaced(self, conn: _Connection) -> None:
-        """The session-scoped connection was replaced: the server may have restarted.
-
-        Tools are rediscovered on next use (cache level 3), cached resources turn
-        STALE, and the session state (subscriptions, listens) is restored.
-        """
+        """The session connection was replaced (the server may have restarted): tools are
+        rediscovered, cached resources turn STALE, subscriptions and listens are restored."""
         c = self._client
         c._tool_cache.invalidate(c.name, RECONNECT)
         resources = c._resources
@@ -270,15 +250,10 @@ class Session:
         self.worker.submit(c._subscriptions.restore)
 
     def open_pooled(self) -> _Connection:
-        """The pool's factory, on a borrower's thread: wait for a connection being made
-        in the background, at most until the borrower's deadline.
-
-        Each connection is made by a thread of its own (:meth:`_make`), claimed by one
-        waiting borrower at a time. When the borrower's time runs out first, it raises a
-        :class:`ConnectError` (``pending``, not counted by the breaker) that says what the
-        connection was waiting for, and lets go of its claim: the attempt goes on, and
-        its connection is kept for the next borrower.
-        """
+        """The pool's factory, on a borrower's thread: wait, until the borrower's deadline,
+        for a connection made on a thread of its own (:meth:`_make`) and claimed by one
+        borrower at a time. Time out first: :class:`ConnectError` (``pending``, not counted
+        by the breaker) naming the phase; the attempt goes on for the next borrower."""
         c = self._client
         deadline = self.pool.creation_deadline()
         if deadline is None:
@@ -365,9 +340,8 @@ class Session:
             self.primary_replaced(conn)
 
     def session_renewed(self, conn: _Connection) -> None:
-        """A lost session was replaced on ``conn`` (e.g. its replica died behind a balancer
-        and the new one answered 404): what the old session held is renewed as after a
-        reconnect: tools rediscovered, cached resources stale, subscriptions restored."""
+        """A lost session was replaced on ``conn`` (e.g. a replica behind a balancer died):
+        what it held is renewed as after a reconnect."""
         if not self.closed and self.primary is conn:
             self.primary_replaced(conn)
 
@@ -394,8 +368,7 @@ class Session:
         self.worker.submit(renew)
 
     def _watch_primary(self, conn: _Connection) -> None:
-        """When the session's connection dies, replace it at once (not on next use),
-        so subscriptions are restored even while other pooled connections live on."""
+        """Replace the session connection at once when it dies (subscriptions restored)."""
         add = getattr(conn.channel, "add_close_callback", None)
         if add is not None:
             add(lambda _reason: self._primary_lost(conn))
@@ -422,13 +395,9 @@ class Session:
                 self.renew_session(conn, exc, time.monotonic() + self.timeouts.request)
 
     def _open(self, opening: _Opening) -> _Connection:
-        """Start a connection and handshake (on the connecting thread).
-
-        A child process that is alive but has said nothing yet is *starting*: its
-        handshake may take the start budget (``timeouts.start``); a remote server gets
-        the connect timeout, retried once after a timeout. A process that exited, or a
-        command that cannot run, fails at once with :class:`StartFailed` (not retried).
-        """
+        """Start a connection and handshake (on the connecting thread). A child process alive
+        but silent is *starting* (budget ``timeouts.start``); otherwise the connect timeout,
+        retried once after a timeout. A process that exited fails at once (:class:`StartFailed`)."""
         c = self._client
         errors: list[BaseException] = []
         for _attempt in range(2):
@@ -505,10 +474,8 @@ class Session:
         return _Connection(chan, None, getattr(chan, "describe", lambda: repr(chan))())
 
     def _close_in_background(self, close: Callable[[], None], what: str) -> None:
-        """Run one connection's close on a thread of its own, tracked so that
-        :meth:`close` can wait for all of them (in parallel, bounded). At interpreter exit
-        (the main thread is done: finalizers and atexit run) it closes here: a daemon thread
-        would die half-way and leave the server process behind."""
+        """Close one connection on a tracked thread of its own (:meth:`close` waits for all,
+        bounded); at interpreter exit here, since a daemon thread would die half-way."""
         c = self._client
         if not threading.main_thread().is_alive():
             close()
@@ -568,8 +535,7 @@ class Session:
         safe_to_retry: bool | None, tool: str | None, retry: RetryPolicy | None,
         start: float | None = None, first: BaseException | None = None,
     ) -> Any:
-        """A request under the guard's own path; with ``first``, after the fast path's
-        first attempt (begun at ``start``) raised it."""
+        """A request on the guard's own path (``first``: the fast path's attempt raised it)."""
         guard = self.guard
         safe = (method in SAFE_METHODS) if safe_to_retry is None else safe_to_retry
         if first is not None and start is not None:
@@ -617,7 +583,8 @@ class Session:
     def _attempt(self, method: str, params: Mapping[str, Any] | None, t: float, progress: ProgressCallback | None) -> Any:
         c = self._client
         if self.endpoint_breakers is not None:
-            return self._routed_attempt(method, params, t, progress)
+            # a routed client: under its endpoint's breaker
+            return routed_attempt(self, t, lambda conn: self.request_on(conn, method, params, t, progress))
         pool = self.pool
         # no Lease object: this frame gives it back on every path; the wait for a
         # connection (and for it to be made) is part of the call's timeout unless the
@@ -640,12 +607,6 @@ class Session:
             raise
         pool.give_back(entry)
         return result
-
-    def _routed_attempt(
-        self, method: str, params: Mapping[str, Any] | None, t: float, progress: ProgressCallback | None
-    ) -> Any:
-        """One attempt of a routed client, under its endpoint's breaker (:func:`mcpsync._routing.routed_attempt`)."""
-        return routed_attempt(self, t, lambda conn: self.request_on(conn, method, params, t, progress))
 
     def request_on(
         self, conn: _Connection, method: str, params: Mapping[str, Any] | None, t: float,
