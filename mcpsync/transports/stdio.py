@@ -57,6 +57,8 @@ _BROKEN_GRACE = 0.1
 #: errno values of a command that can never run (retrying would not help)
 _PERMANENT_SPAWN_ERRORS = frozenset({errno.ENOENT, errno.EACCES, errno.EPERM, errno.ENOEXEC, errno.ENOTDIR, errno.EISDIR})
 _monotonic = time.monotonic
+#: the idle watch can be paused (Linux); elsewhere it is a plain poll that ignores pauses
+_EPOLL = hasattr(select, "epoll") and hasattr(os, "eventfd")
 #: A wait for output that ends sooner than this found it there already.
 _INSTANT = 5e-6
 
@@ -246,12 +248,16 @@ class StdioTransport(Transport):
         self._in_fd = proc.stdin.fileno()
         self._out_fd = proc.stdout.fileno()
         self._poller.register(self._out_fd, select.POLLIN)
-        self._idle_poller = select.epoll()
-        self._idle_poller.register(self._out_fd, select.EPOLLIN)
-        self._idle_wake = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
-        # closed with the object, not with the pipe: resume_idle never writes to a reused number
-        weakref.finalize(self, os.close, self._idle_wake)
-        self._idle_poller.register(self._idle_wake, select.EPOLLIN)
+        if _EPOLL:
+            self._idle_poller = select.epoll()
+            self._idle_poller.register(self._out_fd, select.EPOLLIN)
+            self._idle_wake = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
+            self._idle_poller.register(self._idle_wake, select.EPOLLIN)
+            # closed with the object, not with the pipe: resume_idle never writes to a reused number
+            weakref.finalize(self, os.close, self._idle_wake)
+        else:
+            self._idle_poller = select.poll()
+            self._idle_poller.register(self._out_fd, select.POLLIN)
         os.set_blocking(self._in_fd, False)
         os.set_blocking(self._out_fd, False)  # a read never blocks past its wait
         self._stderr_thread = threading.Thread(
@@ -494,7 +500,7 @@ class StdioTransport(Transport):
         if fd < 0:
             return
         idle = self._idle_poller
-        if idle is not None:
+        if idle is not None and _EPOLL:
             idle.close()  # a wait_readable inside it ends at its timeout, and then sees _closed
         try:
             self._poller.unregister(fd)
@@ -517,6 +523,8 @@ class StdioTransport(Transport):
         fd = self._out_fd
         if fd < 0:
             return True
+        if not _EPOLL:
+            return bool(self._idle_poller.poll(timeout * 1000.0))
         events = self._idle_poller.poll(timeout)
         if len(events) == 1 and events[0][0] == self._idle_wake:
             try:  # resume_idle's wake: frames wait in _ready
@@ -528,6 +536,8 @@ class StdioTransport(Transport):
     def pause_idle(self) -> None:
         """Stop :meth:`wait_readable` from reporting input (a caller is about to read its
         own answer): the thread waiting in it sleeps on, and is not woken by the answer."""
+        if not _EPOLL:
+            return
         try:
             self._idle_poller.modify(self._out_fd, 0)
         except (OSError, ValueError):  # closed meanwhile: wait_readable says so anyway
@@ -535,6 +545,8 @@ class StdioTransport(Transport):
 
     def resume_idle(self) -> None:
         """Undo :meth:`pause_idle`: input already on the pipe wakes the waiting thread now."""
+        if not _EPOLL:
+            return
         try:
             self._idle_poller.modify(self._out_fd, select.EPOLLIN)
             if self._ready:  # frames read along with the caller's answer: not on the pipe
