@@ -16,6 +16,7 @@ Example:
 from __future__ import annotations
 
 import enum
+import itertools
 import logging
 import os
 import threading
@@ -50,6 +51,11 @@ TIMEOUT = "timeout"
 # Objects whose ``_lock`` a forked child must replace: a thread of the parent may have
 # held it at the moment of the fork, and would never release it in the child.
 _FORK_LOCKED: "weakref.WeakSet[Any]" = weakref.WeakSet()
+
+
+def _value(count: "itertools.count[int]") -> int:
+    """What ``next(count)`` would give, without taking it (its repr is ``count(N)``)."""
+    return int(repr(count)[6:-1])
 
 
 def _renew_locks_after_fork() -> None:
@@ -137,10 +143,13 @@ class CircuitBreaker:
         self._failures: deque[float] = deque()
         self._opened_at = 0.0
         self._trials = 0
-        # counters, for tests and metrics
-        self.admitted = 0
+        # counters, for tests and metrics (admitted, successes: properties below)
+        self._admitted = 0
+        self._successes = 0
+        #: calls the guard ran and saw succeed on its fast path: ``next()`` on a count is
+        #: atomic under the GIL, so they are counted without the lock
+        self._fast_ok = itertools.count()
         self.rejected = 0
-        self.successes = 0
         self.failures = 0
         self.neutral = 0
         #: the latest transitions, oldest first (bounded: a long-lived client flaps for months)
@@ -149,6 +158,16 @@ class CircuitBreaker:
         _FORK_LOCKED.add(self)
 
     # -- observation ------------------------------------------------------------
+
+    @property
+    def admitted(self) -> int:
+        """Calls let through so far (the guard's fast-path ones included)."""
+        return self._admitted + _value(self._fast_ok)
+
+    @property
+    def successes(self) -> int:
+        """Admitted calls that succeeded so far."""
+        return self._successes + _value(self._fast_ok)
 
     def add_listener(self, listener: BreakerListener) -> None:
         """Call ``listener(old, new)`` after every transition (outside the lock)."""
@@ -208,7 +227,7 @@ class CircuitBreaker:
                     max(0.0, self._opened_at + self.policy.cooldown - now) if state is BreakerState.OPEN else 0.0
                 )
             else:
-                self.admitted += 1
+                self._admitted += 1
         self._notify(changes)
         if ticket is None:
             raise CircuitOpen(
@@ -242,7 +261,7 @@ class CircuitBreaker:
             now = self._clock()
             changes = self._tick(now)
             if outcome == SUCCESS:
-                self.successes += 1
+                self._successes += 1
             elif outcome == ERROR:
                 self.failures += 1
             else:
@@ -269,9 +288,9 @@ class CircuitBreaker:
         """Count a call the guard ran while CLOSED without a ticket (its fast path)."""
         lock = self._lock
         lock.acquire()  # not ``with``: on CPython 3.11 that costs over twice as much
-        self.admitted += 1
+        self._admitted += 1
         if success:
-            self.successes += 1
+            self._successes += 1
         lock.release()
 
     def call(self, fn: Callable[[], T]) -> T:

@@ -12,9 +12,9 @@ itself until its own response arrives, delivering other callers' responses on th
 when it is done it wakes one waiting *follower* to take over. A background thread
 leads only when no caller has been active for a short grace period, so notifications
 that arrive while the connection is idle are still read promptly. On a transport that
-can wait for input without reading it (``wait_readable``, e.g. stdio) the background
-thread leads only while there is something to read: a call after an idle gap then
-finds nobody reading and reads its own answer, as back-to-back calls do.
+can wait for input without reading it (``wait_readable``, e.g. stdio) it waits there
+and leads only while there is something to read; a call after an idle gap pauses that
+watch (``pause_idle``) until nobody leads, so the answer it reads wakes no other thread.
 
 Example:
     >>> d = Dispatcher(transport, name="demo")          # doctest: +SKIP
@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import itertools
 import logging
-import re
 import threading
 import time
 from typing import Any, Callable, Mapping, cast
@@ -49,7 +48,9 @@ from ._errors import (
     RequestTimeout,
     error_from_code,
 )
-from ._messages import Envelope, Request, decode_envelope_unchecked, encode, envelope_error, response_id
+from ._messages import (
+    Envelope, Request, decode_envelope_unchecked, decode_params, encode, envelope_error, oversized_id, response_id,
+)
 from ._worker import Worker
 from .transports._base import Transport
 
@@ -58,18 +59,14 @@ __all__ = ["Dispatcher"]
 log = logging.getLogger("mcpsync.dispatcher")
 
 _monotonic = time.monotonic
-_ID_RE = re.compile(rb'"id"\s*:\s*(-?\d+|"(?:[^"\\]|\\.)*")')
 _any = msgspec.json.Decoder()
 
-#: A caller inactive for this long lets the background thread take over reading.
-GRACE = 0.02
-#: Longest single wait on the transport, so deadlines and close are noticed.
-POLL = 0.5
+GRACE = 0.02  #: a caller inactive for this long lets the background thread take over reading
+POLL = 0.5  #: the longest single wait on the transport, so deadlines and close are noticed
 
 
 class _Pending:
-    """One request waiting for its answer, made by :meth:`Dispatcher.request` without an
-    ``__init__`` (~1,700 instructions a call on CPython 3.11); the rest are class defaults."""
+    """A request waiting for its answer, made without ``__init__`` (~1,700 instructions)."""
 
     id: int
     method: str
@@ -121,6 +118,10 @@ class Dispatcher:
         self._waiters: list[_Pending] = []
         self._leader: object | None = None
         self._last_activity = _monotonic()
+        # wait_readable's watch, paused by a caller after an idle gap (see _pause_idle)
+        self._pause: Callable[[], None] | None = getattr(transport, "pause_idle", None)
+        self._resume: Callable[[], None] = getattr(transport, "resume_idle", lambda: None)
+        self._paused = False
         self._ids = itertools.count(1)
         self._dead: BaseException | None = None
         self._closed = False
@@ -267,6 +268,8 @@ class Dispatcher:
         if self._dead is not None or self._closed:
             pending.pop(rid, None)
             self._check_usable()
+        if self._pause is not None and now - self._last_activity >= GRACE:
+            self._pause_idle()
         self._last_activity = now
         try:
             send_facts = self._send_facts
@@ -280,14 +283,17 @@ class Dispatcher:
                     send_facts(data, timeout, facts)
         except BaseException as exc:
             pending.pop(rid, None)
+            if self._paused:  # nobody may lead now: the idle watch back on
+                with self._mu:
+                    if self._leader is None:
+                        self._let_go()
             if isinstance(exc, ConnectionClosed) and not getattr(exc, "renewable", False):  # a lost session: the link lives
                 self._mark_dead(exc)
             raise
         self.stats["sent"] += 1
         if cancel_event is None:
-            # Fast path: nobody is reading, so this caller reads its own answer. The lock
-            # sections on this path are acquire/release pairs: on CPython 3.11 a ``with``
-            # block on a lock costs over twice as much.
+            # Fast path: nobody reads, so this caller reads its own answer (acquire/release,
+            # not ``with``: on CPython 3.11 that costs over twice as much).
             mu = self._mu
             mu.acquire()
             lead = self._leader is None
@@ -407,10 +413,22 @@ class Dispatcher:
             slot.signaled = True
             slot.lock.release()  # type: ignore[union-attr]  # waiting implies a lock
 
+    def _pause_idle(self) -> None:
+        """After an idle gap the background thread waits in ``wait_readable``: the answer this
+        caller reads must not wake it. Paused until nobody leads (:meth:`_let_go` resumes)."""
+        pause = self._pause
+        with self._mu:
+            if pause is not None and self._leader is None and not self._paused:
+                self._paused = True
+                pause()
+
     def _let_go(self) -> None:
         # under self._mu: nobody leads now; one waiting follower takes over reading
         self._leader = None
         self._last_activity = _monotonic()
+        if self._paused:
+            self._paused = False
+            self._resume()
         for w in self._waiters:
             if not w.done and not w.signaled:
                 self._wake(w)
@@ -454,9 +472,9 @@ class Dispatcher:
                     try:
                         if pending.pop(rid, None) is slot:  # out of pending: nobody else sees the slot
                             handed_over = True
-                            if self._waiters:
+                            if self._waiters or self._paused:
                                 self._let_go()
-                            else:  # _let_go with nobody to wake, inline
+                            else:  # _let_go with nothing to do, inline
                                 self._leader = None
                                 self._last_activity = _monotonic()
                             return env.result
@@ -599,7 +617,7 @@ class Dispatcher:
     def _handle_notification(self, env: Envelope) -> None:
         method = env.method
         assert method is not None
-        params = _decode_params(env)
+        params = decode_params(env)
         if method == "notifications/progress" and isinstance(params, dict):
             token = params.get("progressToken")
             with self._mu:
@@ -620,7 +638,7 @@ class Dispatcher:
         try:
             if handler is None:
                 raise RemoteError(f"method not supported by this client: {method}", code=METHOD_NOT_FOUND)
-            result = handler(method, _decode_params(env))
+            result = handler(method, decode_params(env))
             reply: dict[str, Any] = {"jsonrpc": "2.0", "id": env.id, "result": result if result is not None else {}}
         except RemoteError as exc:
             error: dict[str, Any] = {"code": exc.code, "message": exc.message}
@@ -637,15 +655,7 @@ class Dispatcher:
                 log.warning("could not answer %s request from %s: %s", method, self.name, exc)
 
     def _oversized(self, exc: MessageTooLarge) -> None:
-        head = getattr(exc, "head", b"") or b""
-        tail = getattr(exc, "tail", b"") or b""
-        rid: Any = None
-        for part in (head, tail):
-            m = _ID_RE.search(part)
-            if m:
-                tok = m.group(1)
-                rid = int(tok) if tok[:1] != b'"' else tok[1:-1].decode("utf-8", "replace")
-                break
+        rid = oversized_id(getattr(exc, "head", b"") or b"", getattr(exc, "tail", b"") or b"")
         with self._mu:
             slot = self._pending.pop(rid, None) if rid is not None else None
             if slot is not None:
@@ -688,11 +698,3 @@ class Dispatcher:
         for cb in callbacks:
             self.worker.serial(cb, exc)
 
-
-def _decode_params(env: Envelope) -> Any:
-    if len(env.params) == 0:
-        return None
-    try:
-        return _any.decode(env.params)
-    except msgspec.DecodeError:
-        return None

@@ -420,6 +420,30 @@ def response_id(data: bytes) -> Union[int, str, None]:
     return peek.id if peek.method is None else None
 
 
+_ID_IN_PART = re.compile(rb'"id"\s*:\s*(-?\d+|"(?:[^"\\]|\\.)*")')
+
+
+def oversized_id(head: bytes, tail: bytes) -> Union[int, str, None]:
+    """The id an oversized message shows in its first or last bytes (the only parts a
+    transport keeps of it), so that the request it answers fails at once."""
+    for part in (head, tail):
+        m = _ID_IN_PART.search(part)
+        if m:
+            tok = m.group(1)
+            return int(tok) if tok[:1] != b'"' else tok[1:-1].decode("utf-8", "replace")
+    return None
+
+
+def decode_params(env: Envelope) -> Any:
+    """The decoded ``params`` of a notification or request (None when absent or not JSON)."""
+    if len(env.params) == 0:
+        return None
+    try:
+        return _any_decoder.decode(env.params)
+    except msgspec.DecodeError:
+        return None
+
+
 def decode_envelope(data: bytes) -> Envelope:
     """Decode one JSON-RPC message. Raises :class:`ProtocolError` (code -32700/-32600)."""
     try:

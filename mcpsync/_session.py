@@ -623,7 +623,8 @@ class Session:
                 base = conn.meta = {**base, _META_LOG: c.log_level}
             p = dict(params) if params else {}
             extra = p.get("_meta")
-            p["_meta"] = {**base, **extra} if extra else conn.wire_meta(base)
+            known, wire = conn._wire_meta  # conn.wire_meta(base)'s cached case, inline: every call
+            p["_meta"] = {**base, **extra} if extra else wire if known is base else conn.wire_meta(base)
             sent = p
             if method == "tools/call" and params and conn.transport is not None and c._tools.param_annotations:
                 headers = c._tools.param_headers(params)  # the tool's Mcp-Param-* headers

@@ -27,7 +27,7 @@ cdef class TTLCache:
 
     @cython.locals(expires=double, lock=object)
     cpdef object get(self, object key, object default=*)
-    @cython.locals(entry=tuple)
+    @cython.locals(entry=tuple, expires=double, lock=object)
     cpdef object peek(self, object key, object default=*)
 
 cdef Py_ssize_t _SUB_BITS

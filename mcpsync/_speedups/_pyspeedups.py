@@ -153,26 +153,28 @@ class TTLCache:
             lock.release()
 
     def peek(self, key, default=None):
-        """Like :meth:`get` without the counters and, for an entry without a TTL,
-        without the lock: a reader on a hot path.
+        """Like :meth:`get` without the counters and, for a live entry, without the
+        lock: a reader on a hot path.
 
         A key's entry is one dict value, swapped whole by :meth:`set`, so one ``dict.get``
-        reads a consistent entry. An entry with a TTL is checked under the lock (it may
-        have to be dropped).
+        reads a consistent entry, and a live one (no TTL, or one not yet run out) is
+        returned as read. Only an entry found expired takes the lock, to drop it (unless
+        :meth:`set` replaced it meanwhile).
         """
         entry = self._data.get(key)
         if entry is None:
             return default
-        if entry[1] < 0.0:
+        expires = entry[1]
+        if expires < 0.0 or self._clock() < expires:
             return entry[0]
-        with self._lock:
-            entry = self._data.get(key)
-            if entry is None:
-                return default
-            if self._clock() < entry[1]:
-                return entry[0]
-            del self._data[key]
-            return default
+        lock = self._lock
+        lock.acquire()
+        try:
+            if self._data.get(key) is entry:
+                del self._data[key]
+        finally:
+            lock.release()
+        return default
 
     def set(self, key, value, ttl=None):
         if ttl is None:

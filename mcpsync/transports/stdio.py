@@ -31,7 +31,7 @@ import subprocess
 import threading
 import time
 import weakref
-from typing import Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 from .._errors import ConnectError, ConnectionClosed, MessageTooLarge, RequestTimeout, StartFailed
 from .._speedups import DEFAULT_MAX_MESSAGE_SIZE, FrameTooLarge, LineFramer
@@ -57,6 +57,8 @@ _BROKEN_GRACE = 0.1
 #: errno values of a command that can never run (retrying would not help)
 _PERMANENT_SPAWN_ERRORS = frozenset({errno.ENOENT, errno.EACCES, errno.EPERM, errno.ENOEXEC, errno.ENOTDIR, errno.EISDIR})
 _monotonic = time.monotonic
+#: the idle watch can be paused (Linux); elsewhere it is a plain poll that ignores pauses
+_EPOLL = hasattr(select, "epoll") and hasattr(os, "eventfd")
 #: A wait for output that ends sooner than this found it there already.
 _INSTANT = 5e-6
 
@@ -198,7 +200,11 @@ class StdioTransport(Transport):
         self._out_fd = -1
         self._in_fd = -1
         self._poller = select.poll()  # watches _out_fd once connected
-        self._idle_poller = select.poll()  # the same, for wait_readable (used without _rlock)
+        # wait_readable's own watch of _out_fd (used without _rlock), an epoll set: a
+        # caller reading its own answers switches it off and on again (pause_idle,
+        # resume_idle) without waking the thread waiting in it
+        self._idle_poller: Any = None
+        self._idle_wake = -1  # an eventfd in that set: resume_idle's wake for frames already read
         self._pid_owner = os.getpid()
 
     # ------------------------------------------------------------------ lifecycle
@@ -242,7 +248,16 @@ class StdioTransport(Transport):
         self._in_fd = proc.stdin.fileno()
         self._out_fd = proc.stdout.fileno()
         self._poller.register(self._out_fd, select.POLLIN)
-        self._idle_poller.register(self._out_fd, select.POLLIN)
+        if _EPOLL:
+            self._idle_poller = select.epoll()
+            self._idle_poller.register(self._out_fd, select.EPOLLIN)
+            self._idle_wake = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
+            self._idle_poller.register(self._idle_wake, select.EPOLLIN)
+            # closed with the object, not with the pipe: resume_idle never writes to a reused number
+            weakref.finalize(self, os.close, self._idle_wake)
+        else:
+            self._idle_poller = select.poll()
+            self._idle_poller.register(self._out_fd, select.POLLIN)
         os.set_blocking(self._in_fd, False)
         os.set_blocking(self._out_fd, False)  # a read never blocks past its wait
         self._stderr_thread = threading.Thread(
@@ -484,6 +499,9 @@ class StdioTransport(Transport):
         fd, self._out_fd = self._out_fd, -1
         if fd < 0:
             return
+        idle = self._idle_poller
+        if idle is not None and _EPOLL:
+            idle.close()  # a wait_readable inside it ends at its timeout, and then sees _closed
         try:
             self._poller.unregister(fd)
         except (KeyError, ValueError):
@@ -505,7 +523,36 @@ class StdioTransport(Transport):
         fd = self._out_fd
         if fd < 0:
             return True
-        return bool(self._idle_poller.poll(timeout * 1000.0))
+        if not _EPOLL:
+            return bool(self._idle_poller.poll(timeout * 1000.0))
+        events = self._idle_poller.poll(timeout)
+        if len(events) == 1 and events[0][0] == self._idle_wake:
+            try:  # resume_idle's wake: frames wait in _ready
+                os.eventfd_read(self._idle_wake)
+            except OSError:
+                pass
+        return bool(events)
+
+    def pause_idle(self) -> None:
+        """Stop :meth:`wait_readable` from reporting input (a caller is about to read its
+        own answer): the thread waiting in it sleeps on, and is not woken by the answer."""
+        if not _EPOLL:
+            return
+        try:
+            self._idle_poller.modify(self._out_fd, 0)
+        except (OSError, ValueError):  # closed meanwhile: wait_readable says so anyway
+            pass
+
+    def resume_idle(self) -> None:
+        """Undo :meth:`pause_idle`: input already on the pipe wakes the waiting thread now."""
+        if not _EPOLL:
+            return
+        try:
+            self._idle_poller.modify(self._out_fd, select.EPOLLIN)
+            if self._ready:  # frames read along with the caller's answer: not on the pipe
+                os.eventfd_write(self._idle_wake, 1)
+        except (OSError, ValueError):
+            pass
 
     def receive(self, timeout: float | None) -> bytes | None:
         ready = self._ready

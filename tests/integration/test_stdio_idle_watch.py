@@ -1,0 +1,98 @@
+"""The stdio transport's idle watch (``wait_readable``), paused by a caller that reads its
+own answer after an idle gap (``pause_idle``) and resumed when nobody reads
+(``resume_idle``): paused, input does not wake the thread waiting in it; resumed, input
+already on the pipe, or frames already read off it, wake that thread at once."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from mcpsync.transports import stdio
+from tests.integration.test_stdio_transport import answer_id, ping, started
+
+pytestmark = pytest.mark.timeout(60)
+pausable = pytest.mark.skipif(not stdio._EPOLL, reason="the idle watch pauses on Linux (epoll) only")
+
+
+def watcher(t: object) -> tuple[threading.Thread, threading.Event]:
+    """A thread in ``wait_readable`` (10 s), like the dispatcher's background reader."""
+    woke = threading.Event()
+
+    def run() -> None:
+        if t.wait_readable(10.0):  # type: ignore[attr-defined]
+            woke.set()
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread, woke
+
+
+@pausable
+def test_a_paused_watch_sleeps_through_an_answer_and_wakes_on_resume() -> None:
+    t = started()
+    try:
+        t.pause_idle()
+        thread, woke = watcher(t)
+        ping(t, 1)
+        # the answer arrives; the watcher sleeps on while the watch is paused (the wait
+        # below is the bound of this negative check, not a synchronisation)
+        assert not woke.wait(0.3)
+        t.resume_idle()  # the answer is still on the pipe: the watcher wakes now
+        assert woke.wait(5.0)
+        thread.join(5.0)
+        assert answer_id(t) == 1
+    finally:
+        t.close()
+
+
+@pausable
+def test_resume_wakes_the_watch_for_frames_already_read() -> None:
+    t = started()
+    try:
+        t.pause_idle()
+        ping(t, 1)
+        ping(t, 2)
+        assert answer_id(t) == 1
+        if not t._ready:  # the two answers came in two reads: read the second one too
+            assert answer_id(t) == 2
+            pytest.skip("the server's two answers did not arrive in one read")
+        thread, woke = watcher(t)
+        t.resume_idle()  # nothing on the pipe, one frame in _ready: the watcher wakes
+        assert woke.wait(5.0)
+        thread.join(5.0)
+        assert answer_id(t) == 2
+    finally:
+        t.close()
+
+
+def test_an_unpaused_watch_wakes_on_input() -> None:
+    t = started()
+    try:
+        thread, woke = watcher(t)
+        ping(t, 1)
+        assert woke.wait(5.0)
+        thread.join(5.0)
+        assert answer_id(t) == 1
+    finally:
+        t.close()
+
+
+def test_a_notification_behind_an_answer_after_an_idle_gap_is_handled_while_idle() -> None:
+    # "change" answers, then sends notifications/tools/list_changed at once: the caller
+    # (who paused the idle watch: it comes after an idle gap) reads its answer and leaves
+    # the notification for the background reader, which must handle it with no call made
+    from mcpsync import Client
+    from tests.conftest import server_command
+
+    argv = server_command("counting_server.py")
+    seen = threading.Event()
+    with Client.stdio(argv[0], argv[1:]) as client:
+        client.on_notification("notifications/tools/list_changed", lambda params: seen.set())
+        client.call_tool("echo", {"message": "x"})
+        for _ in range(3):
+            seen.clear()
+            threading.Event().wait(0.05)  # idle past the dispatcher's grace period (not a synchronisation)
+            assert client.call_tool("change").content[0].text == "changed"
+            assert seen.wait(5.0), "the notification was not handled while the client was idle"
