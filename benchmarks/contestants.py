@@ -130,6 +130,15 @@ def raw_stdio_modern(m: Measure) -> None:
         p.close()
 
 
+@contestant("stdio", "raw", "modern", f"the same loop with {IDLE * 1000:g} ms idle before each call")
+def raw_stdio_idle(m: Measure) -> None:
+    p = RawPipe(stdio_server(), era="modern")
+    try:
+        m.run(_idle(p.call))
+    finally:
+        p.close()
+
+
 @contestant("stdio", "raw", "modern", "the raw loop calling the tool with an `outputSchema` (unchecked)")
 def raw_stdio_schema(m: Measure) -> None:
     p = RawPipe(stdio_server(schema=True), era="modern")

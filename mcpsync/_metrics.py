@@ -45,7 +45,7 @@ from dataclasses import asdict, dataclass
 from types import MappingProxyType
 from typing import Any, Callable, Iterable, Iterator, Mapping
 
-from ._speedups import BUCKETS, CallQueue, CallTally, bucket_index, fold_calls
+from ._speedups import BUCKETS, IMPLEMENTATION, CallQueue, CallTally, bucket_index, fold_calls
 
 __all__ = [
     "LatencyHistogram",
@@ -249,8 +249,9 @@ class MetricsSnapshot:
 
 class _Stats(CallTally):
     """The numbers of one (server, tool): the call numbers (a :class:`CallTally`:
-    histogram, outcomes, QPS ring) are written and read under the recorder's
-    ``_drain_lock``, the cache counters under ``lock``."""
+    histogram, outcomes, QPS ring) are folded in under the recorder's ``_drain_lock``
+    or, compiled, added at once (see CallQueue) and read with ``numbers()``; the cache
+    counters are under ``lock``."""
 
     __slots__ = ("lock", "cache_hits", "cache_misses")
 
@@ -295,9 +296,11 @@ class MetricsRecorder:
         self._tools_per_server: dict[str, int] = {}
         self._queue: deque[tuple[str, str | None, float, float, str]] = deque()
         self._drain_lock = threading.Lock()
-        #: :meth:`record` as a compiled callable: what the Guard calls (no Python frame per call)
+        #: :meth:`record` as a compiled callable: what the Guard calls (no Python frame per call);
+        #: compiled, it adds a call to its tally at once, or hands it to _fold (see CallQueue)
+        direct = IMPLEMENTATION == "c-extension"
         self.queue_call: Callable[[str, str | None, float, float, str], None] = CallQueue(
-            self._queue, BATCH, self._drain
+            self._queue, BATCH, self._drain, self._stats if direct else None, self._fold if direct else None
         ).record
 
     # ------------------------------------------------------------------ recording
@@ -348,6 +351,7 @@ class MetricsRecorder:
         fold_calls(self._queue.popleft, self._stats, self._fold)
 
     def _fold(self, server: str, tool: str | None, start: float, end: float, outcome: str) -> None:
+        # under _drain_lock, or (compiled) from the recorder: its adds are whole under the GIL
         if tool is not None and tool in DISCOVERY_METHODS:
             self._add_discovery(server, start, end, outcome)
             return
@@ -400,7 +404,7 @@ class MetricsRecorder:
         """Forget everything recorded."""
         with self._drain_lock, self._lock:
             self._queue.clear()
-            self._stats = {}
+            self._stats.clear()  # in place: the compiled recorder holds this dict
             self._discovery = {}
             self._server_cache = {}
             self._tools_per_server = {}
@@ -499,15 +503,16 @@ class _Frozen:
 
 def _freeze(s: _Stats, now: float, window: float, slots: int) -> _Frozen:
     horizon = int(now) - slots  # slots strictly after it are inside the window
+    h = LatencyHistogram()
+    f = _Frozen(h)
+    # one copy of the call numbers (the compiled recorder may add meanwhile), the cache
+    # counters under their lock
+    h.counts, h.count, h.total_us, h.min_us, h.max_us, f.successes, f.errors, f.timeouts, ring_t, ring_n, first = (
+        s.numbers()
+    )
     with s.lock:
-        h = LatencyHistogram()
-        h.counts = list(s.counts)
-        h.count, h.total_us, h.min_us, h.max_us = s.count, s.total_us, s.min_us, s.max_us
-        f = _Frozen(h)
-        f.successes, f.errors, f.timeouts = s.successes, s.errors, s.timeouts
         f.cache_hits, f.cache_misses = s.cache_hits, s.cache_misses
-        f.recent = sum(n for t, n in zip(s.ring_t, s.ring_n) if t > horizon)
-        first = s.first
+    f.recent = sum(n for t, n in zip(ring_t, ring_n) if t > horizon)
     # the rate is over the window, or over the time since the first call if shorter
     f.span = window if first is None else max(1.0, min(window, now - first + 1.0))
     return f

@@ -51,8 +51,9 @@ cdef class CallTally:
     cdef public list ring_n
     cdef public object first
 
-    @cython.locals(v=cython.longlong, i=Py_ssize_t, sec=cython.longlong, slot=Py_ssize_t)
+    @cython.locals(v=cython.longlong, i=Py_ssize_t, sec=cython.longlong, slot=Py_ssize_t, seen=cython.longlong)
     cpdef add(self, double start, double end, str outcome, bint latency=*)
+    cpdef tuple numbers(self)
 
 @cython.locals(n=Py_ssize_t, item=tuple, last=CallTally, last_server=object, last_tool=object, server=object, tool=object)
 cpdef Py_ssize_t fold_calls(object pop, dict tallies, object missing)
@@ -61,5 +62,8 @@ cdef class CallQueue:
     cdef public object queue
     cdef public Py_ssize_t batch
     cdef public object drain
+    cdef public dict tallies
+    cdef public object missing
 
+    @cython.locals(tally=CallTally)
     cpdef record(self, object server, object tool, object start, object end, object outcome)

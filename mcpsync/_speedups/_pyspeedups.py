@@ -298,13 +298,22 @@ class CallTally:
             self.errors += 1
         sec = int(end)
         slot = sec % self.slots
-        if self.ring_t[slot] != sec:
+        seen = self.ring_t[slot]
+        if seen == sec:
+            self.ring_n[slot] += 1
+        elif seen < sec:
             self.ring_t[slot] = sec
             self.ring_n[slot] = 1
-        else:
-            self.ring_n[slot] += 1
-        if self.first is None:
+        # else: a record come late, from a second a whole window before the slot's
+        if self.first is None or end < self.first:
             self.first = end
+
+    def numbers(self):
+        """Every number at once: ``(counts, count, total_us, min_us, max_us, successes,
+        errors, timeouts, ring_t, ring_n, first)``, the lists copied (compiled: one
+        consistent copy while other threads add)."""
+        return (list(self.counts), self.count, self.total_us, self.min_us, self.max_us, self.successes,
+                self.errors, self.timeouts, list(self.ring_t), list(self.ring_n), self.first)
 
 
 def fold_calls(pop, tallies, missing):
@@ -336,14 +345,32 @@ def fold_calls(pop, tallies, missing):
 class CallQueue:
     """Where calls leave their records: ``record(server, tool, start, end, outcome)``
     appends one to ``queue`` (a deque: no lock), and once ``batch`` are waiting calls
-    ``drain(False)``, which folds them in (see :func:`fold_calls`)."""
+    ``drain(False)``, which folds them in (see :func:`fold_calls`).
 
-    def __init__(self, queue, batch, drain):
+    With ``tallies`` and ``missing`` (the compiled build only), a record is not queued:
+    one whose ``(server, tool)`` has a tally is added to it at once, any other goes to
+    ``missing(server, tool, start, end, outcome)``. Compiled, ``record`` and
+    :meth:`CallTally.add` call no Python code, so each runs whole under the GIL and no
+    other thread sees a tally half-moved (:meth:`CallTally.numbers` reads one the same
+    way). Imported as pure Python they would interleave, so there every record queues.
+    """
+
+    def __init__(self, queue, batch, drain, tallies=None, missing=None):
         self.queue = queue
         self.batch = batch
         self.drain = drain
+        self.tallies = tallies
+        self.missing = missing
 
     def record(self, server, tool, start, end, outcome):
+        tallies = self.tallies
+        if tallies is not None:
+            tally = tallies.get((server, tool))
+            if tally is not None:
+                tally.add(start, end, outcome, True)
+            else:
+                self.missing(server, tool, start, end, outcome)
+            return
         q = self.queue
         q.append((server, tool, start, end, outcome))
         if len(q) >= self.batch:

@@ -56,6 +56,9 @@ class CallTally:
     first: float | None
     def __init__(self, slots: int) -> None: ...
     def add(self, start: float, end: float, outcome: str, latency: bool = True) -> None: ...
+    def numbers(
+        self,
+    ) -> tuple[list[int], int, int, int, int, int, int, int, list[int], list[int], float | None]: ...
 
 def fold_calls(
     pop: Callable[[], tuple[str, str | None, float, float, str]],
@@ -67,5 +70,11 @@ class CallQueue:
     queue: Any
     batch: int
     drain: Callable[[bool], None]
-    def __init__(self, queue: Any, batch: int, drain: Callable[[bool], None]) -> None: ...
+    tallies: dict[tuple[str, str | None], CallTally] | None
+    missing: Callable[[str, str | None, float, float, str], None] | None
+    def __init__(
+        self, queue: Any, batch: int, drain: Callable[[bool], None],
+        tallies: dict[tuple[str, str | None], CallTally] | None = None,
+        missing: Callable[[str, str | None, float, float, str], None] | None = None,
+    ) -> None: ...
     def record(self, server: str, tool: str | None, start: float, end: float, outcome: str) -> None: ...

@@ -250,3 +250,42 @@ def test_fan_out_forwards_cache_events_to_sinks_that_take_them():
         m = rec.snapshot()["s1"]
         assert (m.tools["t"].calls, m.tools["t"].cache_hits, m.discovery.calls) == (1, 1, 1)
     assert len(calls) == 1
+
+
+def test_exact_counts_under_threads_on_the_guards_path():
+    """``queue_call`` (what the Guard calls; compiled, it adds to a known tally at once)
+    from many threads, with snapshots taken meanwhile: all counted, every snapshot whole
+    (a call's latency counted with its outcome)."""
+    rec = MetricsRecorder()
+    outcomes = ["success", "error", "timeout", "success"]
+    stop = threading.Event()
+    torn = []
+
+    def read():
+        while not stop.is_set():
+            for m in rec.snapshot().servers.values():
+                for st in m.tools.values():
+                    if (st.calls > 0) != (st.mean_ms is not None):
+                        torn.append(st)
+
+    def work(t):
+        for i in range(3000):
+            rec.queue_call(f"s{t % 2}", f"tool{i % 3}", 0.0, 0.001 * (i % 7), outcomes[i % 4])
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    ts = [threading.Thread(target=work, args=(t,)) for t in range(8)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join(60)
+    stop.set()
+    reader.join(60)
+    assert not torn
+    snap = rec.snapshot()
+    for s in ("s0", "s1"):
+        tot = snap[s].total
+        assert (tot.calls, tot.successes, tot.errors, tot.timeouts) == (12000, 6000, 3000, 3000)
+    rec.reset()
+    rec.queue_call("s0", "tool0", 0.0, 0.001, "success")  # the reset kept the recorder's dict
+    assert rec.snapshot()["s0"].total.calls == 1

@@ -269,3 +269,71 @@ def test_call_queue_drains_once_a_batch_waits(impl):
     assert len(q) == 2 and drains == []
     calls.record("s", None, 1.0, 2.0, "error")
     assert drains == [False] and not q
+
+
+def test_call_queue_given_the_tallies_adds_at_once_or_hands_on(impl):
+    from collections import deque
+
+    q: deque = deque()
+    known = impl.CallTally(60)
+    tallies = {("s", "echo"): known}
+    missing = []
+    calls = impl.CallQueue(q, 3, lambda wait: None, tallies, lambda *item: missing.append(item))
+    calls.record("s", "echo", 1.0, 1.002, "success")
+    assert not q and (known.count, known.successes) == (1, 1)
+    calls.record("s", "other", 1.0, 1.002, "error")  # no tally: handed on, not queued
+    assert not q and missing == [("s", "other", 1.0, 1.002, "error")] and known.count == 1
+    counts, count, total_us, min_us, max_us, ok, errors, timeouts, ring_t, ring_n, first = known.numbers()
+    assert (sum(counts), count, total_us, min_us, max_us, ok, errors, timeouts) == (1, 1, 2000, 2000, 2000, 1, 0, 0)
+    assert sum(ring_n) == 1 and 1 in ring_t and first == 1.002
+    counts[0] += 5  # a copy
+    assert sum(known.counts) == 1
+
+
+def test_compiled_direct_adds_are_whole_under_threads():
+    """Compiled, many threads add to one tally with no lock while another reads it:
+    every call is counted, and every read is one consistent state."""
+    if _cspeedups is None:
+        pytest.fail("the compiled _cspeedups module did not load")
+    from collections import deque
+
+    tally = _cspeedups.CallTally(60)
+    calls = _cspeedups.CallQueue(deque(), 256, lambda wait: None, {("s", "echo"): tally}, None)
+    outcomes = ["success", "error", "timeout", "success"]
+    stop = threading.Event()
+    torn = []
+
+    def read():
+        while not stop.is_set():
+            counts, count, _, _, _, ok, errors, timeouts, _, ring_n, _ = tally.numbers()
+            if not (sum(counts) == count == ok + errors + timeouts == sum(ring_n)):
+                torn.append((sum(counts), count, ok + errors + timeouts, sum(ring_n)))
+
+    def work(t):
+        for i in range(5000):
+            calls.record("s", "echo", 100.0, 100.0 + 0.0001 * (i % 7), outcomes[(i + t) % 4])
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    ts = [threading.Thread(target=work, args=(t,)) for t in range(8)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join(60)
+    stop.set()
+    reader.join(60)
+    assert not torn, torn[:5]
+    assert (tally.count, tally.successes, tally.errors, tally.timeouts) == (40000, 20000, 10000, 10000)
+
+
+def test_a_tally_takes_its_records_in_any_order(impl):
+    """A record queued before its tally existed is folded after later ones: the counts,
+    the QPS ring and the first call's time come out as in order."""
+    late = impl.CallTally(60)
+    late.add(100.0, 130.5, "success")
+    late.add(100.0, 131.5, "success")
+    late.add(100.0, 129.5, "error")  # older than the others
+    late.add(100.0, 70.5, "success")  # a whole window older than the slot it maps to: outside it
+    counts, count, _, _, _, ok, errors, _, ring_t, ring_n, first = late.numbers()
+    assert (count, ok, errors, first) == (4, 3, 1, 70.5)
+    assert sorted((t, n) for t, n in zip(ring_t, ring_n) if t >= 0) == [(129, 1), (130, 1), (131, 1)]
