@@ -103,6 +103,8 @@ class Dispatcher:
         progress_cap: float | None = None, code_table: Mapping[int, type[RemoteError]] | None = None,
     ) -> None:
         self.transport = transport
+        #: the leader's read, without the transport's reader lock where it can (leaders are alone)
+        self._receive: Callable[[float | None], bytes | None] = getattr(transport, "receive_alone", transport.receive)
         #: a transport that takes each message's facts with its bytes: send(data, timeout, facts)
         self._send_facts: Callable[[bytes, float | None, MessageFacts], None] | None = (
             cast("Callable[[bytes, float | None, MessageFacts], None]", transport.send)
@@ -118,7 +120,7 @@ class Dispatcher:
         self._waiters: list[_Pending] = []
         self._leader: object | None = None
         self._last_activity = _monotonic()
-        # wait_readable's watch, paused by a caller after an idle gap (see _pause_idle)
+        # wait_readable's watch, paused by a caller after an idle gap (see request, _let_go)
         self._pause: Callable[[], None] | None = getattr(transport, "pause_idle", None)
         self._resume: Callable[[], None] = getattr(transport, "resume_idle", lambda: None)
         self._paused = False
@@ -268,8 +270,10 @@ class Dispatcher:
         if self._dead is not None or self._closed:
             pending.pop(rid, None)
             self._check_usable()
-        if self._pause is not None and now - self._last_activity >= GRACE:
-            self._pause_idle()
+        if now - self._last_activity >= GRACE and self._pause is not None and not self._paused:
+            # the background thread waits in wait_readable: this answer must not wake it (see _let_go)
+            self._pause()
+            self._paused = True
         self._last_activity = now
         try:
             send_facts = self._send_facts
@@ -413,17 +417,11 @@ class Dispatcher:
             slot.signaled = True
             slot.lock.release()  # type: ignore[union-attr]  # waiting implies a lock
 
-    def _pause_idle(self) -> None:
-        """After an idle gap the background thread waits in ``wait_readable``: the answer this
-        caller reads must not wake it. Paused until nobody leads (:meth:`_let_go` resumes)."""
-        pause = self._pause
-        with self._mu:
-            if pause is not None and self._leader is None and not self._paused:
-                self._paused = True
-                pause()
-
     def _let_go(self) -> None:
-        # under self._mu: nobody leads now; one waiting follower takes over reading
+        # under self._mu: nobody leads now; one waiting follower takes over reading. The
+        # idle watch goes back on: a caller pauses it with no lock, then sets _paused; this
+        # clears _paused, then resumes: never paused with _paused false. The caller that
+        # paused leads or waits for a leader, whose let-go comes after it set _paused.
         self._leader = None
         self._last_activity = _monotonic()
         if self._paused:
@@ -442,7 +440,7 @@ class Dispatcher:
         here without a wake (the common case, one lock section); otherwise None, with
         the outcome, if any, on the slot.
         """
-        receive = self.transport.receive
+        receive = self._receive
         rid = slot.id
         stats = self.stats
         mu = self._mu
@@ -472,11 +470,14 @@ class Dispatcher:
                     try:
                         if pending.pop(rid, None) is slot:  # out of pending: nobody else sees the slot
                             handed_over = True
-                            if self._waiters or self._paused:
+                            if self._waiters:
                                 self._let_go()
-                            else:  # _let_go with nothing to do, inline
+                            else:  # _let_go with no follower to wake, inline
                                 self._leader = None
                                 self._last_activity = _monotonic()
+                                if self._paused:
+                                    self._paused = False
+                                    self._resume()
                             return env.result
                     finally:
                         mu.release()
@@ -497,12 +498,11 @@ class Dispatcher:
                     self._let_go()
 
     def _halted(self, wait: float) -> bool:
-        """The background thread waits up to ``wait`` s (a timed lock acquire: far
-        cheaper than ``Event.wait``); True once the dispatcher stops."""
+        """Wait up to ``wait`` s (a timed acquire: far cheaper than ``Event.wait``); True once stopped."""
         return self._halt.acquire(True, wait) or self._stop.is_set()
 
     def _background(self) -> None:
-        receive = self.transport.receive
+        receive = self._receive
         readable: Callable[[float], bool] | None = getattr(self.transport, "wait_readable", None)
         while not self._stop.is_set():
             if readable is not None:

@@ -89,6 +89,8 @@ def _drop_pipes_in_child() -> None:
             except OSError:
                 pass
         t._out_fd = t._in_fd = -1
+        t._out_claim = []
+        t._reading = False
         t._closed = True
         t._rlock = threading.Lock()  # a parent thread may have held it
     _LIVE.clear()
@@ -182,11 +184,16 @@ class StdioTransport(Transport):
         self._framer = LineFramer(max_message_size)
         self._ready: collections.deque[bytes] = collections.deque()
         self._wlock = threading.Lock()
-        # held while reading the output pipe: close() never closes that descriptor under
-        # a reader, whose next os.read would otherwise hit whatever pipe reuses its number
-        # (another server's output, stolen from its reader)
+        # receive(): one reader at a time (receive_alone's callers see to that themselves)
         self._rlock = threading.Lock()
-        self._eager = True  # read before waiting (see _read); under _rlock
+        # True while a reader is between its look at _closed and its last use of the output
+        # pipe: close() then leaves closing the pipe to that reader, whose next os.read
+        # would otherwise hit whatever pipe reuses the number (another server's output,
+        # stolen from its reader). Whoever closes the pipe first pops its number from
+        # _out_claim (list.pop is atomic under the GIL): it is closed exactly once.
+        self._reading = False
+        self._out_claim: list[int] = []
+        self._eager = True  # read before waiting (see receive_alone); by the one reader
         self._closed = False
         self._stderr_tail: collections.deque[str] = collections.deque(maxlen=_STDERR_KEEP)
         self._stderr_thread: threading.Thread | None = None
@@ -246,6 +253,7 @@ class StdioTransport(Transport):
             raise ConnectionClosed(f"stdio transport to {self.describe()!r} is closed")
         assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
         self._in_fd = proc.stdin.fileno()
+        self._out_claim = [proc.stdout.fileno()]
         self._out_fd = proc.stdout.fileno()
         self._poller.register(self._out_fd, select.POLLIN)
         if _EPOLL:
@@ -444,13 +452,11 @@ class StdioTransport(Transport):
                 except subprocess.TimeoutExpired:  # pragma: no cover - a process SIGKILL cannot end
                     log.warning("stdio server %s (pid %s) did not end on SIGKILL", self.name, proc.pid)
         self._stderr_stop = _monotonic() + 0.5  # the stderr reader closes its pipe on its way out
-        # the output pipe: now, unless a reader is inside receive(); it then closes the
-        # pipe itself on its way out (it saw _closed, set above, before releasing)
-        if self._rlock.acquire(False):
-            try:
-                self._close_output()
-            finally:
-                self._rlock.release()
+        # the output pipe: now, unless a reader is inside receive_alone(); it then closes
+        # the pipe itself on its way out (it looks at _closed, set above, after it clears
+        # _reading; and a reader that comes later sees _closed before it touches the pipe)
+        if not self._reading:
+            self._close_output()
         self._join_stderr(1.0)
 
     # ------------------------------------------------------------------ I/O
@@ -495,10 +501,13 @@ class StdioTransport(Transport):
         return ConnectionClosed(f"stdio server {self.name} is gone{self._exit_detail()}", sent=False)
 
     def _close_output(self) -> None:
-        # holding _rlock: nobody is between a wait and an os.read on the descriptor
-        fd, self._out_fd = self._out_fd, -1
-        if fd < 0:
+        # after close(), with no reader inside receive_alone (close() saw none, or it is
+        # that reader on its way out): whoever comes first closes the pipe
+        try:
+            fd = self._out_claim.pop()
+        except IndexError:
             return
+        self._out_fd = -1
         idle = self._idle_poller
         if idle is not None and _EPOLL:
             idle.close()  # a wait_readable inside it ends at its timeout, and then sees _closed
@@ -563,14 +572,25 @@ class StdioTransport(Transport):
         if not rlock.acquire(True, -1 if timeout is None else timeout if timeout > 0.0 else 0.0):
             return None
         try:
+            return self.receive_alone(timeout)
+        finally:
+            rlock.release()
+
+    def receive_alone(self, timeout: float | None) -> bytes | None:
+        """:meth:`receive` for a caller that sees to it that nobody else reads meanwhile
+        (neither :meth:`receive` nor this), as the dispatcher's leader does: no lock
+        taken. :meth:`close` may still come from any thread at any time."""
+        ready = self._ready
+        if ready:
+            return ready.popleft()
+        self._reading = True  # before the look at _closed: see close()
+        try:
             if self._closed:
                 raise ConnectionClosed(f"stdio server {self.name} was closed")
-            if ready:
-                return ready.popleft()
             fd = self._out_fd
             if fd < 0:
                 raise ConnectionClosed(f"stdio server {self.name} is not connected")
-            # holding _rlock: wait and read until a whole message is in, or the time is up.
+            # the one reader: wait and read until a whole message is in, or the time is up.
             # The pipe is non-blocking. While output tends to be in already by the time a
             # reader comes (client and server share a CPU; many callers), it is read with no
             # wait first, saving the poll; a read that finds nothing goes back to waiting
@@ -589,7 +609,7 @@ class StdioTransport(Transport):
                             if timeout <= 0:
                                 return None
                     started = _monotonic()
-                    try:  # holding _rlock: the poll object is never used concurrently (poll is half select's price)
+                    try:  # the one reader: the poll object is never used concurrently (poll is half select's price)
                         self._poller.poll(None if timeout is None else timeout * 1000.0 if timeout > 0.0 else 0.0)
                     except (OSError, ValueError) as exc:
                         raise ConnectionClosed(f"stdio server {self.name} is gone{self._exit_detail()}") from exc
@@ -622,6 +642,6 @@ class StdioTransport(Transport):
                     return frames[0]
                 eager = False  # a part of a message: wait for the rest
         finally:
+            self._reading = False
             if self._closed:
-                self._close_output()  # close() left it to this reader
-            rlock.release()
+                self._close_output()  # close() left it to this reader (or came meanwhile)
