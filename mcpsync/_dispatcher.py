@@ -118,7 +118,9 @@ class Dispatcher:
         self._mu = threading.Lock()
         self._pending: dict[Any, _Pending] = {}
         self._waiters: list[_Pending] = []
-        self._leader: object | None = None
+        # the right to read: popped by the one who leads, put back when it lets go (list.pop
+        # and append are atomic under the GIL: a leader takes it with no lock; see _let_go)
+        self._baton = [True]
         self._last_activity = _monotonic()
         # wait_readable's watch, paused by a caller after an idle gap (see request, _let_go)
         self._pause: Callable[[], None] | None = getattr(transport, "pause_idle", None)
@@ -287,49 +289,43 @@ class Dispatcher:
                     send_facts(data, timeout, facts)
         except BaseException as exc:
             pending.pop(rid, None)
-            if self._paused:  # nobody may lead now: the idle watch back on
-                with self._mu:
-                    if self._leader is None:
-                        self._let_go()
+            if self._paused and self._claim():  # nobody leads now: the idle watch back on
+                self._let_go()
             if isinstance(exc, ConnectionClosed) and not getattr(exc, "renewable", False):  # a lost session: the link lives
                 self._mark_dead(exc)
             raise
         self.stats["sent"] += 1
-        if cancel_event is None:
-            # Fast path: nobody reads, so this caller reads its own answer (acquire/release,
-            # not ``with``: on CPython 3.11 that costs over twice as much).
-            mu = self._mu
-            mu.acquire()
-            lead = self._leader is None
-            if lead:
-                self._leader = slot
-            mu.release()
-            if lead:
-                result = self._lead(slot)
-                if result is not None:
-                    return result
-                if slot.done and slot.error is None:
-                    return slot.result  # type: ignore[no-any-return]
+        if cancel_event is None and self._baton:
+            # Fast path: nobody reads, so this caller takes the baton and reads its own answer
+            try:
+                self._baton.pop()
+            except IndexError:  # taken meanwhile
+                return self._wait(slot, cancel_event)
+            result = self._lead(slot)
+            if result is not None:
+                return result
+            if slot.done and slot.error is None:
+                return slot.result  # type: ignore[no-any-return]
         return self._wait(slot, cancel_event)
 
     # ------------------------------------------------------------------ waiting
 
     def _wait(self, slot: _Pending, cancel_event: threading.Event | None) -> msgspec.Raw:
         mu = self._mu
+        waiters = self._waiters
         while True:
             with mu:
                 if slot.done:
                     break
-                if self._leader is None:
-                    self._leader = slot
-                    lead = True
+                waiters.append(slot)  # in the list before the try for the baton: see _let_go
+                lead = self._claim()
+                if lead:
+                    waiters.pop()  # (the last one in: nobody else adds while mu is held)
                 else:
-                    lead = False
                     if slot.lock is None:
                         slot.lock = threading.Lock()
                         slot.lock.acquire()
                     slot.waiting = True
-                    self._waiters.append(slot)
             if lead:
                 result = self._lead(slot)
                 if result is not None:
@@ -417,33 +413,44 @@ class Dispatcher:
             slot.signaled = True
             slot.lock.release()  # type: ignore[union-attr]  # waiting implies a lock
 
+    def _claim(self) -> bool:
+        """Take the baton (start leading) if nobody has it."""
+        try:
+            self._baton.pop()
+            return True
+        except IndexError:
+            return False
+
     def _let_go(self) -> None:
-        # under self._mu: nobody leads now; one waiting follower takes over reading. The
-        # idle watch goes back on: a caller pauses it with no lock, then sets _paused; this
-        # clears _paused, then resumes: never paused with _paused false. The caller that
-        # paused leads or waits for a leader, whose let-go comes after it set _paused.
-        self._leader = None
+        """The leader gives the baton back (not under mu) and wakes one waiting follower to
+        take it. A follower joins the waiters, then tries for the baton; this puts the baton
+        back, then looks for waiters: one of the two sees the other, so no follower is left
+        waiting while nobody leads. The idle watch goes back on: a caller pauses it with no
+        lock, then sets _paused; this clears _paused, then resumes: never paused with
+        _paused false (the caller that paused leads, or waits for a leader that lets go after)."""
         self._last_activity = _monotonic()
+        self._baton.append(True)
         if self._paused:
             self._paused = False
             self._resume()
-        for w in self._waiters:
-            if not w.done and not w.signaled:
-                self._wake(w)
-                break
+        if self._waiters:
+            with self._mu:
+                for w in self._waiters:
+                    if not w.done and not w.signaled:
+                        self._wake(w)
+                        break
 
     def _lead(self, slot: _Pending) -> msgspec.Raw | None:
         """Read the transport until ``slot`` is answered, its deadline passes or the
         connection fails, delivering every other message on the way.
 
         Returns the result when the answer read is the slot's own success, handed over
-        here without a wake (the common case, one lock section); otherwise None, with
-        the outcome, if any, on the slot.
+        here without a wake (the common case, no lock section); otherwise None, with the
+        outcome, if any, on the slot.
         """
         receive = self._receive
         rid = slot.id
         stats = self.stats
-        mu = self._mu
         pending = self._pending
         handed_over = False
         try:
@@ -465,24 +472,17 @@ class Dispatcher:
                     self._drop_invalid(data, exc)
                     continue
                 if env.id == rid and env.method is None and env.error is None and len(env.result):
-                    # our own answer: leave the slot and the leadership in one go
-                    mu.acquire()
-                    try:
-                        if pending.pop(rid, None) is slot:  # out of pending: nobody else sees the slot
-                            handed_over = True
-                            if self._waiters:
-                                self._let_go()
-                            else:  # _let_go with no follower to wake, inline
-                                self._leader = None
-                                self._last_activity = _monotonic()
-                                if self._paused:
-                                    self._paused = False
-                                    self._resume()
-                            return env.result
-                    finally:
-                        mu.release()
-                    # cancelled or failed meanwhile: its outcome is already on the slot
-                    continue
+                    # our own answer: out of pending (atomic: nobody else sees the slot), then
+                    # the baton back, with no lock
+                    if pending.pop(rid, None) is slot:
+                        handed_over = True
+                        if self._waiters or self._paused:
+                            self._let_go()
+                        else:  # _let_go with nothing to do, inline
+                            self._last_activity = _monotonic()
+                            self._baton.append(True)
+                        return env.result
+                    continue  # cancelled or failed meanwhile: its outcome is already on the slot
                 self._deliver(env, data)
             return None
         except MCPError as exc:  # the transport's own verdict: keep its type for the callers
@@ -494,8 +494,7 @@ class Dispatcher:
             return None
         finally:
             if not handed_over:
-                with mu:
-                    self._let_go()
+                self._let_go()
 
     def _halted(self, wait: float) -> bool:
         """Wait up to ``wait`` s (a timed acquire: far cheaper than ``Event.wait``); True once stopped."""
@@ -511,18 +510,10 @@ class Dispatcher:
                         continue
                 except Exception:  # the reader below meets the same failure and reports it
                     pass
-            if self._leader is not None and readable is not None:  # a caller reads (a hint: no lock)
-                if self._halted(GRACE):
-                    return
-                continue
-            with self._mu:
-                if self._dead is not None or self._closed:
-                    return
-                lead = self._leader is None and _monotonic() - self._last_activity >= GRACE
-                if lead:
-                    self._leader = self
-                    started = self._last_activity
-            if not lead:
+            if self._dead is not None or self._closed:
+                return
+            started = self._last_activity
+            if not self._baton or _monotonic() - started < GRACE or not self._claim():  # a caller reads
                 if self._halted(GRACE):
                     return
                 continue
@@ -543,8 +534,7 @@ class Dispatcher:
                 log.exception("reading from %s failed", self.name)
                 self._mark_dead(ConnectionClosed(f"reading from {self.name} failed: {exc!r}"))
             finally:
-                with self._mu:
-                    self._let_go()
+                self._let_go()
 
     # ------------------------------------------------------------------ incoming
 

@@ -601,14 +601,14 @@ class StdioTransport(Transport):
                 if not eager:
                     if self._closed:
                         raise ConnectionClosed(f"stdio server {self.name} was closed")
+                    started = _monotonic()
                     if timeout is not None:
                         if deadline is None:
-                            deadline = _monotonic() + timeout
+                            deadline = started + timeout
                         else:
-                            timeout = deadline - _monotonic()
+                            timeout = deadline - started
                             if timeout <= 0:
                                 return None
-                    started = _monotonic()
                     try:  # the one reader: the poll object is never used concurrently (poll is half select's price)
                         self._poller.poll(None if timeout is None else timeout * 1000.0 if timeout > 0.0 else 0.0)
                     except (OSError, ValueError) as exc:
