@@ -1,0 +1,277 @@
+"""The stdio transport with no lock on its hot path.
+
+The dispatcher's leader reads through ``receive_alone`` (no reader lock: leadership is
+exclusive), so ``close()`` hands the output pipe over with plain flags: a reader inside
+keeps the descriptor open until it leaves, and whoever closes it first pops it from
+``_out_claim``, so it is closed exactly once. Senders take the right to write (a baton)
+with no lock section; concurrent senders still never interleave their bytes, also when a
+message is written in parts.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import threading
+
+import pytest
+
+from mcpsync import Client, ConnectionClosed, RequestTimeout
+from mcpsync.transports.stdio import StdioTransport
+from tests.conftest import server_command
+from tests.helpers import hammer, wait_until
+from tests.integration.test_stdio_transport import answer_id, ping, reusing_descriptor, started
+
+pytestmark = pytest.mark.timeout(90)
+
+
+class _HeldAfterWait:
+    """A poll object that, once its wait ended, holds the reader there (between its wait
+    and its ``os.read``) until ``go`` is set."""
+
+    def __init__(self, poller: object) -> None:
+        self.poller = poller
+        self.waited = threading.Event()
+        self.go = threading.Event()
+
+    def poll(self, timeout: float | None = None) -> list[tuple[int, int]]:
+        events = self.poller.poll(timeout)  # type: ignore[attr-defined]
+        self.waited.set()
+        assert self.go.wait(30.0)
+        return events  # type: ignore[no-any-return]
+
+    def unregister(self, fd: int) -> None:
+        self.poller.unregister(fd)  # type: ignore[attr-defined]
+
+
+def test_close_between_a_lockless_readers_wait_and_read_leaves_the_pipe_to_it() -> None:
+    t = started()
+    held = _HeldAfterWait(t._poller)
+    t._poller = held  # type: ignore[assignment]
+    t._eager = False  # wait first: the reader stops between its wait and its read
+    outcome: list[BaseException | bytes | None] = []
+
+    def read() -> None:
+        try:
+            outcome.append(t.receive_alone(30.0))
+        except BaseException as exc:  # noqa: BLE001 - the test inspects it
+            outcome.append(exc)
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    number = t._out_fd
+    try:
+        closer = threading.Thread(target=t.close, daemon=True)
+        closer.start()  # the child ends (its stdin closed): EOF wakes the reader's wait
+        assert held.waited.wait(30.0), "the reader's wait did not end"
+        closer.join(30.0)
+        assert not closer.is_alive(), "close() waited for the reader"
+        # close() is over, the reader is still inside: its descriptor is open, unclaimed
+        assert t._reading and t._out_claim == [number] and t._out_fd == number
+        os.fstat(number)  # still open: no other pipe can have taken its number
+        held.go.set()
+        reader.join(30.0)
+        assert not reader.is_alive()
+        assert len(outcome) == 1 and isinstance(outcome[0], ConnectionClosed), outcome
+        assert "closed" in str(outcome[0])
+        # the reader closed the pipe on its way out, once
+        assert not t._reading and t._out_claim == [] and t._out_fd == -1
+        assert t._proc is not None and t._proc.stdout is not None and t._proc.stdout.closed
+    finally:
+        held.go.set()
+        t.close()
+    new, others = reusing_descriptor(number)
+    try:
+        ping(new, 5)
+        with pytest.raises(ConnectionClosed):
+            t.receive_alone(1.0)
+        assert answer_id(new) == 5  # not read by the closed transport
+    finally:
+        for other in (new, *others):
+            other.close()
+
+
+def test_close_under_a_lockless_reader_waiting_ends_its_read() -> None:
+    t = started()
+    outcome: list[BaseException | bytes | None] = []
+
+    def read() -> None:
+        try:
+            outcome.append(t.receive_alone(30.0))
+        except BaseException as exc:  # noqa: BLE001 - the test inspects it
+            outcome.append(exc)
+
+    t._eager = False
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    assert wait_until(lambda: t._reading, 10.0), "the reader never went in"
+    t.close()
+    reader.join(10.0)
+    assert not reader.is_alive(), "the reader stayed blocked after close()"
+    assert len(outcome) == 1 and isinstance(outcome[0], ConnectionClosed), outcome
+    assert t._out_claim == [] and t._out_fd == -1
+
+
+def test_close_with_no_reader_closes_the_pipe_itself_once() -> None:
+    t = started()
+    ping(t, 1)
+    assert t.receive_alone(10.0) is not None
+    number = t._out_fd
+    t.close()
+    assert t._out_claim == [] and t._out_fd == -1
+    t._close_output()  # a late second closer finds nothing to close
+    new, others = reusing_descriptor(number)
+    try:
+        ping(new, 2)
+        with pytest.raises(ConnectionClosed):
+            t.receive_alone(1.0)
+        t._close_output()  # and still does not close the new pipe's number
+        assert answer_id(new) == 2
+    finally:
+        for other in (new, *others):
+            other.close()
+
+
+def test_closing_many_transports_under_lockless_readers_never_crosses_answers() -> None:
+    stolen: list[bytes] = []
+    errors: list[BaseException] = []
+
+    def drain(t: StdioTransport) -> None:
+        while True:
+            try:
+                data = t.receive_alone(5.0)
+            except ConnectionClosed:
+                return
+            except BaseException as exc:  # noqa: BLE001 - e.g. an EBADF would land here
+                errors.append(exc)
+                return
+            if data is not None:
+                stolen.append(data)
+
+    for round_ in range(8):
+        t = started()
+        ping(t, round_)
+        assert answer_id(t) == round_
+        reader = threading.Thread(target=drain, args=(t,), daemon=True)
+        reader.start()
+        t.close()
+        fresh = started()
+        try:
+            ping(fresh, 100 + round_)
+            assert answer_id(fresh) == 100 + round_
+        finally:
+            fresh.close()
+        reader.join(10.0)
+        assert not reader.is_alive()
+    assert not stolen and not errors, (stolen, errors)
+
+
+# A server that writes each line back as it came (a whole line at a time).
+_ECHO = r"""
+import sys
+out = sys.stdout.buffer
+for line in sys.stdin.buffer:
+    out.write(line)
+    out.flush()
+"""
+
+
+def test_concurrent_senders_of_messages_larger_than_the_pipe_never_interleave() -> None:
+    # 256 KiB messages do not fit a pipe (64 KiB): each is written in parts, and the other
+    # senders wait for the right to write meanwhile (they queue behind the baton)
+    t = StdioTransport(sys.executable, ["-c", _ECHO], close_timeout=2.0)
+    t.connect(10.0)
+    threads_n, each = 6, 4
+    size = 256 * 1024
+    received: list[bytes] = []
+    failures: list[BaseException] = []
+
+    def read() -> None:
+        try:
+            while len(received) < threads_n * each:
+                data = t.receive(30.0)
+                assert data is not None, "the echo stopped"
+                received.append(data)
+        except BaseException as exc:  # noqa: BLE001
+            failures.append(exc)
+
+    start = threading.Barrier(threads_n)
+
+    def send(k: int) -> None:
+        try:
+            start.wait(10.0)
+            for i in range(each):
+                body = {"k": k, "i": i, "pad": chr(ord("a") + k) * size}
+                t.send(json.dumps(body).encode(), 30.0)
+        except BaseException as exc:  # noqa: BLE001
+            failures.append(exc)
+
+    reader = threading.Thread(target=read, daemon=True)
+    senders = [threading.Thread(target=send, args=(k,), daemon=True) for k in range(threads_n)]
+    try:
+        reader.start()
+        for s in senders:
+            s.start()
+        for s in senders:
+            s.join(60.0)
+        reader.join(60.0)
+        assert not failures, failures
+        assert len(received) == threads_n * each
+        seen = set()
+        for data in received:
+            msg = json.loads(data)  # an interleaved message would not parse
+            assert msg["pad"] == chr(ord("a") + msg["k"]) * size
+            seen.add((msg["k"], msg["i"]))
+        assert len(seen) == threads_n * each
+        assert t._wbaton == [True]  # given back by every sender
+    finally:
+        t.close()
+
+
+def test_close_while_senders_are_stuck_on_a_full_pipe_ends_every_send() -> None:
+    # a server that never reads: the first sender fills the pipe and waits for room (holding
+    # the right to write), the others queue behind it; each ends at its timeout in turn (a
+    # message is never cut by another), close() after them, and nothing hangs
+    t = StdioTransport(sys.executable, ["-c", "import time\ntime.sleep(60)"], close_timeout=0.5)
+    t.connect(10.0)
+    outcomes: list[BaseException | None] = []
+
+    def send() -> None:
+        try:
+            t.send(b'{"pad": "' + b"x" * (1 << 20) + b'"}', 1.0)
+            outcomes.append(None)
+        except BaseException as exc:  # noqa: BLE001
+            outcomes.append(exc)
+
+    senders = [threading.Thread(target=send, daemon=True) for _ in range(3)]
+    for s in senders:
+        s.start()
+    assert wait_until(lambda: t._wwaiting, 10.0), "no sender queued for the right to write"
+    closer = threading.Thread(target=t.close, daemon=True)
+    closer.start()
+    for s in senders:
+        s.join(30.0)
+        assert not s.is_alive(), "a sender stayed blocked"
+    closer.join(30.0)
+    assert not closer.is_alive()
+    assert len(outcomes) == 3
+    for outcome in outcomes:
+        assert isinstance(outcome, (ConnectionClosed, RequestTimeout)), outcomes
+    with pytest.raises(ConnectionClosed):
+        t.send(b"{}", 1.0)
+
+
+@pytest.mark.parametrize("mode", ["legacy", "modern"])
+def test_many_threads_on_one_stdio_client_after_idle_gaps(mode: str) -> None:
+    # leadership passes with no lock (the baton); after each idle gap the first caller
+    # pauses the idle watch; every answer still reaches the thread that asked, and the
+    # background reader is free to lead again once the callers are gone
+    cmd = server_command("raw_server.py")
+    with Client.stdio(cmd[0], cmd[1:], mode=mode) as c:
+        for _ in range(4):
+            hammer(c, threads=12, calls=25, expect=lambda m: m)
+            gap = threading.Event()
+            gap.wait(0.05)  # the idle gap under test (longer than the dispatcher's 20 ms grace)
+        primary = c.diagnostics().primary
+        assert primary is not None and primary.pending == 0 and primary.dropped == 0
