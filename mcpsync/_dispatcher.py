@@ -123,7 +123,8 @@ class Dispatcher:
         self._baton = [True]
         self._last_activity = _monotonic()
         # wait_readable's watch, paused by a caller after an idle gap (see request, _let_go)
-        self._pause: Callable[[], None] | None = getattr(transport, "pause_idle", None)
+        pauser = getattr(transport, "idle_pauser", None)  # pause_idle as one C call, where it can
+        self._pause: Callable[[], object] | None = pauser() if pauser is not None else getattr(transport, "pause_idle", None)
         self._resume: Callable[[], None] = getattr(transport, "resume_idle", lambda: None)
         self._paused = False
         self._ids = itertools.count(1)
@@ -274,7 +275,10 @@ class Dispatcher:
             self._check_usable()
         if now - self._last_activity >= GRACE and self._pause is not None and not self._paused:
             # the background thread waits in wait_readable: this answer must not wake it (see _let_go)
-            self._pause()
+            try:
+                self._pause()
+            except (OSError, ValueError):  # closed meanwhile: the send says so
+                pass
             self._paused = True
         self._last_activity = now
         try:
@@ -476,11 +480,14 @@ class Dispatcher:
                     # the baton back, with no lock
                     if pending.pop(rid, None) is slot:
                         handed_over = True
-                        if self._waiters or self._paused:
+                        if self._waiters:
                             self._let_go()
-                        else:  # _let_go with nothing to do, inline
+                        else:  # _let_go with no follower to wake, inline
                             self._last_activity = _monotonic()
                             self._baton.append(True)
+                            if self._paused:
+                                self._paused = False
+                                self._resume()
                         return env.result
                     continue  # cancelled or failed meanwhile: its outcome is already on the slot
                 self._deliver(env, data)

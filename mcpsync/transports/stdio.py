@@ -24,6 +24,7 @@ from __future__ import annotations
 import atexit
 import collections
 import errno
+import functools
 import logging
 import os
 import select
@@ -31,7 +32,7 @@ import subprocess
 import threading
 import time
 import weakref
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from .._errors import ConnectError, ConnectionClosed, MessageTooLarge, RequestTimeout, StartFailed
 from .._speedups import DEFAULT_MAX_MESSAGE_SIZE, FrameTooLarge, LineFramer
@@ -93,17 +94,12 @@ def _drop_pipes_in_child() -> None:
         t._reading = False
         t._closed = True
         t._rlock = threading.Lock()  # a parent thread may have held it (or the ones below)
-        t._wbaton, t._wlock, t._wgate, t._wwaiting = [True], threading.Lock(), _held_lock(), False
+        t._wbaton, t._wlock, t._wgate, t._wwaiting = [True], threading.Lock(), threading.Lock(), False
+        t._wgate.acquire()
     _LIVE.clear()
 
 
 os.register_at_fork(after_in_child=_drop_pipes_in_child)
-
-
-def _held_lock() -> threading.Lock:
-    lock = threading.Lock()
-    lock.acquire()
-    return lock
 
 
 def _line_text(raw: bytes, size: int) -> str:
@@ -195,7 +191,8 @@ class StdioTransport(Transport):
         # writer that finds it taken queues on _wlock and sleeps on _wgate (see _take_writer).
         self._wbaton = [True]
         self._wlock = threading.Lock()
-        self._wgate = _held_lock()  # released by a writer that puts the baton back while one waits
+        self._wgate = threading.Lock()  # held; opened by a writer that puts the baton back while one waits
+        self._wgate.acquire()
         self._wwaiting = False
         # receive(): one reader at a time (receive_alone's callers see to that themselves)
         self._rlock = threading.Lock()
@@ -434,7 +431,9 @@ class StdioTransport(Transport):
                 return
             self._closed = True
         finally:
-            self._give_writer()
+            self._wbaton.append(True)
+            if self._wwaiting:
+                self._wake_writer()
         _LIVE.discard(self)
         proc = self._proc
         if proc is None:
@@ -518,11 +517,6 @@ class StdioTransport(Transport):
                     gate.acquire()
             self._wwaiting = False
 
-    def _give_writer(self) -> None:
-        self._wbaton.append(True)
-        if self._wwaiting:
-            self._wake_writer()
-
     def _wake_writer(self) -> None:
         try:
             self._wgate.release()
@@ -600,6 +594,13 @@ class StdioTransport(Transport):
             self._idle_poller.modify(self._out_fd, 0)
         except (OSError, ValueError):  # closed meanwhile: wait_readable says so anyway
             pass
+
+    def idle_pauser(self) -> Callable[[], object]:
+        """:meth:`pause_idle` as one call into C, for the dispatcher (once connected): no
+        Python frame. It raises OSError or ValueError once the transport is closed."""
+        if not _EPOLL or self._out_fd < 0:
+            return self.pause_idle
+        return functools.partial(self._idle_poller.modify, self._out_fd, 0)
 
     def resume_idle(self) -> None:
         """Undo :meth:`pause_idle`: input already on the pipe wakes the waiting thread now."""
