@@ -38,18 +38,21 @@ from .._errors import ConnectError, ConnectionClosed, MessageTooLarge, RequestTi
 from .._speedups import DEFAULT_MAX_MESSAGE_SIZE, FrameTooLarge, LineFramer
 from ._base import Transport
 from ._spawn import popen
+from ._stderr import STDERR_LINE_MAX as _STDERR_LINE_MAX
+from ._stderr import LogBudget as _LogBudget
+from ._stderr import line_text as _line_text
 
 __all__ = ["StdioTransport"]
 
 log = logging.getLogger("mcpsync.transports.stdio")
 
 _LIVE: "weakref.WeakSet[StdioTransport]" = weakref.WeakSet()
-#: stderr lines kept for error messages, and the longest part of a line kept (bytes)
+#: stderr lines kept for error messages (the longest part of a line kept: _stderr.STDERR_LINE_MAX)
 _STDERR_KEEP = 20
-_STDERR_LINE_MAX = 300
 #: one read of the stderr pipe
 _STDERR_CHUNK = 65536
-#: how often the stderr reader looks whether the transport was closed (no output meanwhile)
+#: how often the stderr reader looks whether the transport was closed (no output meanwhile),
+#: where close() cannot wake it (no eventfd), and whether lines left out are due a summary
 _STDERR_POLL = 0.2
 #: after the output hit EOF, how long to wait for the exit status for an error message
 _EXIT_WAIT = 0.1
@@ -100,47 +103,6 @@ def _drop_pipes_in_child() -> None:
 
 
 os.register_at_fork(after_in_child=_drop_pipes_in_child)
-
-
-def _line_text(raw: bytes, size: int) -> str:
-    """One stderr line as kept and logged: at most _STDERR_LINE_MAX bytes of it, decoded,
-    with its length when cut. ``size`` is its whole length (-1: ``len(raw)``)."""
-    if size < 0:
-        size = len(raw)
-    if size > _STDERR_LINE_MAX:
-        return raw[:_STDERR_LINE_MAX].decode("utf-8", "replace") + f"... ({size} bytes)"
-    return raw.decode("utf-8", "replace").rstrip("\r")
-
-
-class _LogBudget:
-    """At most ``rate`` stderr lines a second reach the log; the rest are counted and
-    reported in one line when the second is over (or the stream ends)."""
-
-    __slots__ = ("logger", "rate", "window", "left", "skipped")
-
-    def __init__(self, logger: logging.Logger, rate: int) -> None:
-        self.logger = logger
-        self.rate = max(int(rate), 0)
-        self.window = _monotonic()
-        self.left = self.rate
-        self.skipped = 0
-
-    def take(self, n: int) -> int:
-        """How many of the next ``n`` lines may be logged."""
-        self.tick()
-        k = n if n <= self.left else self.left
-        self.left -= k
-        self.skipped += n - k
-        return k
-
-    def tick(self, final: bool = False) -> None:
-        now = _monotonic()
-        if final or now - self.window >= 1.0:
-            if self.skipped:
-                self.logger.info("... %d more stderr lines not logged (over %d a second)", self.skipped, self.rate)
-                self.skipped = 0
-            self.window = now
-            self.left = self.rate
 
 
 class StdioTransport(Transport):
@@ -210,6 +172,7 @@ class StdioTransport(Transport):
         # set by close() to a monotonic time: the stderr reader leaves at its next idle
         # poll, or at that time if output keeps coming (a grandchild holding the pipe)
         self._stderr_stop = 0.0
+        self._stderr_wake = -1  # an eventfd close() writes to end the stderr reader's idle wait (Linux)
         self._spoke = False  # the child wrote something to stdout (set by the reader)
         self._eof = False  # the reader saw EOF on the child's stdout
         self._exit_code: int | None = None  # an exit the child made on its own (see close())
@@ -273,6 +236,8 @@ class StdioTransport(Transport):
             self._idle_poller.register(self._idle_wake, select.EPOLLIN)
             # closed with the object, not with the pipe: resume_idle never writes to a reused number
             weakref.finalize(self, os.close, self._idle_wake)
+            self._stderr_wake = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)  # the same for close()
+            weakref.finalize(self, os.close, self._stderr_wake)
         else:
             self._idle_poller = select.poll()
             self._idle_poller.register(self._out_fd, select.POLLIN)
@@ -365,8 +330,12 @@ class StdioTransport(Transport):
             fd = stream.fileno()
             poller = select.poll()
             poller.register(fd, select.POLLIN)
+            wake = self._stderr_wake  # written by close(): no idle polls while the server is quiet
+            if wake >= 0:
+                poller.register(wake, select.POLLIN)
             while True:
-                if not poller.poll(_STDERR_POLL * 1000.0):
+                events = poller.poll(None if wake >= 0 and not budget.skipped else _STDERR_POLL * 1000.0)
+                if not events or (len(events) == 1 and events[0][0] == wake):
                     budget.tick()
                     if self._stderr_stop:
                         break
@@ -467,6 +436,11 @@ class StdioTransport(Transport):
                 except subprocess.TimeoutExpired:  # pragma: no cover - a process SIGKILL cannot end
                     log.warning("stdio server %s (pid %s) did not end on SIGKILL", self.name, proc.pid)
         self._stderr_stop = _monotonic() + 0.5  # the stderr reader closes its pipe on its way out
+        if self._stderr_wake >= 0:
+            try:
+                os.eventfd_write(self._stderr_wake, 1)
+            except OSError:
+                pass
         # the output pipe: now, unless a reader is inside receive_alone(); it then closes
         # the pipe itself on its way out (it looks at _closed, set above, after it clears
         # _reading; and a reader that comes later sees _closed before it touches the pipe)

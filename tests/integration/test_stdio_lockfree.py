@@ -275,3 +275,27 @@ def test_many_threads_on_one_stdio_client_after_idle_gaps(mode: str) -> None:
             gap.wait(0.05)  # the idle gap under test (longer than the dispatcher's 20 ms grace)
         primary = c.diagnostics().primary
         assert primary is not None and primary.pending == 0 and primary.dropped == 0
+
+
+# A server whose child (a grandchild of the client) keeps the server's stderr open and
+# quiet after the server itself is gone.
+_STDERR_HELD = r"""
+import subprocess, sys
+subprocess.Popen([sys.executable, "-c", "import time; time.sleep(10)"])  # inherits stderr
+sys.stderr.write("started\n"); sys.stderr.flush()
+for line in sys.stdin.buffer:
+    pass
+"""
+
+
+def test_close_ends_the_stderr_reader_while_a_grandchild_holds_the_pipe_quiet() -> None:
+    # the stderr reader waits with no timeout while the server is quiet (no idle polls);
+    # close() wakes it, so it leaves, and closes its pipe, at once
+    t = StdioTransport(sys.executable, ["-c", _STDERR_HELD], close_timeout=1.0)
+    t.connect(10.0)
+    assert wait_until(lambda: "started" in t.stderr_tail(), 10.0)
+    reader = t._stderr_thread
+    assert reader is not None and reader.is_alive()
+    t.close()
+    reader.join(5.0)  # before: up to one idle poll (0.2 s); either way well under this bound
+    assert not reader.is_alive(), "the stderr reader stayed after close()"
