@@ -523,10 +523,10 @@ class Session:
                 result = self.request_on(entry.conn, method, params, t, progress)
         except BaseException as exc:
             if entry is not None:
-                pool.give_back(entry, broken=not entry.conn.alive())
+                pool.give_back_idle(entry, broken=not entry.conn.alive())
             return self._guarded(method, params, t, progress, safe_to_retry, tool, retry, start, exc)
         if entry is not None:
-            pool.give_back(entry)
+            pool.give_back_idle(entry)
         guard.succeeded(tool, start)
         return result
 
@@ -586,16 +586,16 @@ class Session:
             # a routed client: under its endpoint's breaker
             return routed_attempt(self, t, lambda conn: self.request_on(conn, method, params, t, progress))
         pool = self.pool
-        # no Lease object: this frame gives it back on every path; the wait for a
-        # connection (and for it to be made) is part of the call's timeout unless the
-        # pool fixes one, and the request gets what is left
-        entry = pool.take_idle()
+        # no Lease: this frame gives it back on every path; the wait for a connection is part
+        entry = pool.take_idle()  # of the call's timeout unless the pool fixes one
+        give_back = pool.give_back_idle
         if entry is None:
             began = time.monotonic()
-            entry = pool.borrow(t if self.borrow_wait is None else self.borrow_wait)._entry
+            entry = pool.borrow_entry(t if self.borrow_wait is None else self.borrow_wait)
+            give_back = pool.give_back
             t -= time.monotonic() - began
             if t <= 0.0:
-                pool.give_back(entry)
+                give_back(entry)
                 raise RequestTimeout(
                     f"{c.name}: the call's time ran out while it waited for a connection", sent=False, truncated=True
                 )
@@ -603,9 +603,9 @@ class Session:
         try:
             result = self.request_on(conn, method, params, t, progress)
         except BaseException:
-            pool.give_back(entry, broken=not conn.alive())
+            give_back(entry, broken=not conn.alive())
             raise
-        pool.give_back(entry)
+        give_back(entry)
         return result
 
     def request_on(
