@@ -53,7 +53,7 @@ TIMEOUT = "timeout"
 _FORK_LOCKED: "weakref.WeakSet[Any]" = weakref.WeakSet()
 
 
-def _value(count: "itertools.count[int]") -> int:
+def count_value(count: "itertools.count[int]") -> int:
     """What ``next(count)`` would give, without taking it (its repr is ``count(N)``)."""
     return int(repr(count)[6:-1])
 
@@ -162,12 +162,12 @@ class CircuitBreaker:
     @property
     def admitted(self) -> int:
         """Calls let through so far (the guard's fast-path ones included)."""
-        return self._admitted + _value(self._fast_ok)
+        return self._admitted + count_value(self._fast_ok)
 
     @property
     def successes(self) -> int:
         """Admitted calls that succeeded so far."""
-        return self._successes + _value(self._fast_ok)
+        return self._successes + count_value(self._fast_ok)
 
     def add_listener(self, listener: BreakerListener) -> None:
         """Call ``listener(old, new)`` after every transition (outside the lock)."""

@@ -144,6 +144,8 @@ class ToolSet:
         fetched_at: the cache clock's time of the discovery.
         fresh_until: when the entry turns stale (``None``: never, within the session).
         generation: how many discoveries of this server (and credential) came before.
+        plans: name → what ``call_tool`` works out of a tool once (the tools layer's
+            ``call_plan``), kept with the listing it came from.
     """
 
     server: str
@@ -155,6 +157,7 @@ class ToolSet:
     fresh_until: float | None
     generation: int
     _clock: Callable[[], float] = field(repr=False, compare=False, default=time.monotonic)
+    plans: dict[str, Any] = field(repr=False, compare=False, default_factory=dict)
 
     @property
     def stale(self) -> bool:

@@ -169,7 +169,7 @@ def snapshot(client: Any) -> Diagnostics:
     primary = session.primary
     with pool._lock:
         entries = sorted(pool._state.entries, key=lambda e: e.seq)
-        lent = [(e.conn, e.in_flight) for e in entries]
+        lent = [(e.conn, e.load()) for e in entries]
     connections = [_connection(conn, n, conn is primary) for conn, n in lent]
     if primary is not None and all(conn is not primary for conn, _ in lent):
         connections.insert(0, _connection(primary, 0, True))  # retiring, still the session's

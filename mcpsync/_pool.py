@@ -9,20 +9,15 @@ Waiting is fair: callers that must wait queue in arrival order, each blocked on 
 its own, and capacity that appears (a call returns, a connection opens, one is dropped so
 another may be opened) is *handed* to the oldest waiter under the pool's lock, before any
 thread can take it. While anyone waits, neither the fast path nor a newly arriving borrow
-can take a slot ahead of the queue. (``threading.Condition.notify`` wakes the oldest
-waiter too, but only to let it compete for the lock with every thread that arrives in
-the meantime: under load a returning thread takes its slot back again and again, and the
-woken waiter goes back to sleep until its timeout.)
+can take a slot ahead of the queue. (``Condition.notify`` would only let the oldest waiter
+compete with every newcomer: under load a returning thread takes its slot back again.)
 
-Why not ``queue.LifoQueue`` as urllib3 does: a queue models *exclusive* checkout (one
-borrower per connection); here a connection is shared by up to ``max_in_flight``
-borrowers and the choice depends on load, which a queue cannot express. The pool keeps
-urllib3's other lessons (``urllib3/connectionpool.py``): one lock and an explicit borrow
-timeout; LIFO preference among equally loaded connections, so that under light load the
-same connection serves and the surplus ones go idle and are reaped; ``close()`` swaps the
-state out under the lock and closes the connections after releasing it; a
-``weakref.finalize`` that holds the state, never the pool. With ``max_in_flight=1``
-this is an ordinary exclusive pool.
+Not ``queue.LifoQueue`` as urllib3: a queue models *exclusive* checkout, here a connection
+is shared by up to ``max_in_flight`` borrowers, chosen by load. urllib3's other lessons
+hold: an explicit borrow timeout; LIFO among equally loaded connections (the surplus go
+idle and are reaped); ``close()`` swaps the state out under the lock and closes after;
+a ``weakref.finalize`` that holds the state, never the pool. A lone caller takes the idle
+connection without the lock (:meth:`ConnectionPool.take_idle`).
 
 Example:
     >>> class Conn:
@@ -50,6 +45,7 @@ from collections import deque
 from contextlib import contextmanager
 from typing import Any, Callable, Generic, Iterator
 
+from ._breaker import count_value
 from ._errors import ConnectError, PoolClosed, PoolTimeout
 from ._policies import PoolLimits, Timeouts
 from ._pool_types import C, Lease, PoolableConnection, PoolStats, _Entry, _State, _Waiter, connection_is_broken
@@ -166,6 +162,7 @@ class ConnectionPool(Generic[C]):
         self._seq = itertools.count()
         self._created = self._closed = self._borrowed = self._returned = 0
         self._discarded = self._reaped = self._timeouts = self._keepalives = 0
+        self._fast_taken, self._fast_returned = itertools.count(), itertools.count()  # next(): atomic
         self._finalizer = weakref.finalize(self, _finalize, self._state)
         self._maintenance_interval = maintenance_interval
         self._thread: threading.Thread | None = None
@@ -196,6 +193,7 @@ class ConnectionPool(Generic[C]):
         self._creating = 0
         self._created = self._closed = self._borrowed = self._returned = 0
         self._discarded = self._reaped = self._timeouts = self._keepalives = 0
+        self._fast_taken, self._fast_returned = itertools.count(), itertools.count()
         self._thread = None
         self._epoch += 1
         self._finalizer = weakref.finalize(self, _finalize, self._state)
@@ -206,13 +204,9 @@ class ConnectionPool(Generic[C]):
         best: _Entry[C] | None = None
         limit = self.limits.max_in_flight
         for entry in self._state.entries:
-            if entry.dead or entry.in_flight >= limit:
+            if entry.dead or entry.load() >= limit:
                 continue
-            if best is None or (entry.in_flight, -entry.last_used, -entry.seq) < (
-                best.in_flight,
-                -best.last_used,
-                -best.seq,
-            ):
+            if best is None or (entry.load(), -entry.last_used, -entry.seq) < (best.load(), -best.last_used, -best.seq):
                 best = entry
         return best
 
@@ -231,11 +225,6 @@ class ConnectionPool(Generic[C]):
             PoolClosed: the pool is closed.
             ConnectError: opening a new connection failed.
         """
-        # Fast path (a lone caller): the connection returned last is idle, which is what
-        # _pick would choose; take it without the general search.
-        hot = self.take_idle()
-        if hot is not None:
-            return Lease(self, hot)
         if timeout is None:
             timeout = self.limits.borrow_timeout if self.limits.borrow_timeout is not None else self._default_timeout
         if self._thread is None and self._maintenance_interval is not None:
@@ -268,10 +257,12 @@ class ConnectionPool(Generic[C]):
         entry = self._pick()
         total = len(state.entries) + self._creating
         limits = self.limits
-        if entry is not None and (entry.in_flight == 0 or total >= limits.min):
+        if entry is not None and (entry.load() == 0 or total >= limits.min):
             entry.in_flight += 1
-            self._borrowed += 1
-            return entry
+            if entry.load() <= limits.max_in_flight:  # else a lone caller claimed it meanwhile
+                self._borrowed += 1
+                return entry
+            entry.in_flight -= 1
         if total < limits.min or (self._creating == 0 and total < limits.max):
             self._creating += 1
             return _CREATE
@@ -323,6 +314,9 @@ class ConnectionPool(Generic[C]):
                 self._waiters.appendleft(waiter)
             else:
                 self._waiters.append(waiter)
+            # a lone caller's claim, given up without the lock since _grant looked, is
+            # seen here, or its holder sees this waiter (see give_back_idle)
+            self._dispatch()
         try:
             served = waiter.lock.acquire(True, min(remaining, threading.TIMEOUT_MAX))
         except BaseException:  # interrupted (KeyboardInterrupt): leave the queue
@@ -349,7 +343,7 @@ class ConnectionPool(Generic[C]):
             if entry is not None:
                 entry.in_flight -= 1  # undo the reservation, as if it had never been made
                 self._borrowed -= 1
-                if entry.retiring and entry.in_flight == 0:
+                if entry.retiring and entry.load() == 0:
                     entry.retiring = False
                     to_close = entry.conn
             elif waiter.create:
@@ -436,48 +430,62 @@ class ConnectionPool(Generic[C]):
         self.give_back(lease._entry, broken, retire)
 
     def take_idle(self) -> _Entry[C] | None:
-        """The lone caller's borrow, without a :class:`Lease`: the connection returned
-        last, when nothing else runs on it and it is alive.
+        """The lone caller's borrow, without the lock or a :class:`Lease`: the connection
+        returned last, when nothing runs on it, nobody waits in line, and it is alive.
 
-        Returns:
-            The entry, bound to this call (``entry.conn`` is the connection; hand the
-            entry to :meth:`give_back` on every path, exactly once), or None: the caller
-            goes through :meth:`borrow`.
-        """
+        The caller claims it (``entry.claims``); a claim found alone with no call on the
+        connection holds it. The lock's side counts claims in every load and gives a slot
+        up to a claim made meanwhile (``_grant``). Returns the entry (hand it to
+        :meth:`give_back_idle` on every path, exactly once) or None (use :meth:`borrow`)."""
         hot = self._hot
         if hot is None or self._thread is None:
             return None
-        lock = self._lock
-        lock.acquire()  # not ``with``: on CPython 3.11 that costs over twice as much
-        # No check of the waiters' queue is needed (this path is counted in instructions
-        # per call): while anyone waits no live entry has a free slot (see _dispatch),
-        # so an idle hot entry means nobody is in line ahead of this caller.
-        taken = hot.in_flight == 0 and not hot.dead and not self._state.closed
-        if taken:
-            hot.in_flight = 1
-            self._borrowed += 1
-        lock.release()
-        if not taken:
+        claims = hot.claims
+        claims.append(None)
+        if len(claims) == 1 and hot.in_flight == 0 and not hot.dead and not self._waiters and not self._state.closed:
+            if hot.conn.alive():
+                next(self._fast_taken)
+                return hot
+            self._drop(hot)  # out of the pool while the claim still holds it
+            claims.pop()
             return None
-        if hot.conn.alive():
-            return hot
-        self._drop(hot, undo_borrow=True)
+        claims.pop()
+        if self._waiters:  # the claim may have kept a slot from a borrower who queued meanwhile
+            self._after_claim(hot)
         return None
 
-    def borrow_entry(self, timeout: float | None = None) -> _Entry[C]:
-        """:meth:`borrow` for a caller that gives the connection back itself, in one
-        frame: the idle connection when there is one, without allocating a Lease.
+    def give_back_idle(self, entry: _Entry[C], broken: bool = False) -> None:
+        """End a call bound to ``entry`` by :meth:`take_idle` (``broken``: discard it)."""
+        entry.last_used = self._clock()
+        if broken:
+            self._after_claim(entry, True)  # out of the pool while the claim still holds it
+        entry.claims.pop()
+        next(self._fast_returned)
+        if entry.retiring or self._waiters:  # (read after the claim is gone: see _reserve)
+            self._after_claim(entry)
 
-        Returns:
-            The entry (``entry.conn`` is the connection); hand it to :meth:`give_back`
-            on every path, exactly once.
-        """
-        entry = self.take_idle()
-        return entry if entry is not None else self.borrow(timeout)._entry
+    def _after_claim(self, entry: _Entry[C], broken: bool = False) -> None:
+        # the queue gets the room; a broken connection goes, a retiring one after its last call
+        with self._lock:
+            to_close = False
+            if broken and not entry.dead:
+                to_close = self._remove(entry)
+            elif entry.retiring and entry.load() == 0:
+                entry.retiring = False
+                to_close = True
+            self._dispatch()
+        if to_close:
+            log.info("%s a connection to %s", "discarding a broken" if broken else "retiring", self.address)
+            _close_quietly(entry.conn)
+
+    def borrow_entry(self, timeout: float | None = None) -> _Entry[C]:
+        """:meth:`borrow` for a caller that gives the connection back itself: the entry
+        (``entry.conn``), for :meth:`give_back` on every path, exactly once."""
+        return self.borrow(timeout)._entry
 
     def give_back(self, entry: _Entry[C], broken: bool = False, retire: bool = False) -> None:
-        """End a call bound to ``entry`` by :meth:`take_idle` or :meth:`borrow_entry`
-        (``broken``/``retire`` as in :meth:`Lease.release`)."""
+        """End a call bound to ``entry`` by :meth:`borrow_entry` (``broken``/``retire`` as
+        in :meth:`Lease.release`)."""
         to_close = False
         lock = self._lock
         lock.acquire()
@@ -491,9 +499,9 @@ class ConnectionPool(Generic[C]):
                 self._dispatch()  # a waiter may open its replacement
             elif retire and not entry.dead:
                 entry.retiring = self._remove(entry)
-                to_close = entry.retiring and entry.in_flight == 0
+                to_close = entry.retiring and entry.load() == 0
                 self._dispatch()
-            elif entry.retiring and entry.in_flight == 0:
+            elif entry.retiring and entry.load() == 0:
                 entry.retiring = False
                 to_close = True
             elif self._waiters:
@@ -544,14 +552,18 @@ class ConnectionPool(Generic[C]):
         now = self._clock() if now is None else now
         with self._lock:
             entries = self._state.entries
-            idle = sorted((e for e in entries if e.in_flight == 0), key=lambda e: (e.last_used, e.seq))
+            idle = sorted((e for e in entries if e.load() == 0), key=lambda e: (e.last_used, e.seq))
             excess = len(entries) - self.limits.min
-            victims = [e for e in idle if now - e.last_used >= self.limits.idle][: max(0, excess)]
-            for entry in victims:
-                self._remove(entry, reaped=True)
+            victims = []
+            for entry in [e for e in idle if now - e.last_used >= self.limits.idle][: max(0, excess)]:
+                entry.claims.append(None)  # claimed like a lone caller does: never under one
+                if len(entry.claims) == 1 and entry.in_flight == 0:
+                    self._remove(entry, reaped=True)  # (the claim stays: nobody takes it now)
+                    victims.append(entry)
+                else:
+                    entry.claims.pop()
             survivors = [e for e in idle if not e.dead]
-            if victims:
-                self._dispatch()
+            self._dispatch()
         for entry in victims:
             _close_quietly(entry.conn)
         dead = []
@@ -579,15 +591,15 @@ class ConnectionPool(Generic[C]):
         now = self._clock() if now is None else now
         with self._lock:
             kept = sorted(self._state.entries, key=lambda e: (e.last_used, e.seq), reverse=True)[: self.limits.min]
-            due = [
-                e
-                for e in kept
-                if e.in_flight < self.limits.max_in_flight
-                and now - max(e.last_used, e.last_keepalive) >= self._keepalive_interval
-            ]
-            for entry in due:
-                entry.in_flight += 1  # the hook holds a slot, like a call
-                entry.last_keepalive = now
+            due = []
+            for e in kept:
+                if e.load() < self.limits.max_in_flight and now - max(e.last_used, e.last_keepalive) >= self._keepalive_interval:
+                    e.in_flight += 1  # the hook holds a slot, like a call (given up, as _grant does, to a claim)
+                    if e.load() <= self.limits.max_in_flight:
+                        e.last_keepalive = now
+                        due.append(e)
+                    else:
+                        e.in_flight -= 1
         made = 0
         for entry in due:
             ok = True
@@ -652,14 +664,16 @@ class ConnectionPool(Generic[C]):
         """A consistent snapshot of the counters."""
         with self._lock:
             entries = self._state.entries
+            returned = self._returned + count_value(self._fast_returned)  # before the taken: in_use >= 0
+            borrowed = self._borrowed + count_value(self._fast_taken)
             return PoolStats(
                 created=self._created,
                 closed=self._closed,
-                borrowed=self._borrowed,
-                returned=self._returned,
-                in_use=self._borrowed - self._returned,
+                borrowed=borrowed,
+                returned=returned,
+                in_use=borrowed - returned,
                 size=len(entries),
-                idle=sum(1 for e in entries if e.in_flight == 0),
+                idle=sum(1 for e in entries if e.load() == 0),
                 discarded=self._discarded,
                 reaped=self._reaped,
                 timeouts=self._timeouts,
@@ -670,7 +684,7 @@ class ConnectionPool(Generic[C]):
     def loads(self) -> list[int]:
         """In-flight calls per connection, in creation order (for tests and metrics)."""
         with self._lock:
-            return [e.in_flight for e in sorted(self._state.entries, key=lambda e: e.seq)]
+            return [e.load() for e in sorted(self._state.entries, key=lambda e: e.seq)]
 
     def __enter__(self) -> "ConnectionPool[C]":
         return self

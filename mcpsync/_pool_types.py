@@ -11,6 +11,7 @@ Example:
 from __future__ import annotations
 
 import threading
+from collections import deque
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Generic, Protocol, TypeVar
@@ -70,16 +71,27 @@ class PoolStats:
 
 
 class _Entry(Generic[C]):
-    __slots__ = ("conn", "in_flight", "last_used", "last_keepalive", "dead", "seq", "retiring")
+    """A pooled connection. ``in_flight``: calls on it by the pool's lock; ``claims``: the
+    lone caller's hold on it, taken without the lock (see ConnectionPool.take_idle)."""
+
+    __slots__ = ("conn", "in_flight", "claims", "last_used", "last_keepalive", "dead", "seq", "retiring")
 
     def __init__(self, conn: C, now: float, seq: int) -> None:
         self.conn = conn
         self.retiring = False  # out of the pool; closed when its last call returns
         self.in_flight = 0
+        #: one item per claim: ``append``/``pop``/``len`` are each atomic under the GIL, so a
+        #: claimant that finds its claim alone (and ``in_flight`` 0) holds the connection (a
+        #: deque: no reallocation as it goes from empty to one and back, which a list does)
+        self.claims: deque[None] = deque()
         self.last_used = now
         self.last_keepalive = now
         self.dead = False
         self.seq = seq
+
+    def load(self) -> int:
+        """Calls on it, by the lock and by claim."""
+        return self.in_flight + len(self.claims)
 
 
 class _State(Generic[C]):

@@ -9,12 +9,13 @@ them typed.
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Union
+from typing import Any, Literal, Mapping, Union
 
 import msgspec
 from msgspec import Raw, Struct, field
 
 from ._messages import (
+    ANSWER_DECODERS,
     RESULT_DECODERS,
     Annotations,
     CallToolResult,
@@ -289,6 +290,32 @@ def _decode_call_or_task(raw: Any) -> Any:
 
 
 RESULT_DECODERS["tools/call"] = _decode_call_or_task
+
+
+class _CallToolAnswer(Struct):
+    """A response whose result is a ``CallToolResult`` (``method``/``error``: must be absent)."""
+
+    jsonrpc: Literal["2.0"]
+    id: Union[int, str]
+    result: CallToolResult
+    method: None = None
+    error: None = None
+
+
+_decode_call_answer_whole = msgspec.json.Decoder(_CallToolAnswer).decode
+
+
+def _decode_call_answer(data: bytes) -> _CallToolAnswer | None:
+    """``tools/call``'s answer in one pass; None for what :func:`_decode_call_or_task` looks
+    at twice (no content: maybe a task) and for a result that is not complete."""
+    answer = _decode_call_answer_whole(data)
+    r = answer.result
+    if (r.content or r.structured_content is not None) and (r.result_type is None or r.result_type == "complete"):
+        return answer
+    return None
+
+
+ANSWER_DECODERS["tools/call"] = _decode_call_answer
 RESULT_DECODERS["tasks/result"] = _decode_plain_call
 
 

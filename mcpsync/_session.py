@@ -45,7 +45,7 @@ from ._errors import (
 from ._breaker import BreakerState, CircuitBreaker
 from ._constants import META_LOG_LEVEL as _META_LOG
 from ._handshake import Handshake, ServerSession, _Connection
-from ._messages import decode_result
+from ._messages import STRUCT_META, decode_result
 from ._metrics import DISCOVERY_METHODS
 from ._mrtr import drive as _drive_input_rounds
 from ._routing import routed_attempt
@@ -523,10 +523,10 @@ class Session:
                 result = self.request_on(entry.conn, method, params, t, progress)
         except BaseException as exc:
             if entry is not None:
-                pool.give_back(entry, broken=not entry.conn.alive())
+                pool.give_back_idle(entry, broken=not entry.conn.alive())
             return self._guarded(method, params, t, progress, safe_to_retry, tool, retry, start, exc)
         if entry is not None:
-            pool.give_back(entry)
+            pool.give_back_idle(entry)
         guard.succeeded(tool, start)
         return result
 
@@ -586,16 +586,16 @@ class Session:
             # a routed client: under its endpoint's breaker
             return routed_attempt(self, t, lambda conn: self.request_on(conn, method, params, t, progress))
         pool = self.pool
-        # no Lease object: this frame gives it back on every path; the wait for a
-        # connection (and for it to be made) is part of the call's timeout unless the
-        # pool fixes one, and the request gets what is left
-        entry = pool.take_idle()
+        # no Lease: this frame gives it back on every path; the wait for a connection is part
+        entry = pool.take_idle()  # of the call's timeout unless the pool fixes one
+        give_back = pool.give_back_idle
         if entry is None:
             began = time.monotonic()
-            entry = pool.borrow(t if self.borrow_wait is None else self.borrow_wait)._entry
+            entry = pool.borrow_entry(t if self.borrow_wait is None else self.borrow_wait)
+            give_back = pool.give_back
             t -= time.monotonic() - began
             if t <= 0.0:
-                pool.give_back(entry)
+                give_back(entry)
                 raise RequestTimeout(
                     f"{c.name}: the call's time ran out while it waited for a connection", sent=False, truncated=True
                 )
@@ -603,30 +603,29 @@ class Session:
         try:
             result = self.request_on(conn, method, params, t, progress)
         except BaseException:
-            pool.give_back(entry, broken=not conn.alive())
+            give_back(entry, broken=not conn.alive())
             raise
-        pool.give_back(entry)
+        give_back(entry)
         return result
 
     def request_on(
         self, conn: _Connection, method: str, params: Mapping[str, Any] | None, t: float,
         progress: ProgressCallback | None, again: bool = False,
     ) -> Any:
-        """One request on ``conn`` (``again``: its second sending, after a renegotiation or
-        a session renewal; a second failure of either kind is final)."""
+        """One request on ``conn`` (``again``: sent a second time, after a renegotiation or a renewal: final)."""
         c = self._client
-        sent = params
+        sent: Any = params
         base = conn.meta
         headers = None
         if base is not None:
             if c.log_level is not None and base.get(_META_LOG) != c.log_level:
                 base = conn.meta = {**base, _META_LOG: c.log_level}
-            p = dict(params) if params else {}
-            extra = p.get("_meta")
+            extra = params.get("_meta") if params else None
             known, wire = conn._wire_meta  # conn.wire_meta(base)'s cached case, inline: every call
-            p["_meta"] = {**base, **extra} if extra else wire if known is base else conn.wire_meta(base)
-            sent = p
-            if method == "tools/call" and params and conn.transport is not None and c._tools.param_annotations:
+            meta = {**base, **extra} if extra else wire if known is base else conn.wire_meta(base)
+            sent = params.copy() if type(params) is dict else dict(params or ())  # (copy: half a {**params}'s price)
+            sent["_meta"] = meta
+            if c._tools.param_annotations and method == "tools/call" and params and conn.transport is not None:
                 headers = c._tools.param_headers(params)  # the tool's Mcp-Param-* headers
         try:
             if headers is None:
@@ -641,8 +640,9 @@ class Session:
             if not exc.renewable:
                 raise
             return self._after_expiry(conn, method, params, t, progress, exc, again)
-        result = decode_result(method, raw)
-        rt = result.get("resultType") if isinstance(result, dict) else getattr(result, "result_type", None)
+        # typed already (the reader's one-pass decode): decode_result's first case, inline
+        result = raw if type(raw).__class__ is STRUCT_META else decode_result(method, raw)
+        rt = result.get("resultType") if type(result) is dict else getattr(result, "result_type", None)
         if rt is None or rt == "complete":
             return result
         if rt != "input_required":

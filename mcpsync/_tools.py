@@ -29,7 +29,7 @@ from typing import Any, Callable, Mapping
 
 import msgspec
 
-from ._cache import EXPLICIT, LIST_CHANGED
+from ._cache import EXPLICIT, LIST_CHANGED, ToolSet
 from ._errors import HEADER_MISMATCH, URL_ELICITATION_REQUIRED, MCPError, RemoteError
 from ._retry import tool_is_retry_safe
 from ._messages import CallToolResult, ListToolsResult, Tool
@@ -39,7 +39,7 @@ from ._protocol_types import Task
 from ._schema import validate_output
 from .transports._http_headers import header_annotation_error, header_annotations, mcp_param_headers
 
-__all__ = ["Tools", "call_facts"]
+__all__ = ["Tools", "call_facts", "call_plan"]
 
 log = logging.getLogger("mcpsync.client")
 
@@ -54,6 +54,18 @@ def call_facts(tool: Tool) -> tuple[bool, bool]:
     if facts is None:
         facts = tool.__dict__["_mcpsync_call_facts"] = (tool_is_retry_safe(tool), _task_only(tool))
     return facts
+
+
+def call_plan(listed: ToolSet, name: str) -> tuple[Tool, bool, bool] | None:
+    """(tool, retry safe, task-only) of the tool ``name`` in ``listed`` (None: not listed),
+    kept on the listing: ``call_tool`` asks on every call."""
+    plan: tuple[Tool, bool, bool] | None = listed.plans.get(name)
+    if plan is None:
+        tool = listed.by_name.get(name)
+        if tool is None:
+            return None
+        plan = listed.plans[name] = (tool, *call_facts(tool))
+    return plan
 
 
 _X_MCP_HEADER = b"x-mcp-header"
@@ -195,16 +207,17 @@ class Tools:
         """``tools/call``, the one body (see the module's docstring)."""
         c = self._client
         listed = c._tool_cache.peek(c.name, c._cache_credential)  # harness work: not counted
-        definition = listed.by_name.get(name) if listed is not None else None
+        plan = None if listed is None else listed.plans.get(name) or call_plan(listed, name)
+        definition = None
         ends = 0.0
         if listed is None:  # cold: what the call may spend on learning the tool after its answer
             ends = time.monotonic() + (c.timeouts.request if timeout is None else timeout)
         safe: bool | Callable[[], bool] = retry_safe
         as_task = task is True
-        if definition is not None:
-            facts = definition.__dict__.get("_mcpsync_call_facts") or call_facts(definition)
-            safe = facts[0] or retry_safe
-            as_task = as_task or (task is None and facts[1])  # task-only: run as a task, wait for it
+        if plan is not None:
+            definition, tool_safe, task_only = plan
+            safe = tool_safe or retry_safe
+            as_task = as_task or (task is None and task_only)  # task-only: run as a task, wait for it
         elif listed is None and not retry_safe:
             # the annotations that decide retry safety matter only after a failure:
             # the call goes out first, and the tool cache is filled only then

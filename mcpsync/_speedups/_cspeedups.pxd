@@ -13,7 +13,8 @@ cdef class LineFramer:
     cdef bytes _tail
     cdef list _ready
 
-    @cython.locals(start=Py_ssize_t, n=Py_ssize_t, nl=Py_ssize_t, stop=Py_ssize_t, size=Py_ssize_t, out=list, buf=bytearray)
+    @cython.locals(start=Py_ssize_t, n=Py_ssize_t, nl=Py_ssize_t, stop=Py_ssize_t, size=Py_ssize_t, out=list, buf=bytearray,
+                   frame=bytes)
     cpdef list feed(self, bytes data)
 
 cdef class TTLCache:

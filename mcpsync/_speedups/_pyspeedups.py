@@ -64,9 +64,18 @@ class LineFramer:
         buf = self._buf
         out = self._ready
         self._ready = []
+        n = len(data)
+        if n > 1 and data[n - 1] == 10 and not buf and not self._discarding and n <= self.max_size:
+            # the usual read: whole messages, nothing held from the read before: one split
+            # (the last piece is the empty one after the final newline)
+            for frame in data.split(b"\n"):
+                if frame and frame[len(frame) - 1] == 13:
+                    frame = frame[:-1]
+                if frame and (frame[0] > 32 or not frame.isspace()):
+                    out.append(frame)
+            return out
         error = None
         start = 0
-        n = len(data)
         while start < n:
             nl = data.find(b"\n", start)
             if self._discarding:

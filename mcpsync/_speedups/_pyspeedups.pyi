@@ -70,11 +70,11 @@ class CallQueue:
     queue: Any
     batch: int
     drain: Callable[[bool], None]
-    tallies: dict[tuple[str, str | None], CallTally] | None
+    tallies: Mapping[tuple[str, str | None], CallTally] | None
     missing: Callable[[str, str | None, float, float, str], None] | None
     def __init__(
         self, queue: Any, batch: int, drain: Callable[[bool], None],
-        tallies: dict[tuple[str, str | None], CallTally] | None = None,
+        tallies: Mapping[tuple[str, str | None], CallTally] | None = None,
         missing: Callable[[str, str | None, float, float, str], None] | None = None,
     ) -> None: ...
     def record(self, server: str, tool: str | None, start: float, end: float, outcome: str) -> None: ...

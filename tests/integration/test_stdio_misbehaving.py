@@ -330,3 +330,24 @@ def test_a_server_that_exits_at_once_fails_with_its_exit_code_and_stderr():
     assert info.value.exit_code == 1
     assert "API_KEY is not set" in str(info.value) and sys.executable in str(info.value)
     c.close()
+
+
+@pytest.mark.parametrize("mode", ["legacy", "modern"])
+def test_answers_of_unusual_shape_come_out_as_the_general_decode_gives_them(mode):
+    """The reader decodes the usual tools/call answer in one pass; every other shape takes
+    the general path and comes out as before."""
+    with raw_client("--misbehave", "result-and-error", mode=mode) as c:
+        with pytest.raises(RemoteError) as info:
+            c.call_tool("bad", {})
+        assert info.value.code == -32603 and "result and error" in str(info.value)
+        assert c.call_tool("echo", {"message": "after"}).text == "after"
+    with raw_client("--misbehave", "extra-member", mode=mode) as c:
+        assert c.call_tool("bad", {}).text == "extra ignored"
+    with raw_client("--misbehave", "id-last", mode=mode) as c:
+        assert c.call_tool("bad", {}).text == "id last"
+    with raw_client("--misbehave", "empty-content", mode=mode) as c:
+        r = c.call_tool("bad", {})
+        assert r.content == [] and not r.is_error
+    with raw_client("--misbehave", "unknown-content", mode=mode) as c:
+        r = c.call_tool("bad", {})
+        assert r.text == "and text" and len(r.content) == 2

@@ -129,6 +129,17 @@ def main() -> None:
             write({"jsonrpc": "1.0", "id": rid, "result": text("taken as a result", **extra)})
         elif mode == "no-jsonrpc":
             write({"id": rid, "result": text("taken as a result", **extra)})
+        elif mode == "result-and-error":  # both members: an error answer, whatever the result says
+            write({"jsonrpc": "2.0", "id": rid, "result": text("not taken", **extra),
+                   "error": {"code": -32603, "message": "raw: result and error"}})
+        elif mode == "extra-member":  # an unknown member beside the result: ignored
+            write({"jsonrpc": "2.0", "id": rid, "result": text("extra ignored", **extra), "debug": {"n": 1}})
+        elif mode == "id-last":  # the members in another order
+            write({"result": text("id last", **extra), "jsonrpc": "2.0", "id": rid})
+        elif mode == "empty-content":
+            result(rid, {"content": [], "isError": False, **extra})
+        elif mode == "unknown-content":
+            result(rid, {"content": [{"type": "widget", "size": 3}, {"type": "text", "text": "and text"}], **extra})
         elif mode == "stderr":
             chunk = "e" * 1023 + "\n"
             for _ in range(1024):

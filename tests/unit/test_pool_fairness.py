@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import random
 import statistics
+import sys
 import threading
 import time
 
@@ -290,3 +291,82 @@ def test_close_wakes_every_waiter_with_pool_closed(factory: Factory) -> None:
     assert len(errors) == 5 and all(isinstance(e, PoolClosed) for e in errors)
     lease.release()
     assert pool.stats().in_use == 0
+
+
+@pytest.mark.parametrize("max_in_flight", [1, 3])
+def test_lone_caller_claims_and_locked_borrows_never_overfill_a_connection(
+    factory: Factory, max_in_flight: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The lone caller's lock-free claim (take_idle/give_back_idle), borrows under the lock
+    and the reaper, all at once from many threads: no connection ever carries more calls
+    than ``max_in_flight`` or is closed under one, nothing leaks, every borrow counts once."""
+    from mcpsync._pool_types import _Entry
+
+    real_load = _Entry.load
+
+    def stale_load(self: _Entry) -> int:  # the lock's side acts on a load that may have moved
+        n = real_load(self)
+        time.sleep(0)
+        return n
+
+    monkeypatch.setattr(_Entry, "load", stale_load)
+    clock_now = [0.0]
+    pool = ConnectionPool(
+        factory, PoolLimits(min=1, max=2, max_in_flight=max_in_flight, borrow_timeout=30.0, idle=0.0),
+        address="srv", clock=lambda: clock_now[0], maintenance_interval=3600.0,
+    )
+    stop = threading.Event()
+    errors: list[BaseException] = []
+    fast_uses = [0]
+    breaks = max_in_flight == 1  # (a shared connection discarded as broken closes under its other calls)
+
+    def use(conn: FakeConn) -> None:
+        conn.enter()
+        try:
+            for _ in range(3):
+                assert conn.active <= max_in_flight, (conn.active, max_in_flight)
+                assert conn.close_calls == 0, "a connection closed under its call"
+        finally:
+            conn.leave()
+
+    def lone_caller(seed: int) -> None:
+        rnd = random.Random(seed)
+        try:
+            for _ in range(3000):
+                entry = pool.take_idle()
+                if entry is None:
+                    entry = pool.borrow_entry()
+                    use(entry.conn)
+                    pool.give_back(entry, broken=breaks and rnd.random() < 0.002)
+                else:
+                    fast_uses[0] += 1
+                    use(entry.conn)
+                    pool.give_back_idle(entry, broken=breaks and rnd.random() < 0.002)
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    def reaper() -> None:
+        while not stop.is_set():
+            clock_now[0] += 1.0
+            pool.reap()
+
+    threads = [threading.Thread(target=lone_caller, args=(i,)) for i in range(6)]
+    upkeep = threading.Thread(target=reaper)
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # threads change hands between any two steps: races show
+    try:
+        for t in threads + [upkeep]:
+            t.start()
+        for t in threads:
+            t.join(120)
+    finally:
+        stop.set()
+        upkeep.join(30)
+        sys.setswitchinterval(switch)
+    assert not errors, errors[:3]
+    assert fast_uses[0] > 0  # the lock-free path did run
+    assert all(c.peak <= max_in_flight for c in factory.made)
+    s = pool.stats()
+    assert s.borrowed == s.returned == 6 * 3000 and s.in_use == 0
+    assert_no_leaks(pool, factory)
+    pool.close()

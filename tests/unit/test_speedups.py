@@ -337,3 +337,25 @@ def test_a_tally_takes_its_records_in_any_order(impl):
     counts, count, _, _, _, ok, errors, _, ring_t, ring_n, first = late.numbers()
     assert (count, ok, errors, first) == (4, 3, 1, 70.5)
     assert sorted((t, n) for t, n in zip(ring_t, ring_n) if t >= 0) == [(129, 1), (130, 1), (131, 1)]
+
+
+def test_framing_is_the_same_for_whole_reads_and_any_cut(impl):
+    """Whole reads (the one-split path) and reads cut anywhere give the same frames:
+    CRLF endings trimmed, blank and whitespace-only lines skipped, other lines kept."""
+    import random
+
+    lines = [b'{"a":1}', b'{"b":"x y"}\r', b"", b"   ", b"\t\r", b"\x00odd", b" {\"lead\":1}", b"z" * 300]
+    rng = random.Random(7)
+    for _ in range(200):
+        picked = [rng.choice(lines) for _ in range(rng.randint(1, 6))]
+        stream = b"".join(line + b"\n" for line in picked)
+        expected = [line.rstrip(b"\r") for line in picked if line.rstrip(b"\r") and not line.rstrip(b"\r").isspace()]
+        whole = impl.LineFramer(max_size=1024)
+        assert whole.feed(stream) == expected
+        cut = impl.LineFramer(max_size=1024)
+        got, pos = [], 0
+        while pos < len(stream):
+            step = rng.randint(1, 40)
+            got += cut.feed(stream[pos:pos + step])
+            pos += step
+        assert got == expected
