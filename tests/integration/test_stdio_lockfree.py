@@ -21,7 +21,7 @@ from mcpsync import Client, ConnectionClosed, RequestTimeout
 from mcpsync.transports.stdio import StdioTransport
 from tests.conftest import server_command
 from tests.helpers import hammer, wait_until
-from tests.integration.test_stdio_transport import answer_id, ping, reusing_descriptor, started
+from tests.integration.test_stdio_transport import answer_id, ping, reader_thread, reusing_descriptor, started
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -45,22 +45,27 @@ class _HeldAfterWait:
         self.poller.unregister(fd)  # type: ignore[attr-defined]
 
 
+def assert_number_reused_safely(t: StdioTransport, number: int, rid: int) -> None:
+    """A new server's pipe given ``number`` gets its answer; the closed ``t`` reads nothing."""
+    new, others = reusing_descriptor(number)
+    try:
+        ping(new, rid)
+        with pytest.raises(ConnectionClosed):
+            t.receive_alone(1.0)
+        t._close_output()  # a late closer does not close the new pipe's number either
+        assert answer_id(new) == rid
+    finally:
+        for other in (new, *others):
+            other.close()
+
+
 def test_close_between_a_lockless_readers_wait_and_read_leaves_the_pipe_to_it() -> None:
     t = started()
     held = _HeldAfterWait(t._poller)
     t._poller = held  # type: ignore[assignment]
     t._eager = False  # wait first: the reader stops between its wait and its read
-    outcome: list[BaseException | bytes | None] = []
-
-    def read() -> None:
-        try:
-            outcome.append(t.receive_alone(30.0))
-        except BaseException as exc:  # noqa: BLE001 - the test inspects it
-            outcome.append(exc)
-
-    reader = threading.Thread(target=read, daemon=True)
-    reader.start()
     number = t._out_fd
+    reader, outcome = reader_thread(t.receive_alone)
     try:
         closer = threading.Thread(target=t.close, daemon=True)
         closer.start()  # the child ends (its stdin closed): EOF wakes the reader's wait
@@ -81,30 +86,13 @@ def test_close_between_a_lockless_readers_wait_and_read_leaves_the_pipe_to_it() 
     finally:
         held.go.set()
         t.close()
-    new, others = reusing_descriptor(number)
-    try:
-        ping(new, 5)
-        with pytest.raises(ConnectionClosed):
-            t.receive_alone(1.0)
-        assert answer_id(new) == 5  # not read by the closed transport
-    finally:
-        for other in (new, *others):
-            other.close()
+    assert_number_reused_safely(t, number, 5)
 
 
 def test_close_under_a_lockless_reader_waiting_ends_its_read() -> None:
     t = started()
-    outcome: list[BaseException | bytes | None] = []
-
-    def read() -> None:
-        try:
-            outcome.append(t.receive_alone(30.0))
-        except BaseException as exc:  # noqa: BLE001 - the test inspects it
-            outcome.append(exc)
-
     t._eager = False
-    reader = threading.Thread(target=read, daemon=True)
-    reader.start()
+    reader, outcome = reader_thread(t.receive_alone)
     assert wait_until(lambda: t._reading, 10.0), "the reader never went in"
     t.close()
     reader.join(10.0)
@@ -121,50 +109,7 @@ def test_close_with_no_reader_closes_the_pipe_itself_once() -> None:
     t.close()
     assert t._out_claim == [] and t._out_fd == -1
     t._close_output()  # a late second closer finds nothing to close
-    new, others = reusing_descriptor(number)
-    try:
-        ping(new, 2)
-        with pytest.raises(ConnectionClosed):
-            t.receive_alone(1.0)
-        t._close_output()  # and still does not close the new pipe's number
-        assert answer_id(new) == 2
-    finally:
-        for other in (new, *others):
-            other.close()
-
-
-def test_closing_many_transports_under_lockless_readers_never_crosses_answers() -> None:
-    stolen: list[bytes] = []
-    errors: list[BaseException] = []
-
-    def drain(t: StdioTransport) -> None:
-        while True:
-            try:
-                data = t.receive_alone(5.0)
-            except ConnectionClosed:
-                return
-            except BaseException as exc:  # noqa: BLE001 - e.g. an EBADF would land here
-                errors.append(exc)
-                return
-            if data is not None:
-                stolen.append(data)
-
-    for round_ in range(8):
-        t = started()
-        ping(t, round_)
-        assert answer_id(t) == round_
-        reader = threading.Thread(target=drain, args=(t,), daemon=True)
-        reader.start()
-        t.close()
-        fresh = started()
-        try:
-            ping(fresh, 100 + round_)
-            assert answer_id(fresh) == 100 + round_
-        finally:
-            fresh.close()
-        reader.join(10.0)
-        assert not reader.is_alive()
-    assert not stolen and not errors, (stolen, errors)
+    assert_number_reused_safely(t, number, 2)
 
 
 # A server that writes each line back as it came (a whole line at a time).
