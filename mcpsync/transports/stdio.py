@@ -169,8 +169,8 @@ class StdioTransport(Transport):
         self._closed = False
         self._stderr_tail: collections.deque[str] = collections.deque(maxlen=_STDERR_KEEP)
         self._stderr_thread: threading.Thread | None = None
-        # set by close() to a monotonic time: the stderr reader leaves at its next idle
-        # poll, or at that time if output keeps coming (a grandchild holding the pipe)
+        # set by close() to a monotonic time: the stderr reader leaves when woken (or at its
+        # next idle poll), or at that time if output keeps coming (a grandchild holding the pipe)
         self._stderr_stop = 0.0
         self._stderr_wake = -1  # an eventfd close() writes to end the stderr reader's idle wait (Linux)
         self._spoke = False  # the child wrote something to stdout (set by the reader)
