@@ -225,7 +225,7 @@ def stdio_modern(m: Measure) -> None:
     _mcpsync_stdio(m, "auto")
 
 
-@contestant("stdio", "mcpsync", "modern", f"the same with {IDLE * 1000:g} ms idle before each call", "raw-stdio-modern")
+@contestant("stdio", "mcpsync", "modern", f"the same with {IDLE * 1000:g} ms idle before each call", "raw-stdio-idle")
 def stdio_idle(m: Measure) -> None:
     _mcpsync_stdio(m, "auto", idle=True)
 
