@@ -179,6 +179,28 @@ for line in sys.stdin:
 '''
 
 
+def while_reading(read_once: Callable[[], None], work: Callable[[int], None], *, threads: int = 8) -> None:
+    """Run ``work(t)`` on ``threads`` threads while another calls ``read_once()`` over and
+    over until they end (a reader racing writers); each join is bounded."""
+    stop = threading.Event()
+
+    def read() -> None:
+        while not stop.is_set():
+            read_once()
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    workers = [threading.Thread(target=work, args=(t,)) for t in range(threads)]
+    try:
+        for w in workers:
+            w.start()
+        for w in workers:
+            w.join(60)
+    finally:
+        stop.set()
+        reader.join(60)
+
+
 def scripted_server(
     directory: Path,
     body: str,

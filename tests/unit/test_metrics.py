@@ -14,6 +14,7 @@ from mcpsync._errors import ConnectionClosed, RequestTimeout
 from mcpsync._guard import Guard
 from mcpsync._metrics import OTHER_TOOLS, LatencyHistogram, MetricsRecorder, fan_out
 from mcpsync._policies import BreakerPolicy, RetryPolicy
+from tests.helpers import while_reading
 
 
 class Clock:
@@ -258,29 +259,19 @@ def test_exact_counts_under_threads_on_the_guards_path():
     (a call's latency counted with its outcome)."""
     rec = MetricsRecorder()
     outcomes = ["success", "error", "timeout", "success"]
-    stop = threading.Event()
     torn = []
 
-    def read():
-        while not stop.is_set():
-            for m in rec.snapshot().servers.values():
-                for st in m.tools.values():
-                    if (st.calls > 0) != (st.mean_ms is not None):
-                        torn.append(st)
+    def read_once():
+        for m in rec.snapshot().servers.values():
+            for st in m.tools.values():
+                if (st.calls > 0) != (st.mean_ms is not None):
+                    torn.append(st)
 
     def work(t):
         for i in range(3000):
             rec.queue_call(f"s{t % 2}", f"tool{i % 3}", 0.0, 0.001 * (i % 7), outcomes[i % 4])
 
-    reader = threading.Thread(target=read)
-    reader.start()
-    ts = [threading.Thread(target=work, args=(t,)) for t in range(8)]
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join(60)
-    stop.set()
-    reader.join(60)
+    while_reading(read_once, work)
     assert not torn
     snap = rec.snapshot()
     for s in ("s0", "s1"):

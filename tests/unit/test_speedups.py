@@ -10,6 +10,7 @@ import pytest
 
 import mcpsync._speedups as speedups
 from mcpsync._speedups import _pyspeedups
+from tests.helpers import while_reading
 
 try:
     from mcpsync._speedups import _cspeedups
@@ -300,28 +301,18 @@ def test_compiled_direct_adds_are_whole_under_threads():
     tally = _cspeedups.CallTally(60)
     calls = _cspeedups.CallQueue(deque(), 256, lambda wait: None, {("s", "echo"): tally}, None)
     outcomes = ["success", "error", "timeout", "success"]
-    stop = threading.Event()
     torn = []
 
-    def read():
-        while not stop.is_set():
-            counts, count, _, _, _, ok, errors, timeouts, _, ring_n, _ = tally.numbers()
-            if not (sum(counts) == count == ok + errors + timeouts == sum(ring_n)):
-                torn.append((sum(counts), count, ok + errors + timeouts, sum(ring_n)))
+    def read_once():
+        counts, count, _, _, _, ok, errors, timeouts, _, ring_n, _ = tally.numbers()
+        if not (sum(counts) == count == ok + errors + timeouts == sum(ring_n)):
+            torn.append((sum(counts), count, ok + errors + timeouts, sum(ring_n)))
 
     def work(t):
         for i in range(5000):
             calls.record("s", "echo", 100.0, 100.0 + 0.0001 * (i % 7), outcomes[(i + t) % 4])
 
-    reader = threading.Thread(target=read)
-    reader.start()
-    ts = [threading.Thread(target=work, args=(t,)) for t in range(8)]
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join(60)
-    stop.set()
-    reader.join(60)
+    while_reading(read_once, work)
     assert not torn, torn[:5]
     assert (tally.count, tally.successes, tally.errors, tally.timeouts) == (40000, 20000, 10000, 10000)
 
