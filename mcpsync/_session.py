@@ -586,8 +586,8 @@ class Session:
             # a routed client: under its endpoint's breaker
             return routed_attempt(self, t, lambda conn: self.request_on(conn, method, params, t, progress))
         pool = self.pool
-        # no Lease: this frame gives it back on every path; the wait for a connection is part
-        entry = pool.take_idle()  # of the call's timeout unless the pool fixes one
+        # no Lease: this frame gives it back on every path; waiting for a connection spends the call's time
+        entry = pool.take_idle()
         give_back = pool.give_back_idle
         if entry is None:
             began = time.monotonic()
