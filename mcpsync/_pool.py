@@ -257,12 +257,9 @@ class ConnectionPool(Generic[C]):
         entry = self._pick()
         total = len(state.entries) + self._creating
         limits = self.limits
-        if entry is not None and (entry.load() == 0 or total >= limits.min):
-            entry.in_flight += 1
-            if entry.load() <= limits.max_in_flight:  # else a lone caller claimed it meanwhile
-                self._borrowed += 1
-                return entry
-            entry.in_flight -= 1
+        if entry is not None and (entry.load() == 0 or total >= limits.min) and entry.reserve(limits.max_in_flight):
+            self._borrowed += 1
+            return entry
         if total < limits.min or (self._creating == 0 and total < limits.max):
             self._creating += 1
             return _CREATE
@@ -592,14 +589,11 @@ class ConnectionPool(Generic[C]):
         with self._lock:
             kept = sorted(self._state.entries, key=lambda e: (e.last_used, e.seq), reverse=True)[: self.limits.min]
             due = []
-            for e in kept:
-                if e.load() < self.limits.max_in_flight and now - max(e.last_used, e.last_keepalive) >= self._keepalive_interval:
-                    e.in_flight += 1  # the hook holds a slot, like a call (given up, as _grant does, to a claim)
-                    if e.load() <= self.limits.max_in_flight:
-                        e.last_keepalive = now
-                        due.append(e)
-                    else:
-                        e.in_flight -= 1
+            for e in kept:  # the hook holds a slot, like a call
+                if (now - max(e.last_used, e.last_keepalive) >= self._keepalive_interval
+                        and e.reserve(self.limits.max_in_flight)):
+                    e.last_keepalive = now
+                    due.append(e)
         made = 0
         for entry in due:
             ok = True

@@ -93,6 +93,15 @@ class _Entry(Generic[C]):
         """Calls on it, by the lock and by claim."""
         return self.in_flight + len(self.claims)
 
+    def reserve(self, limit: int) -> bool:
+        """Under the pool's lock: take a slot if the load stays within ``limit`` (a claim
+        made without the lock since the caller looked counts: the slot goes back)."""
+        self.in_flight += 1
+        if self.load() <= limit:
+            return True
+        self.in_flight -= 1
+        return False
+
 
 class _State(Generic[C]):
     """Everything ``close()`` swaps out; the finalizer holds this, never the pool."""
