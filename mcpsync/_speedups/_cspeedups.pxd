@@ -4,6 +4,9 @@ cimport cython
 
 cdef Py_ssize_t _EDGE
 
+cdef bytes _without_cr(bytes frame)
+cdef bint _worth_keeping(bytes frame)
+
 cdef class LineFramer:
     cdef public Py_ssize_t max_size
     cdef bytearray _buf

@@ -27,6 +27,16 @@ class FrameTooLarge(Exception):
         self.tail = tail
 
 
+def _without_cr(frame):
+    """A frame without the ``\\r`` of a CRLF line ending."""
+    return frame[:-1] if frame and frame[len(frame) - 1] == 13 else frame
+
+
+def _worth_keeping(frame):
+    """Not empty and not whitespace only (blank lines between messages are skipped)."""
+    return len(frame) > 0 and (frame[0] > 32 or not frame.isspace())
+
+
 class LineFramer:
     """Splits a byte stream into newline-delimited messages.
 
@@ -69,9 +79,8 @@ class LineFramer:
             # the usual read: whole messages, nothing held from the read before: one split
             # (the last piece is the empty one after the final newline)
             for frame in data.split(b"\n"):
-                if frame and frame[len(frame) - 1] == 13:
-                    frame = frame[:-1]
-                if frame and (frame[0] > 32 or not frame.isspace()):
+                frame = _without_cr(frame)
+                if _worth_keeping(frame):
                     out.append(frame)
             return out
         error = None
@@ -109,12 +118,11 @@ class LineFramer:
             else:
                 frame = data[start:nl]
             start = nl + 1
-            if frame.endswith(b"\r"):
-                frame = frame[:-1]
+            frame = _without_cr(frame)
             if len(frame) > self.max_size:
                 if error is None:
                     error = FrameTooLarge(len(frame), self.max_size, frame[:_EDGE], frame[-_EDGE:])
-            elif frame and not frame.isspace():
+            elif _worth_keeping(frame):
                 out.append(frame)
         if error is not None:
             self._ready = out
