@@ -14,7 +14,8 @@ leads only when no caller has been active for a short grace period, so notificat
 that arrive while the connection is idle are still read promptly. On a transport that
 can wait for input without reading it (``wait_readable``, e.g. stdio) it waits there
 and leads only while there is something to read; a call after an idle gap pauses that
-watch (``pause_idle``) until nobody leads, so the answer it reads wakes no other thread.
+watch (the transport's ``idle_switches``) until nobody leads, so the answer it reads
+wakes no other thread.
 
 Example:
     >>> d = Dispatcher(transport, name="demo")          # doctest: +SKIP
@@ -50,8 +51,8 @@ from ._errors import (
     error_from_code,
 )
 from ._messages import (
-    ANSWER_DECODERS, Envelope, Request, decode_envelope_unchecked, decode_params, encode, envelope_error, oversized_id,
-    response_id,
+    ANSWER_DECODERS, Envelope, Request, decode_envelope_unchecked, decode_params, encode, envelope_error, error_reply,
+    oversized_id, response_id,
 )
 from ._worker import Worker
 from .transports._base import Transport
@@ -125,9 +126,11 @@ class Dispatcher:
         self._baton = [True]
         self._last_activity = _monotonic()
         # wait_readable's watch, paused by a caller after an idle gap (see request, _let_go)
-        pauser = getattr(transport, "idle_pauser", None)  # pause_idle as one C call, where it can
-        self._pause: Callable[[], object] | None = pauser() if pauser is not None else getattr(transport, "pause_idle", None)
-        self._resume: Callable[[], None] = getattr(transport, "resume_idle", lambda: None)
+        switches = getattr(transport, "idle_switches", None)  # each one C call, where it can
+        self._pause: Callable[[], object] | None = None
+        self._resume: Callable[[], object] = lambda: None
+        if switches is not None:
+            self._pause, self._resume = switches()
         self._paused = False
         self._ids = itertools.count(1)
         self._dead: BaseException | None = None
@@ -206,19 +209,13 @@ class Dispatcher:
             raise
         next(self._sent)
 
-    def notify(self, method: str, params: Mapping[str, Any] | None = None) -> None:
+    def notify(self, method: str, params: Mapping[str, Any] | None = None, timeout: float | None = None) -> None:
         """Send a notification (no answer expected)."""
         self._check_usable()
         msg: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
         if params is not None:
             msg["params"] = params
-        self._send(encode(msg), None, self._facts_for(None, method, params))
-
-    def _facts_for(self, rid: Any, method: str, params: Any) -> MessageFacts | None:
-        """The facts of a message, computed once here, for a transport that takes them."""
-        if self._send_facts is None:
-            return None
-        return message_facts(rid, method, params, _any.decode)
+        self._send(encode(msg), timeout, None if self._send_facts is None else message_facts(None, method, params, _any.decode))
 
     def request(  # no keyword-only parameters: their defaults cost a dict lookup each, every call
         self, method: str, params: Mapping[str, Any] | None = None, timeout: float | None = None,
@@ -379,9 +376,8 @@ class Dispatcher:
         return True
 
     def _send_cancelled(self, request_id: Any, reason: str) -> None:
-        msg = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": request_id, "reason": reason}}
         try:
-            self._send(encode(msg), 1.0, self._facts_for(None, "notifications/cancelled", {"requestId": request_id}))
+            self.notify("notifications/cancelled", {"requestId": request_id, "reason": reason}, 1.0)
         except MCPError:
             pass
 
@@ -430,7 +426,10 @@ class Dispatcher:
         self._baton.append(True)
         if self._paused:
             self._paused = False
-            self._resume()
+            try:
+                self._resume()
+            except (OSError, ValueError):  # closed meanwhile: the idle reader sees it
+                pass
         if self._waiters:
             with self._mu:
                 for w in self._waiters:
@@ -494,7 +493,10 @@ class Dispatcher:
                         self._baton.append(True)
                         if self._paused:
                             self._paused = False
-                            self._resume()
+                            try:
+                                self._resume()
+                            except (OSError, ValueError):  # (as in _let_go)
+                                pass
                     return result
                 # cancelled or failed meanwhile: its outcome is already on the slot
             return None
@@ -641,13 +643,10 @@ class Dispatcher:
             result = handler(method, decode_params(env))
             reply: dict[str, Any] = {"jsonrpc": "2.0", "id": env.id, "result": result if result is not None else {}}
         except RemoteError as exc:
-            error: dict[str, Any] = {"code": exc.code, "message": exc.message}
-            if exc.data is not None:
-                error["data"] = exc.data
-            reply = {"jsonrpc": "2.0", "id": env.id, "error": error}
+            reply = error_reply(env.id, exc.code, exc.message, exc.data)
         except Exception as exc:
             log.exception("handler for %s raised", method)
-            reply = {"jsonrpc": "2.0", "id": env.id, "error": {"code": INTERNAL_ERROR, "message": f"client handler failed: {exc}"}}
+            reply = error_reply(env.id, INTERNAL_ERROR, f"client handler failed: {exc}")
         if self._dead is None and not self._closed:
             try:
                 self._send(encode(reply), self.request_timeout)

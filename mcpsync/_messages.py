@@ -382,6 +382,14 @@ encode = _encoder.encode
 decode_envelope_unchecked = _envelope_decoder.decode
 
 
+def error_reply(rid: Any, code: int, message: str, data: Any = None) -> dict[str, Any]:
+    """A JSON-RPC error answer to request ``rid`` (``None`` when it could not be read)."""
+    error: dict[str, Any] = {"code": code, "message": message}
+    if data is not None:
+        error["data"] = data
+    return {"jsonrpc": "2.0", "id": rid, "error": error}
+
+
 def envelope_error(exc: msgspec.ValidationError | msgspec.DecodeError) -> ProtocolError:
     """The :class:`ProtocolError` (code -32600/-32700) for an envelope that did not decode."""
     if isinstance(exc, msgspec.ValidationError):

@@ -10,6 +10,7 @@ import msgspec
 
 from .._constants import META_VERSION
 from .._errors import MCPError, MessageTooLarge, NetworkError
+from .._messages import error_reply
 from ..transports._base import Transport
 
 __all__ = ["Relay", "normalise"]
@@ -31,13 +32,9 @@ def normalise(message: bytes) -> tuple[bytes | None, bytes | None]:
     try:
         obj = _json.decode(message)
     except msgspec.DecodeError as exc:
-        return None, _encode(
-            {"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": f"parse error: {exc}"}}
-        )
+        return None, _encode(error_reply(None, -32700, f"parse error: {exc}"))
     if not isinstance(obj, dict):
-        return None, _encode(
-            {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": "a message must be one JSON-RPC object"}}
-        )
+        return None, _encode(error_reply(None, -32600, "a message must be one JSON-RPC object"))
     if b"\n" in message or b"\r" in message:
         message = _encode(obj)
     return message, None

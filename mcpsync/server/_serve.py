@@ -21,7 +21,9 @@ from typing import IO, Any, Mapping
 import msgspec
 
 from .._errors import INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND, MethodNotFound, RemoteError, UnsupportedProtocolVersion
-from .._messages import DiscoverResult, EmptyResult, Implementation, InitializeResult, ListToolsResult, ServerCapabilities
+from .._messages import (
+    DiscoverResult, EmptyResult, Implementation, InitializeResult, ListToolsResult, ServerCapabilities, error_reply,
+)
 from .._constants import LEGACY_VERSIONS, META_SERVER_INFO, META_VERSION, MODERN_VERSIONS
 from ._context import Context
 
@@ -137,13 +139,6 @@ def _complete(result: Any) -> Any:
     return result
 
 
-def _error(rid: Any, code: int, message: str, data: Any = None) -> dict[str, Any]:
-    err: dict[str, Any] = {"code": code, "message": message}
-    if data is not None:
-        err["data"] = data
-    return {"jsonrpc": "2.0", "id": rid, "error": err}
-
-
 def serve_stdio(
     registry: Registry,
     *,
@@ -199,10 +194,10 @@ def serve_stdio(
                 result = _complete(result)
             write({"jsonrpc": "2.0", "id": rid, "result": result})
         except RemoteError as exc:
-            write(_error(rid, exc.code, exc.message, exc.data))
+            write(error_reply(rid, exc.code, exc.message, exc.data))
         except Exception as exc:  # noqa: BLE001
             log.exception("%s failed", method)
-            write(_error(rid, INTERNAL_ERROR, f"internal error: {exc}"))
+            write(error_reply(rid, INTERNAL_ERROR, f"internal error: {exc}"))
 
     pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="mcpsync-server")
     try:
@@ -216,10 +211,10 @@ def serve_stdio(
             try:
                 msg = _decode(line)
             except msgspec.DecodeError as exc:
-                write(_error(None, -32700, f"Parse error: {exc}"))
+                write(error_reply(None, -32700, f"Parse error: {exc}"))
                 continue
             if not isinstance(msg, dict):
-                write(_error(None, -32600, "Invalid Request: not an object"))
+                write(error_reply(None, -32600, "Invalid Request: not an object"))
                 continue
             method = msg.get("method")
             if not isinstance(method, str):
@@ -228,7 +223,7 @@ def serve_stdio(
                 continue  # notifications: initialized, cancelled, ... need no action
             params = msg.get("params")
             if params is not None and not isinstance(params, dict):
-                write(_error(msg["id"], INVALID_PARAMS, "params must be an object"))
+                write(error_reply(msg["id"], INVALID_PARAMS, "params must be an object"))
                 continue
             pool.submit(run, msg["id"], method, params)
     finally:

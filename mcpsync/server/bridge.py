@@ -54,6 +54,7 @@ from typing import Any, Callable, Sequence
 import msgspec
 
 from .._errors import MCPError
+from .._messages import error_reply
 from ..transports._base import Transport
 from ..transports.grpc import DEFAULT_MAX_MESSAGE_SIZE, SERVICE, channel_options, decode_frame, encode_frame
 from ._relay import Relay, normalise
@@ -478,7 +479,7 @@ class _SharedSession:
                 waiting.put(message)
             return
         if "id" in obj:  # a server→client request: none exist in the request-scoped era
-            reply = {"jsonrpc": "2.0", "id": obj["id"], "error": {"code": -32601, "message": "no client session on a request-scoped call"}}
+            reply = error_reply(obj["id"], -32601, "no client session on a request-scoped call")
             relay = self._relay
             if relay is not None:
                 try:

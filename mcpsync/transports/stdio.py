@@ -184,7 +184,7 @@ class StdioTransport(Transport):
         # caller reading its own answers switches it off and on again (pause_idle,
         # resume_idle) without waking the thread waiting in it
         self._idle_poller: Any = None
-        self._idle_wake = -1  # an eventfd in that set: resume_idle's wake for frames already read
+        self._idle_wake = -1  # an eventfd in that set: _keep's wake for frames already read
         self._pid_owner = os.getpid()
 
     # ------------------------------------------------------------------ lifecycle
@@ -234,7 +234,7 @@ class StdioTransport(Transport):
             self._idle_poller.register(self._out_fd, select.EPOLLIN)
             self._idle_wake = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
             self._idle_poller.register(self._idle_wake, select.EPOLLIN)
-            # closed with the object, not with the pipe: resume_idle never writes to a reused number
+            # closed with the object, not with the pipe: _keep never writes to a reused number
             weakref.finalize(self, os.close, self._idle_wake)
             self._stderr_wake = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)  # the same for close()
             weakref.finalize(self, os.close, self._stderr_wake)
@@ -553,7 +553,7 @@ class StdioTransport(Transport):
             return bool(self._idle_poller.poll(timeout * 1000.0))
         events = self._idle_poller.poll(timeout)
         if len(events) == 1 and events[0][0] == self._idle_wake:
-            try:  # resume_idle's wake: frames wait in _ready
+            try:  # _keep's wake: frames wait in _ready
                 os.eventfd_read(self._idle_wake)
             except OSError:
                 pass
@@ -569,23 +569,35 @@ class StdioTransport(Transport):
         except (OSError, ValueError):  # closed meanwhile: wait_readable says so anyway
             pass
 
-    def idle_pauser(self) -> Callable[[], object]:
-        """:meth:`pause_idle` as one call into C, for the dispatcher (once connected): no
-        Python frame. It raises OSError or ValueError once the transport is closed."""
+    def idle_switches(self) -> tuple[Callable[[], object], Callable[[], object]]:
+        """:meth:`pause_idle` and :meth:`resume_idle`, each as one call into C where it can
+        (epoll, once connected), for the dispatcher: no Python frame. Once the transport
+        is closed they raise OSError or ValueError."""
         if not _EPOLL or self._out_fd < 0:
-            return self.pause_idle
-        return functools.partial(self._idle_poller.modify, self._out_fd, 0)
+            return self.pause_idle, self.resume_idle
+        modify = self._idle_poller.modify
+        return functools.partial(modify, self._out_fd, 0), functools.partial(modify, self._out_fd, select.EPOLLIN)
 
     def resume_idle(self) -> None:
-        """Undo :meth:`pause_idle`: input already on the pipe wakes the waiting thread now."""
+        """Undo :meth:`pause_idle`: input already on the pipe wakes the waiting thread now
+        (frames already read off it woke it when they were read: see _keep)."""
         if not _EPOLL:
             return
         try:
             self._idle_poller.modify(self._out_fd, select.EPOLLIN)
-            if self._ready:  # frames read along with the caller's answer: not on the pipe
-                os.eventfd_write(self._idle_wake, 1)
         except (OSError, ValueError):
             pass
+
+    def _keep(self, frames: list[bytes]) -> None:
+        """Keep frames read along with the one returned for the next receive, and wake a
+        thread in :meth:`wait_readable` for them: they are no longer on the pipe, and a
+        paused watch would not see them."""
+        self._ready.extend(frames)
+        if frames and self._idle_wake >= 0:
+            try:
+                os.eventfd_write(self._idle_wake, 1)
+            except OSError:
+                pass
 
     def receive(self, timeout: float | None) -> bytes | None:
         ready = self._ready
@@ -656,13 +668,13 @@ class StdioTransport(Transport):
                 try:
                     frames = self._framer.feed(chunk)
                 except FrameTooLarge as exc:
-                    ready.extend(self._framer.pop())
+                    self._keep(self._framer.pop())
                     raise MessageTooLarge(
                         f"message from {self.name} exceeds {self.max_message_size} bytes", head=exc.head, tail=exc.tail, size=exc.size
                     ) from None
                 if frames:
                     if len(frames) > 1:
-                        ready.extend(frames[1:])
+                        self._keep(frames[1:])
                     return frames[0]
                 eager = False  # a part of a message: wait for the rest
         finally:

@@ -1,7 +1,9 @@
 """The stdio transport's idle watch (``wait_readable``), paused by a caller that reads its
 own answer after an idle gap (``pause_idle``) and resumed when nobody reads
-(``resume_idle``): paused, input does not wake the thread waiting in it; resumed, input
-already on the pipe, or frames already read off it, wake that thread at once."""
+(``resume_idle``; the dispatcher's forms of both, one C call each: ``idle_switches``):
+paused, input does not wake the thread waiting in it; resumed, input already on the pipe
+wakes that thread at once; frames read off the pipe along with an answer wake it as they
+are read, paused or not."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ import array
 import fcntl
 import termios
 import threading
+from typing import Callable
 
 import pytest
 
@@ -43,17 +46,25 @@ def watcher(t: object) -> tuple[threading.Thread, threading.Event]:
     return thread, woke
 
 
+def _switches(t: object, how: str) -> tuple[Callable[[], object], Callable[[], object]]:
+    if how == "methods":
+        return t.pause_idle, t.resume_idle  # type: ignore[attr-defined]
+    return t.idle_switches()  # type: ignore[attr-defined,no-any-return]
+
+
 @pausable
-def test_a_paused_watch_sleeps_through_an_answer_and_wakes_on_resume() -> None:
+@pytest.mark.parametrize("how", ["methods", "idle_switches"])
+def test_a_paused_watch_sleeps_through_an_answer_and_wakes_on_resume(how: str) -> None:
     t = started()
     try:
-        t.pause_idle()
+        pause, resume = _switches(t, how)
+        pause()
         thread, woke = watcher(t)
         ping(t, 1)
         # the answer arrives; the watcher sleeps on while the watch is paused (the wait
         # below is the bound of this negative check, not a synchronisation)
         assert not woke.wait(0.3)
-        t.resume_idle()  # the answer is still on the pipe: the watcher wakes now
+        resume()  # the answer is still on the pipe: the watcher wakes now
         assert woke.wait(5.0)
         thread.join(5.0)
         assert answer_id(t) == 1
@@ -80,6 +91,39 @@ def test_resume_wakes_the_watch_for_frames_already_read() -> None:
         assert answer_id(t) == 2
     finally:
         t.close()
+
+
+@pausable
+def test_frames_read_along_with_an_answer_wake_a_paused_watch() -> None:
+    # the caller that paused the watch reads two answers in one read and returns the
+    # first: the second is off the pipe, where the paused watch cannot see it, so the
+    # read itself wakes the watcher (and after the caller is gone, it is there to read)
+    t = started()
+    try:
+        pause, _ = t.idle_switches()
+        pause()
+        thread, woke = watcher(t)
+        ping(t, 1)
+        ping(t, 2)
+        assert wait_until(lambda: _waiting(t._out_fd) >= 2 * len(_PONG), 10), "the answers did not arrive"
+        assert not woke.is_set(), "a paused watch woke on input"
+        assert answer_id(t) == 1
+        assert t._ready, "one read took the first answer only"
+        assert woke.wait(5.0), "the frame left in _ready woke nobody"
+        thread.join(5.0)
+        assert answer_id(t) == 2
+    finally:
+        t.close()
+
+
+@pausable
+def test_the_switches_of_a_closed_transport_raise_what_the_dispatcher_catches() -> None:
+    t = started()
+    pause, resume = t.idle_switches()
+    t.close()
+    for switch in (pause, resume):
+        with pytest.raises((OSError, ValueError)):
+            switch()
 
 
 def test_an_unpaused_watch_wakes_on_input() -> None:
