@@ -28,6 +28,7 @@ from ._breaker import ERROR, SUCCESS, TIMEOUT, BreakerListener, BreakerState, Ci
 from ._errors import MCPError, RequestTimeout
 from ._policies import BreakerPolicy, RetryPolicy
 from ._retry import ReconnectSchedule, retry_call
+from ._speedups import FastPath
 
 __all__ = [
     "Guard",
@@ -39,6 +40,10 @@ __all__ = [
 ]
 
 log = logging.getLogger("mcpsync.guard")
+
+
+def _recorder_raised() -> None:
+    log.exception("metrics recorder raised")
 
 T = TypeVar("T")
 
@@ -118,6 +123,17 @@ class Guard:
         self._clock = clock
         self._sleep = sleep
         self._rand = rand
+        fast = FastPath(self.breaker, reconnect, self._emit, server, clock, _CLOSED, SUCCESS, _recorder_raised)
+        #: Start a call whose first attempt the caller runs itself (its fast path): the
+        #: start on the guard's clock when that attempt may run unguarded (the breaker is
+        #: CLOSED and the server is not marked unavailable), else ``None``: go through
+        #: :meth:`call`. After an unguarded attempt, report a success with
+        #: :attr:`succeeded` or hand its exception to :meth:`after_first_failure`.
+        self.begin: Callable[[], float | None] = fast.begin
+        #: ``succeeded(tool, start)``: count a first attempt that succeeded on the fast
+        #: path (``start`` from :attr:`begin`). Both are one call into C (compiled
+        #: build): every call makes them (see :class:`~mcpsync._speedups.FastPath`).
+        self.succeeded: Callable[[str | None, float], None] = fast.succeeded
 
 
     def _attempt(self, fn: Callable[[], T]) -> T:
@@ -171,31 +187,6 @@ class Guard:
                 self._record(tool, start, None)
             return result
         return self._retrying(fn, start, None, safe_to_retry, tool, retry, budget)
-
-    def begin(self) -> float | None:
-        """Start a call whose first attempt the caller runs itself (its fast path).
-
-        Returns:
-            The start on the guard's clock when the first attempt may run unguarded (the
-            breaker is CLOSED and the server is not marked unavailable), else ``None``:
-            go through :meth:`call`. After an unguarded attempt, report a success with
-            :meth:`succeeded` or hand its exception to :meth:`after_first_failure`.
-        """
-        reconnect = self.reconnect
-        if self.breaker._state is _CLOSED and (reconnect is None or reconnect._unavailable is None):
-            return self._clock()
-        return None
-
-    def succeeded(self, tool: str | None, start: float) -> None:
-        """Count a first attempt that succeeded on the fast path (``start`` from the
-        guard's clock, taken before it)."""
-        next(self.breaker._fast_ok)  # the breaker's _admit_fast(True) without its lock: every call
-        record = self._emit
-        if record is not None:
-            try:  # _record_outcome, inline: this runs on every call
-                record(self.server, tool, start, self._clock(), SUCCESS)
-            except Exception:
-                log.exception("metrics recorder raised")
 
     def after_first_failure(
         self,
@@ -261,4 +252,4 @@ class Guard:
         try:
             self._emit(self.server, tool, start, self._clock(), outcome)  # type: ignore[misc]
         except Exception:
-            log.exception("metrics recorder raised")
+            _recorder_raised()

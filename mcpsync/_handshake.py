@@ -10,7 +10,9 @@ same connection, once for all the callers that met the expiry).
 
 from __future__ import annotations
 
+import functools
 import logging
+import operator
 import threading
 import time
 from dataclasses import dataclass, field
@@ -66,6 +68,10 @@ class _Connection:
         self.channel = channel
         self.transport = transport
         self.key = key
+        #: for the pool, every call: on a Dispatcher one C call, no syscall (its reader
+        #: notices a dead peer); a thorough check is :meth:`healthy`
+        self.alive: Callable[[], bool] = (
+            functools.partial(operator.truth, channel._up) if isinstance(channel, Dispatcher) else self._channel_alive)
         self.session: ServerSession | None = None
         self.closer: Callable[[Callable[[], None], str], None] | None = None
         self.meta: dict[str, Any] | None = None  # modern per-request _meta
@@ -81,11 +87,8 @@ class _Connection:
             self._wire_meta = (meta, wire)
         return wire
 
-    def alive(self) -> bool:
-        ch = self.channel
-        if isinstance(ch, Dispatcher):  # cheap: no syscall; the reader notices a dead peer
-            return ch._dead is None and not ch._closed
-        return bool(ch.alive())
+    def _channel_alive(self) -> bool:
+        return bool(self.channel.alive())
 
     def healthy(self) -> bool:
         """A thorough check (process running, socket open), for keepalive rounds."""

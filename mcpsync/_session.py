@@ -339,17 +339,12 @@ class Session:
             self._watch_primary(conn)
             self.primary_replaced(conn)
 
-    def session_renewed(self, conn: _Connection) -> None:
-        """A lost session was replaced on ``conn`` (e.g. a replica behind a balancer died):
-        what it held is renewed as after a reconnect."""
-        if not self.closed and self.primary is conn:
-            self.primary_replaced(conn)
-
     def renew_session(self, conn: _Connection, expired: SessionExpired, deadline: float) -> None:
         """Re-initialize on ``conn`` after the server forgot its session (one renewal
-        shared by the callers that met the same expiry), then renew what the session held."""
-        if self._handshake.renew(conn, expired, deadline):
-            self.session_renewed(conn)
+        shared by the callers that met the same expiry; e.g. a replica behind a balancer
+        died), then renew what the session held, as after a reconnect."""
+        if self._handshake.renew(conn, expired, deadline) and not self.closed and self.primary is conn:
+            self.primary_replaced(conn)
 
     def _session_lost(self, conn: _Connection, session_id: str) -> None:
         """The transport's standalone stream found the session gone: renew it on the
@@ -640,8 +635,9 @@ class Session:
             if not exc.renewable:
                 raise
             return self._after_expiry(conn, method, params, t, progress, exc, again)
-        # typed already (the reader's one-pass decode): decode_result's first case, inline
-        result = raw if type(raw).__class__ is STRUCT_META else decode_result(method, raw)
+        if type(raw).__class__ is STRUCT_META:  # typed with its answer, so complete (see ANSWER_DECODERS)
+            return raw
+        result = decode_result(method, raw)
         rt = result.get("resultType") if type(result) is dict else getattr(result, "result_type", None)
         if rt is None or rt == "complete":
             return result

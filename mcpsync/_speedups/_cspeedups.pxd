@@ -71,3 +71,14 @@ cdef class CallQueue:
 
     @cython.locals(tally=CallTally)
     cpdef record(self, object server, object tool, object start, object end, object outcome)
+
+cdef class FastPath:
+    cdef object _breaker
+    cdef object _ok
+    cdef object _reconnect
+    cdef object _record
+    cdef object _server
+    cdef object _clock
+    cdef object _closed
+    cdef object _success
+    cdef object _failed

@@ -10,7 +10,7 @@ import threading
 import time
 
 __all__ = ["LineFramer", "FrameTooLarge", "TTLCache", "DEFAULT_MAX_MESSAGE_SIZE", "CallTally", "bucket_index",
-           "fold_calls", "CallQueue", "BUCKETS"]
+           "fold_calls", "CallQueue", "BUCKETS", "FastPath"]
 
 DEFAULT_MAX_MESSAGE_SIZE = 16 * 1024 * 1024
 _EDGE = 256
@@ -392,3 +392,41 @@ class CallQueue:
         q.append((server, tool, start, end, outcome))
         if len(q) >= self.batch:
             self.drain(False)
+
+
+class FastPath:
+    """A guard's fast path, its two ends one call into C each in the compiled build (see
+    ``Guard.begin`` and ``Guard.succeeded``, which these are).
+
+    ``begin()``: the start on ``clock`` when a first attempt may run unguarded (the
+    ``breaker``'s ``_state`` is ``closed`` and ``reconnect``, if any, has not marked the
+    server unavailable), else None. ``succeeded(tool, start)``: counts a success on the
+    breaker (``breaker._fast_ok``, a count) and hands ``(server, tool, start, end,
+    success)`` to ``record`` (if any); a recorder that raises is reported to ``failed()``.
+    """
+
+    def __init__(self, breaker, reconnect, record, server, clock, closed, success, failed):
+        self._breaker = breaker
+        self._ok = breaker._fast_ok
+        self._reconnect = reconnect
+        self._record = record
+        self._server = server
+        self._clock = clock
+        self._closed = closed
+        self._success = success
+        self._failed = failed
+
+    def begin(self):
+        reconnect = self._reconnect
+        if self._breaker._state is self._closed and (reconnect is None or reconnect._unavailable is None):
+            return self._clock()
+        return None
+
+    def succeeded(self, tool, start):
+        next(self._ok)
+        record = self._record
+        if record is not None:
+            try:
+                record(self._server, tool, start, self._clock(), self._success)
+            except Exception:
+                self._failed()

@@ -3,7 +3,7 @@
 from typing import Any, Callable, Mapping
 
 __all__ = ["LineFramer", "FrameTooLarge", "TTLCache", "DEFAULT_MAX_MESSAGE_SIZE", "CallTally", "bucket_index",
-           "fold_calls", "CallQueue", "BUCKETS"]
+           "fold_calls", "CallQueue", "BUCKETS", "FastPath"]
 
 DEFAULT_MAX_MESSAGE_SIZE: int
 
@@ -78,3 +78,11 @@ class CallQueue:
         missing: Callable[[str, str | None, float, float, str], None] | None = None,
     ) -> None: ...
     def record(self, server: str, tool: str | None, start: float, end: float, outcome: str) -> None: ...
+
+class FastPath:
+    def __init__(
+        self, breaker: Any, reconnect: Any, record: Callable[[str, str | None, float, float, str], object] | None,
+        server: str, clock: Callable[[], float], closed: object, success: str, failed: Callable[[], object],
+    ) -> None: ...
+    def begin(self) -> float | None: ...
+    def succeeded(self, tool: str | None, start: float) -> None: ...
