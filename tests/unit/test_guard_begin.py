@@ -44,3 +44,16 @@ def test_begin_is_none_while_the_server_is_unavailable():
         schedule.run(refuse, sleep=lambda _s: None)
     assert schedule.unavailable
     assert guard.begin() is None
+
+
+def test_a_recorder_that_raises_is_logged_and_the_success_still_counts(caplog):
+    def broken(*_args: object) -> None:
+        raise RuntimeError("recorder bug")
+
+    guard = Guard("s", record=broken)
+    start = guard.begin()
+    assert start is not None
+    with caplog.at_level("ERROR", logger="mcpsync.guard"):
+        guard.succeeded("t", start)
+    assert guard.breaker.successes == 1
+    assert "metrics recorder raised" in caplog.text

@@ -350,3 +350,47 @@ def test_framing_is_the_same_for_whole_reads_and_any_cut(impl):
             got += cut.feed(stream[pos:pos + step])
             pos += step
         assert got == expected
+
+
+# ------------------------------------------------------------------ the guard's fast path
+
+
+class _Breaker:
+    def __init__(self, state):
+        self._state = state
+        self._fast_ok = __import__("itertools").count()
+
+
+class _Reconnect:
+    _unavailable = None
+
+
+def test_fast_path_begins_only_while_closed_and_available_and_records_successes(impl):
+    clock = FakeClock()
+    breaker, reconnect, seen, failed = _Breaker("closed"), _Reconnect(), [], []
+    fast = impl.FastPath(breaker, reconnect, lambda *a: seen.append(a), "s", clock, "closed", "success",
+                         lambda: failed.append(True))
+    start = fast.begin()
+    assert start == 100.0
+    clock.now = 100.5
+    fast.succeeded("t", start)
+    assert seen == [("s", "t", 100.0, 100.5, "success")] and next(breaker._fast_ok) == 1 and not failed
+    reconnect._unavailable = object()
+    assert fast.begin() is None
+    reconnect._unavailable = None
+    breaker._state = "open"
+    assert fast.begin() is None
+
+
+def test_fast_path_without_a_recorder_or_a_schedule_and_with_one_that_raises(impl):
+    breaker, failed = _Breaker("closed"), []
+    bare = impl.FastPath(breaker, None, None, "s", FakeClock(), "closed", "success", lambda: failed.append(1))
+    assert bare.begin() == 100.0
+    bare.succeeded(None, 100.0)
+
+    def broken(*_a):
+        raise RuntimeError("bug")
+
+    raising = impl.FastPath(breaker, None, broken, "s", FakeClock(), "closed", "success", lambda: failed.append(2))
+    raising.succeeded("t", 100.0)
+    assert failed == [2] and next(breaker._fast_ok) == 2
