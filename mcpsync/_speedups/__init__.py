@@ -43,6 +43,7 @@ bucket_index = _impl.bucket_index
 fold_calls = _impl.fold_calls
 CallQueue = _impl.CallQueue
 BUCKETS: int = _impl.BUCKETS
+EpollSwitch = _impl.EpollSwitch
 
 __all__ = ["IMPLEMENTATION", "LineFramer", "FrameTooLarge", "TTLCache", "DEFAULT_MAX_MESSAGE_SIZE", "CallTally",
-           "bucket_index", "fold_calls", "CallQueue", "BUCKETS"]
+           "bucket_index", "fold_calls", "CallQueue", "BUCKETS", "EpollSwitch"]

@@ -3,7 +3,7 @@
 from typing import Any, Callable, Mapping
 
 __all__ = ["LineFramer", "FrameTooLarge", "TTLCache", "DEFAULT_MAX_MESSAGE_SIZE", "CallTally", "bucket_index",
-           "fold_calls", "CallQueue", "BUCKETS"]
+           "fold_calls", "CallQueue", "BUCKETS", "EpollSwitch"]
 
 DEFAULT_MAX_MESSAGE_SIZE: int
 
@@ -78,3 +78,8 @@ class CallQueue:
         missing: Callable[[str, str | None, float, float, str], None] | None = None,
     ) -> None: ...
     def record(self, server: str, tool: str | None, start: float, end: float, outcome: str) -> None: ...
+
+class EpollSwitch:
+    def __init__(self, epoll: Any, fd: int) -> None: ...
+    def pause(self) -> None: ...
+    def resume(self) -> None: ...
