@@ -11,7 +11,7 @@ import select
 import threading
 import time
 
-try:
+try:  # compiled, ``cython.compiled`` is True (Cython resolves it); imported as is, False
     import cython
 except ImportError:  # the pure-Python package: Cython is only a build requirement
     _COMPILED = False
@@ -424,7 +424,7 @@ class EpollSwitch:
 
     def pause(self):
         if _COMPILED:
-            _epoll_watch(self._fileno(), self._fd, False)  # C, from _cspeedups.pxd
+            _epoll_watch(self._fileno(), self._fd, False)  # declared in _cspeedups.pxd: compiled only
         else:
             self._epoll.modify(self._fd, 0)
 
