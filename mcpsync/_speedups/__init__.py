@@ -44,6 +44,7 @@ fold_calls = _impl.fold_calls
 CallQueue = _impl.CallQueue
 BUCKETS: int = _impl.BUCKETS
 FastPath = _impl.FastPath
+EpollSwitch = _impl.EpollSwitch
 
 __all__ = ["IMPLEMENTATION", "LineFramer", "FrameTooLarge", "TTLCache", "DEFAULT_MAX_MESSAGE_SIZE", "CallTally",
-           "bucket_index", "fold_calls", "CallQueue", "BUCKETS", "FastPath"]
+           "bucket_index", "fold_calls", "CallQueue", "BUCKETS", "FastPath", "EpollSwitch"]

@@ -1,4 +1,5 @@
-"""Hot-path helpers: newline JSON-RPC framing, a thread-safe TTL cache, call tallies.
+"""Hot-path helpers: newline JSON-RPC framing, a thread-safe TTL cache, call tallies,
+the stdio idle watch's switch.
 
 This file is the single source of both implementations: imported as is it is the
 pure-Python twin; ``setup.py`` compiles a copy of it with Cython (pure-Python mode,
@@ -6,11 +7,19 @@ types from ``_cspeedups.pxd``) into the ``_cspeedups`` extension. Keep it in the
 of Python that Cython compiles unchanged.
 """
 
+import select
 import threading
 import time
 
+try:  # compiled, ``cython.compiled`` is True (Cython resolves it); imported as is, False
+    import cython
+except ImportError:  # the pure-Python package: Cython is only a build requirement
+    _COMPILED = False
+else:
+    _COMPILED = cython.compiled
+
 __all__ = ["LineFramer", "FrameTooLarge", "TTLCache", "DEFAULT_MAX_MESSAGE_SIZE", "CallTally", "bucket_index",
-           "fold_calls", "CallQueue", "BUCKETS", "FastPath"]
+           "fold_calls", "CallQueue", "BUCKETS", "FastPath", "EpollSwitch"]
 
 DEFAULT_MAX_MESSAGE_SIZE = 16 * 1024 * 1024
 _EDGE = 256
@@ -430,3 +439,35 @@ class FastPath:
                 record(self._server, tool, start, self._clock(), self._success)
             except Exception:
                 self._failed()
+
+
+# ------------------------------------------------------------------ the idle watch's switch
+
+
+class EpollSwitch:
+    """Switches ``fd``'s watch in ``epoll`` (a ``select.epoll``) off (:meth:`pause`: no
+    events) and on (:meth:`resume`: EPOLLIN), as ``epoll.modify`` does. Compiled, each is
+    one epoll_ctl that keeps the GIL (``modify`` drops and retakes it, but epoll_ctl on
+    our own set never blocks); on a platform without epoll it raises OSError(ENOSYS).
+
+    The epoll's number is asked of it at every call, under the GIL: once it is closed
+    ``fileno()`` raises ValueError, so a number another file has since been given is
+    never touched. Errors are those of ``modify``: OSError, or ValueError once closed.
+    """
+
+    def __init__(self, epoll, fd):
+        self._epoll = epoll
+        self._fileno = epoll.fileno
+        self._fd = fd
+
+    def pause(self):
+        if _COMPILED:
+            _epoll_watch(self._fileno(), self._fd, False)  # declared in _cspeedups.pxd: compiled only
+        else:
+            self._epoll.modify(self._fd, 0)
+
+    def resume(self):
+        if _COMPILED:
+            _epoll_watch(self._fileno(), self._fd, True)
+        else:
+            self._epoll.modify(self._fd, select.EPOLLIN)

@@ -24,7 +24,6 @@ from __future__ import annotations
 import atexit
 import collections
 import errno
-import functools
 import logging
 import os
 import select
@@ -35,7 +34,7 @@ import weakref
 from typing import Any, Callable, Mapping, Sequence
 
 from .._errors import ConnectError, ConnectionClosed, MessageTooLarge, RequestTimeout, StartFailed
-from .._speedups import DEFAULT_MAX_MESSAGE_SIZE, FrameTooLarge, LineFramer
+from .._speedups import DEFAULT_MAX_MESSAGE_SIZE, EpollSwitch, FrameTooLarge, LineFramer
 from ._base import Transport
 from ._spawn import popen
 from ._stderr import STDERR_LINE_MAX as _STDERR_LINE_MAX
@@ -571,12 +570,13 @@ class StdioTransport(Transport):
 
     def idle_switches(self) -> tuple[Callable[[], object], Callable[[], object]]:
         """:meth:`pause_idle` and :meth:`resume_idle`, each as one call into C where it can
-        (epoll, once connected), for the dispatcher: no Python frame. Once the transport
-        is closed they raise OSError or ValueError."""
+        (epoll, once connected), for the dispatcher: no Python frame, and compiled no GIL
+        drop either (see EpollSwitch). Once the transport is closed they raise OSError or
+        ValueError."""
         if not _EPOLL or self._out_fd < 0:
             return self.pause_idle, self.resume_idle
-        modify = self._idle_poller.modify
-        return functools.partial(modify, self._out_fd, 0), functools.partial(modify, self._out_fd, select.EPOLLIN)
+        switch = EpollSwitch(self._idle_poller, self._out_fd)
+        return switch.pause, switch.resume
 
     def resume_idle(self) -> None:
         """Undo :meth:`pause_idle`: input already on the pipe wakes the waiting thread now

@@ -394,3 +394,76 @@ def test_fast_path_without_a_recorder_or_a_schedule_and_with_one_that_raises(imp
     raising = impl.FastPath(breaker, None, broken, "s", FakeClock(), "closed", "success", lambda: failed.append(2))
     raising.succeeded("t", 100.0)
     assert failed == [2] and next(breaker._fast_ok) == 2
+
+
+# ------------------------------------------------------------------ the idle watch's switch
+
+needs_epoll = pytest.mark.skipif(not hasattr(__import__("select"), "epoll"), reason="epoll is Linux only")
+
+
+@pytest.fixture
+def watched_pipe():
+    """A real pipe whose read end is in a real epoll set, watched for input."""
+    import select
+
+    r, w = os.pipe()
+    ep = select.epoll()
+    ep.register(r, select.EPOLLIN)
+    yield ep, r, w
+    ep.close()
+    os.close(r)
+    os.close(w)
+
+
+@needs_epoll
+def test_epoll_switch_pauses_and_resumes_the_watch(impl, watched_pipe):
+    import select
+
+    ep, r, w = watched_pipe
+    switch = impl.EpollSwitch(ep, r)
+    switch.pause()
+    os.write(w, b"x")
+    assert ep.poll(0) == []
+    switch.resume()  # input already waiting is reported at once, under the fd's own number
+    assert ep.poll(0) == [(r, select.EPOLLIN)]
+    switch.pause()
+    assert ep.poll(0) == []
+    switch.resume()
+    assert ep.poll(0) == [(r, select.EPOLLIN)]
+
+
+@needs_epoll
+def test_epoll_switch_on_a_closed_epoll_raises_value_error(impl, watched_pipe):
+    import select
+
+    _, r, _ = watched_pipe
+    ep = select.epoll()
+    ep.register(r, select.EPOLLIN)
+    switch = impl.EpollSwitch(ep, r)
+    ep.close()
+    with pytest.raises(ValueError):
+        switch.pause()
+    with pytest.raises(ValueError):
+        switch.resume()
+
+
+@needs_epoll
+def test_epoll_switch_for_a_descriptor_not_in_the_set_raises_enoent(impl, watched_pipe):
+    import errno
+
+    ep, _, w = watched_pipe
+    switch = impl.EpollSwitch(ep, w)
+    for call in (switch.pause, switch.resume):
+        with pytest.raises(OSError) as err:
+            call()
+        assert err.value.errno == errno.ENOENT
+
+
+@needs_epoll
+def test_compiled_epoll_switch_is_one_builtin_call(watched_pipe):
+    if _cspeedups is None:
+        pytest.fail("the compiled _cspeedups module did not load")
+    ep, r, _ = watched_pipe
+    switch = _cspeedups.EpollSwitch(ep, r)
+    # bound builtin methods: no Python frame between the dispatcher and epoll_ctl
+    assert type(switch.pause).__name__ == type(switch.resume).__name__ == "builtin_function_or_method"
