@@ -1,7 +1,7 @@
 """The stdio transport's idle watch (``wait_readable``), paused by a caller that reads its
 own answer after an idle gap (``pause_idle``) and resumed when nobody reads
-(``resume_idle``; the dispatcher's forms of both, one C call each when compiled: ``idle_switches``):
-paused, input does not wake the thread waiting in it; resumed, input already on the pipe
+(``resume_idle``; the dispatcher's forms of both, one C call each when compiled:
+``idle_switches``): paused, input does not wake the thread waiting in it; resumed, input already on the pipe
 wakes that thread at once; frames read off the pipe along with an answer wake it as they
 are read, paused or not."""
 
