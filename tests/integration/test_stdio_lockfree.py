@@ -244,3 +244,23 @@ def test_close_ends_the_stderr_reader_while_a_grandchild_holds_the_pipe_quiet() 
     t.close()
     reader.join(5.0)  # before: up to one idle poll (0.2 s); either way well under this bound
     assert not reader.is_alive(), "the stderr reader stayed after close()"
+
+
+def test_a_connection_is_not_alive_once_its_server_died_or_it_was_closed() -> None:
+    # the pool's lone-caller check (conn.alive(): one C call on the dispatcher's _up) must
+    # see a death the reader noticed, and a close, or a call would go to a dead connection
+    argv = server_command("counting_server.py")
+    with Client.stdio(argv[0], argv[1:]) as client:
+        client.call_tool("echo", {"message": "x"})
+        hot = client._session.pool._hot
+        assert hot is not None and hot.conn.alive()
+        proc = hot.conn.transport._proc  # type: ignore[union-attr]
+        proc.kill()
+        assert wait_until(lambda: not hot.conn.alive(), 20), "a dead server's connection still looks alive"
+        assert hot.conn.channel._dead is not None
+        # the next call notices it and goes to a new connection, to a new server
+        assert client.call_tool("echo", {"message": "y"}).content[0].text == "y"
+        again = client._session.pool._hot
+        assert again is not None and again.conn is not hot.conn and again.conn.alive()
+        conn = again.conn
+    assert not conn.alive() and conn.channel._closed
