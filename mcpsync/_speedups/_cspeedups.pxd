@@ -117,5 +117,5 @@ cdef extern from *:
 
 cdef class EpollSwitch:
     cdef object _epoll
-    cdef object _fileno
+    cdef int _epfd
     cdef int _fd

@@ -450,24 +450,34 @@ class EpollSwitch:
     one epoll_ctl that keeps the GIL (``modify`` drops and retakes it, but epoll_ctl on
     our own set never blocks); on a platform without epoll it raises OSError(ENOSYS).
 
-    The epoll's number is asked of it at every call, under the GIL: once it is closed
-    ``fileno()`` raises ValueError, so a number another file has since been given is
-    never touched. Errors are those of ``modify``: OSError, or ValueError once closed.
+    The switch keeps the epoll's number, so the epoll must be closed through
+    :meth:`close`: it forgets the number before the epoll closes it, and a switch runs
+    whole under the GIL, so a number another file has since been given is never touched.
+    Errors are those of ``modify``: OSError, or ValueError once closed.
     """
 
     def __init__(self, epoll, fd):
         self._epoll = epoll
-        self._fileno = epoll.fileno
+        self._epfd = epoll.fileno()
         self._fd = fd
+
+    def close(self):
+        """Close the epoll (idempotent); the switches raise ValueError from then on."""
+        self._epfd = -1
+        self._epoll.close()
 
     def pause(self):
         if _COMPILED:
-            _epoll_watch(self._fileno(), self._fd, False)  # declared in _cspeedups.pxd: compiled only
+            if self._epfd < 0:
+                raise ValueError("the idle watch is closed")
+            _epoll_watch(self._epfd, self._fd, False)  # declared in _cspeedups.pxd: compiled only
         else:
             self._epoll.modify(self._fd, 0)
 
     def resume(self):
         if _COMPILED:
-            _epoll_watch(self._fileno(), self._fd, True)
+            if self._epfd < 0:
+                raise ValueError("the idle watch is closed")
+            _epoll_watch(self._epfd, self._fd, True)
         else:
             self._epoll.modify(self._fd, select.EPOLLIN)

@@ -183,6 +183,7 @@ class StdioTransport(Transport):
         # caller reading its own answers switches it off and on again (pause_idle,
         # resume_idle) without waking the thread waiting in it
         self._idle_poller: Any = None
+        self._idle_switch: EpollSwitch | None = None  # its pause and resume (epoll only)
         self._idle_wake = -1  # an eventfd in that set: _keep's wake for frames already read
         self._pid_owner = os.getpid()
 
@@ -231,6 +232,7 @@ class StdioTransport(Transport):
         if _EPOLL:
             self._idle_poller = select.epoll()
             self._idle_poller.register(self._out_fd, select.EPOLLIN)
+            self._idle_switch = EpollSwitch(self._idle_poller, self._out_fd)  # (which closes the epoll)
             self._idle_wake = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
             self._idle_poller.register(self._idle_wake, select.EPOLLIN)
             # closed with the object, not with the pipe: _keep never writes to a reused number
@@ -524,9 +526,9 @@ class StdioTransport(Transport):
         except IndexError:
             return
         self._out_fd = -1
-        idle = self._idle_poller
-        if idle is not None and _EPOLL:
-            idle.close()  # a wait_readable inside it ends at its timeout, and then sees _closed
+        switch = self._idle_switch
+        if switch is not None:
+            switch.close()  # a wait_readable inside the epoll ends at its timeout, and then sees _closed
         try:
             self._poller.unregister(fd)
         except (KeyError, ValueError):
@@ -561,10 +563,10 @@ class StdioTransport(Transport):
     def pause_idle(self) -> None:
         """Stop :meth:`wait_readable` from reporting input (a caller is about to read its
         own answer): the thread waiting in it sleeps on, and is not woken by the answer."""
-        if not _EPOLL:
+        if self._idle_switch is None:
             return
         try:
-            self._idle_poller.modify(self._out_fd, 0)
+            self._idle_switch.pause()
         except (OSError, ValueError):  # closed meanwhile: wait_readable says so anyway
             pass
 
@@ -573,18 +575,18 @@ class StdioTransport(Transport):
         (epoll, once connected), for the dispatcher: no Python frame, and compiled no GIL
         drop either (see EpollSwitch). Once the transport is closed they raise OSError or
         ValueError."""
-        if not _EPOLL or self._out_fd < 0:
+        switch = self._idle_switch
+        if switch is None:
             return self.pause_idle, self.resume_idle
-        switch = EpollSwitch(self._idle_poller, self._out_fd)
         return switch.pause, switch.resume
 
     def resume_idle(self) -> None:
         """Undo :meth:`pause_idle`: input already on the pipe wakes the waiting thread now
         (frames already read off it woke it when they were read: see _keep)."""
-        if not _EPOLL:
+        if self._idle_switch is None:
             return
         try:
-            self._idle_poller.modify(self._out_fd, select.EPOLLIN)
+            self._idle_switch.resume()
         except (OSError, ValueError):
             pass
 

@@ -433,18 +433,44 @@ def test_epoll_switch_pauses_and_resumes_the_watch(impl, watched_pipe):
 
 
 @needs_epoll
-def test_epoll_switch_on_a_closed_epoll_raises_value_error(impl, watched_pipe):
+def test_epoll_switch_closes_its_epoll_and_then_raises_value_error(impl, watched_pipe):
     import select
 
     _, r, _ = watched_pipe
     ep = select.epoll()
     ep.register(r, select.EPOLLIN)
     switch = impl.EpollSwitch(ep, r)
-    ep.close()
-    with pytest.raises(ValueError):
-        switch.pause()
-    with pytest.raises(ValueError):
-        switch.resume()
+    switch.close()
+    assert ep.closed
+    switch.close()  # idempotent
+    for call in (switch.pause, switch.resume):
+        with pytest.raises(ValueError):
+            call()
+
+
+@needs_epoll
+def test_a_closed_switch_never_touches_the_number_its_epoll_had(impl, watched_pipe):
+    # the number a closed epoll had goes to the next file opened: here another epoll
+    # watching the same pipe. A switch of the closed one must not pause that one's watch.
+    import select
+
+    _, r, w = watched_pipe
+    ep = select.epoll()
+    ep.register(r, select.EPOLLIN)
+    number = ep.fileno()
+    switch = impl.EpollSwitch(ep, r)
+    switch.close()
+    other = select.epoll()
+    try:
+        if other.fileno() != number:
+            pytest.skip("the number was not given again (another thread opened a file meanwhile)")
+        other.register(r, select.EPOLLIN)
+        with pytest.raises(ValueError):
+            switch.pause()
+        os.write(w, b"x")
+        assert other.poll(0) == [(r, select.EPOLLIN)], "the closed switch paused another epoll's watch"
+    finally:
+        other.close()
 
 
 @needs_epoll
