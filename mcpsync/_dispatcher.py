@@ -54,6 +54,7 @@ from ._messages import (
     ANSWER_DECODERS, Envelope, Request, decode_envelope_unchecked, decode_params, encode, envelope_error, error_reply,
     oversized_id, response_id,
 )
+from ._speedups import IdleGate
 from ._worker import Worker
 from .transports._base import Transport
 
@@ -122,14 +123,11 @@ class Dispatcher:
         self._waiters: list[_Pending] = []
         # the right to read, popped to lead and put back to let go (atomic under the GIL: no lock)
         self._baton = [True]
-        self._last_activity = _monotonic()
-        # wait_readable's watch, paused by a caller after an idle gap (see request, _let_go)
-        switches = getattr(transport, "idle_switches", None)  # each one C call, where it can
-        self._pause: Callable[[], object] | None = None
-        self._resume: Callable[[], object] = lambda: None
-        if switches is not None:
-            self._pause, self._resume = switches()
-        self._paused = False
+        # the last activity, and wait_readable's watch, paused by a caller after an idle gap
+        # (see request, _let_go): each end of a call is one C call (its switches, where it can)
+        switches = getattr(transport, "idle_switches", None)
+        pause, resume = switches() if switches is not None else (None, None)
+        self._gate = IdleGate(pause, resume, GRACE, _monotonic)
         self._ids = itertools.count(1)
         self._dead: BaseException | None = None
         self._closed = False
@@ -271,14 +269,7 @@ class Dispatcher:
         if self._dead is not None or self._closed:
             pending.pop(rid, None)
             self._check_usable()
-        if now - self._last_activity >= GRACE and self._pause is not None and not self._paused:
-            # the background thread waits in wait_readable: this answer must not wake it (see _let_go)
-            try:
-                self._pause()
-            except (OSError, ValueError):  # closed meanwhile: the send says so
-                pass
-            self._paused = True
-        self._last_activity = now
+        self._gate.arrive(now)  # after an idle gap, the answer must not wake the background thread
         try:
             send_facts = self._send_facts
             if send_facts is None:
@@ -291,7 +282,7 @@ class Dispatcher:
                     send_facts(data, timeout, facts)
         except BaseException as exc:
             pending.pop(rid, None)
-            if self._paused and self._claim():  # nobody leads now: the idle watch back on
+            if self._gate.paused and self._claim():  # nobody leads now: the idle watch back on
                 self._let_go()
             if isinstance(exc, ConnectionClosed) and not getattr(exc, "renewable", False):  # a lost session: the link lives
                 self._mark_dead(exc)
@@ -419,17 +410,11 @@ class Dispatcher:
         """The leader gives the baton back (not under mu) and wakes one waiting follower to
         take it. A follower joins the waiters, then tries for the baton; this puts the baton
         back, then looks for waiters: one of the two sees the other, so no follower is left
-        waiting while nobody leads. The idle watch goes back on: a caller pauses it with no
-        lock, then sets _paused; this clears _paused, then resumes: never paused with
-        _paused false (the caller that paused leads, or waits for a leader that lets go after)."""
-        self._last_activity = _monotonic()
-        self._baton.append(True)
-        if self._paused:
-            self._paused = False
-            try:
-                self._resume()
-            except (OSError, ValueError):  # closed meanwhile: the idle reader sees it
-                pass
+        waiting while nobody leads. The idle watch goes back on (IdleGate.leave): a caller
+        pauses it with no lock, then sets paused; this clears paused, then resumes: never
+        paused with paused false (the caller that paused leads, or waits for a leader that
+        lets go after)."""
+        self._gate.leave(self._baton)
         if self._waiters:
             with self._mu:
                 for w in self._waiters:
@@ -489,14 +474,7 @@ class Dispatcher:
                     if self._waiters:
                         self._let_go()
                     else:  # _let_go with no follower to wake, inline
-                        self._last_activity = _monotonic()
-                        self._baton.append(True)
-                        if self._paused:
-                            self._paused = False
-                            try:
-                                self._resume()
-                            except (OSError, ValueError):  # (as in _let_go)
-                                pass
+                        self._gate.leave(self._baton)
                     return result
                 # cancelled or failed meanwhile: its outcome is already on the slot
             return None
@@ -527,7 +505,7 @@ class Dispatcher:
                     pass
             if self._dead is not None or self._closed:
                 return
-            started = self._last_activity
+            started = self._gate.last
             if not self._baton or _monotonic() - started < GRACE or not self._claim():  # a caller reads
                 if self._halted(GRACE):
                     return
@@ -541,7 +519,7 @@ class Dispatcher:
                         continue
                     if data is not None:
                         self._handle(data)
-                    if self._last_activity != started or self._waiters or readable is not None:
+                    if self._gate.last != started or self._waiters or readable is not None:
                         break
             except MCPError as exc:
                 self._mark_dead(exc)

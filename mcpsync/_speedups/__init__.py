@@ -45,6 +45,7 @@ CallQueue = _impl.CallQueue
 BUCKETS: int = _impl.BUCKETS
 FastPath = _impl.FastPath
 EpollSwitch = _impl.EpollSwitch
+IdleGate = _impl.IdleGate
 
 __all__ = ["IMPLEMENTATION", "LineFramer", "FrameTooLarge", "TTLCache", "DEFAULT_MAX_MESSAGE_SIZE", "CallTally",
-           "bucket_index", "fold_calls", "CallQueue", "BUCKETS", "FastPath", "EpollSwitch"]
+           "bucket_index", "fold_calls", "CallQueue", "BUCKETS", "FastPath", "EpollSwitch", "IdleGate"]

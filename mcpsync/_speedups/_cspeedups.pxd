@@ -119,3 +119,14 @@ cdef class EpollSwitch:
     cdef object _epoll
     cdef int _epfd
     cdef int _fd
+
+cdef class IdleGate:
+    cdef object _pause
+    cdef object _resume
+    cdef double _grace
+    cdef object _clock
+    cdef public double last
+    cdef public bint paused
+
+    cpdef arrive(self, double now)
+    cpdef leave(self, list baton)

@@ -19,7 +19,7 @@ else:
     _COMPILED = cython.compiled
 
 __all__ = ["LineFramer", "FrameTooLarge", "TTLCache", "DEFAULT_MAX_MESSAGE_SIZE", "CallTally", "bucket_index",
-           "fold_calls", "CallQueue", "BUCKETS", "FastPath", "EpollSwitch"]
+           "fold_calls", "CallQueue", "BUCKETS", "FastPath", "EpollSwitch", "IdleGate"]
 
 DEFAULT_MAX_MESSAGE_SIZE = 16 * 1024 * 1024
 _EDGE = 256
@@ -481,3 +481,47 @@ class EpollSwitch:
             _epoll_watch(self._epfd, self._fd, True)
         else:
             self._epoll.modify(self._fd, select.EPOLLIN)
+
+
+class IdleGate:
+    """A dispatcher's last activity (``last``, on ``clock``) and its transport's idle
+    watch, one call into C at each end of a call in the compiled build (see
+    ``Dispatcher.request`` and ``Dispatcher._let_go``).
+
+    ``arrive(now)``: a caller starts a request at ``now``. After ``grace`` s with no
+    activity the background thread waits in the watch, so it is paused first
+    (``pause()``, if the transport has one: else None, and ``resume`` too), then
+    ``paused`` set; ``last`` becomes ``now``.
+    ``leave(baton)``: the leader lets go: ``last`` becomes the time, the baton goes back
+    (``baton.append(True)``), then a paused watch goes on again (``paused`` cleared first,
+    then ``resume()``), so it is never paused with ``paused`` false. OSError and ValueError
+    from a switch mean the transport closed meanwhile, which its readers report: ignored.
+    Compiled, each runs whole under the GIL.
+    """
+
+    def __init__(self, pause, resume, grace, clock):
+        self._pause = pause
+        self._resume = resume
+        self._grace = grace
+        self._clock = clock
+        self.last = clock()
+        self.paused = False
+
+    def arrive(self, now):
+        if now - self.last >= self._grace and not self.paused and self._pause is not None:
+            try:
+                self._pause()
+            except (OSError, ValueError):
+                pass
+            self.paused = True
+        self.last = now
+
+    def leave(self, baton):
+        self.last = self._clock()
+        baton.append(True)
+        if self.paused:
+            self.paused = False
+            try:
+                self._resume()
+            except (OSError, ValueError):
+                pass

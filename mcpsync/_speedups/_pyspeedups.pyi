@@ -3,7 +3,7 @@
 from typing import Any, Callable, Mapping
 
 __all__ = ["LineFramer", "FrameTooLarge", "TTLCache", "DEFAULT_MAX_MESSAGE_SIZE", "CallTally", "bucket_index",
-           "fold_calls", "CallQueue", "BUCKETS", "FastPath", "EpollSwitch"]
+           "fold_calls", "CallQueue", "BUCKETS", "FastPath", "EpollSwitch", "IdleGate"]
 
 DEFAULT_MAX_MESSAGE_SIZE: int
 
@@ -92,3 +92,13 @@ class EpollSwitch:
     def close(self) -> None: ...
     def pause(self) -> None: ...
     def resume(self) -> None: ...
+
+class IdleGate:
+    last: float
+    paused: bool
+    def __init__(
+        self, pause: Callable[[], object] | None, resume: Callable[[], object] | None, grace: float,
+        clock: Callable[[], float],
+    ) -> None: ...
+    def arrive(self, now: float) -> None: ...
+    def leave(self, baton: list[bool]) -> None: ...

@@ -493,3 +493,43 @@ def test_compiled_epoll_switch_is_one_builtin_call(watched_pipe):
     switch = _cspeedups.EpollSwitch(ep, r)
     # bound builtin methods: no Python frame between the dispatcher and epoll_ctl
     assert type(switch.pause).__name__ == type(switch.resume).__name__ == "builtin_function_or_method"
+
+
+# ------------------------------------------------------------------ the dispatcher's idle gate
+
+
+def test_idle_gate_pauses_after_the_grace_and_resumes_when_the_leader_lets_go(impl):
+    clock, switched = FakeClock(), []
+    gate = impl.IdleGate(lambda: switched.append("pause"), lambda: switched.append("resume"), 0.02, clock)
+    assert gate.last == 100.0 and not gate.paused
+    gate.arrive(100.01)  # within the grace: the background thread does not watch
+    assert switched == [] and gate.last == 100.01 and not gate.paused
+    gate.arrive(100.04)  # after an idle gap: paused before the answer can come
+    assert switched == ["pause"] and gate.paused and gate.last == 100.04
+    gate.arrive(100.09)  # already paused (another caller leads): not twice
+    assert switched == ["pause"]
+    baton: list[bool] = []
+    clock.now = 100.1
+    gate.leave(baton)
+    assert baton == [True] and gate.last == 100.1 and not gate.paused and switched == ["pause", "resume"]
+    gate.leave(baton)  # not paused: nothing to resume
+    assert switched == ["pause", "resume"] and baton == [True, True]
+
+
+def test_idle_gate_without_a_watch_and_with_switches_of_a_closed_transport(impl):
+    bare = impl.IdleGate(None, None, 0.02, FakeClock())
+    bare.arrive(200.0)
+    assert not bare.paused
+    bare.leave([])
+
+    def closed():
+        raise ValueError("closed")
+
+    def gone():
+        raise OSError(9, "bad descriptor")
+
+    gate = impl.IdleGate(closed, gone, 0.02, FakeClock())
+    gate.arrive(200.0)  # the send reports the closed transport: the gate only keeps its state
+    assert gate.paused
+    gate.leave([])
+    assert not gate.paused
