@@ -14,7 +14,7 @@ leads only when no caller has been active for a short grace period, so notificat
 that arrive while the connection is idle are still read promptly. On a transport that
 can wait for input without reading it (``wait_readable``, e.g. stdio) it waits there
 and leads only while there is something to read; a call after an idle gap pauses that
-watch (the transport's ``idle_switches``) until nobody leads, so the answer it reads
+watch (the transport's ``idle_switch``) until nobody leads, so the answer it reads
 wakes no other thread.
 
 Example:
@@ -123,11 +123,9 @@ class Dispatcher:
         self._waiters: list[_Pending] = []
         # the right to read, popped to lead and put back to let go (atomic under the GIL: no lock)
         self._baton = [True]
-        # the last activity, and wait_readable's watch, paused by a caller after an idle gap
-        # (see request, _let_go): each end of a call is one C call (its switches, where it can)
-        switches = getattr(transport, "idle_switches", None)
-        pause, resume = switches() if switches is not None else (None, None)
-        self._gate = IdleGate(pause, resume, GRACE, _monotonic)
+        # the last activity, and wait_readable's watch, turned off by a caller after an idle
+        # gap (see request, _let_go): each end of a call is one C call
+        self._gate = IdleGate(getattr(transport, "idle_switch", None), GRACE, _monotonic)
         self._ids = itertools.count(1)
         self._dead: BaseException | None = None
         self._closed = False

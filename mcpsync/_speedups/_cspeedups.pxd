@@ -85,44 +85,41 @@ cdef class FastPath:
 
 cdef bint _COMPILED
 
-# epoll_ctl(EPOLL_CTL_MOD) under the GIL; without epoll (macOS) a stub that fails with
-# ENOSYS, so the extension still builds there (stdio uses epoll on Linux only)
+# epoll_ctl(EPOLL_CTL_MOD) under the GIL: 0, or the errno (no Python error); without
+# epoll (macOS) ENOSYS, so the extension still builds there (stdio uses epoll on Linux only)
 cdef extern from *:
     """
     #include <errno.h>
     #ifdef __linux__
     #include <string.h>
     #include <sys/epoll.h>
-    static int mcpsync_epoll_watch(int epfd, int fd, int on) {
+    static int mcpsync_epoll_turn(int epfd, int fd, int on) {
         struct epoll_event ev;
         memset(&ev, 0, sizeof(ev));
         ev.events = on ? EPOLLIN : 0;
         ev.data.fd = fd;  /* as select.epoll sets it: poll() reports the fd */
-        if (epoll_ctl(epfd, EPOLL_CTL_MOD, fd, &ev) < 0) {
-            PyErr_SetFromErrno(PyExc_OSError);
-            return -1;
-        }
-        return 0;
+        return epoll_ctl(epfd, EPOLL_CTL_MOD, fd, &ev) < 0 ? errno : 0;
     }
     #else
-    static int mcpsync_epoll_watch(int epfd, int fd, int on) {
+    static int mcpsync_epoll_turn(int epfd, int fd, int on) {
         (void)epfd; (void)fd; (void)on;
-        errno = ENOSYS;
-        PyErr_SetFromErrno(PyExc_OSError);
-        return -1;
+        return ENOSYS;
     }
     #endif
     """
-    int _epoll_watch "mcpsync_epoll_watch"(int epfd, int fd, bint on) except -1
+    int _epoll_turn "mcpsync_epoll_turn"(int epfd, int fd, bint on)
 
+@cython.final
 cdef class EpollSwitch:
     cdef object _epoll
     cdef int _epfd
     cdef int _fd
 
+    cpdef int turn(self, bint on)
+
+@cython.final
 cdef class IdleGate:
-    cdef object _pause
-    cdef object _resume
+    cdef EpollSwitch _switch
     cdef double _grace
     cdef object _clock
     cdef public double last

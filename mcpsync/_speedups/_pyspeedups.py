@@ -7,6 +7,7 @@ types from ``_cspeedups.pxd``) into the ``_cspeedups`` extension. Keep it in the
 of Python that Cython compiles unchanged.
 """
 
+import errno
 import select
 import threading
 import time
@@ -445,15 +446,14 @@ class FastPath:
 
 
 class EpollSwitch:
-    """Switches ``fd``'s watch in ``epoll`` (a ``select.epoll``) off (:meth:`pause`: no
-    events) and on (:meth:`resume`: EPOLLIN), as ``epoll.modify`` does. Compiled, each is
-    one epoll_ctl that keeps the GIL (``modify`` drops and retakes it, but epoll_ctl on
-    our own set never blocks); on a platform without epoll it raises OSError(ENOSYS).
+    """Turns ``fd``'s watch in ``epoll`` (a ``select.epoll``) on (EPOLLIN) and off (no
+    events), as ``epoll.modify`` does: :meth:`turn`. Compiled, that is one epoll_ctl that
+    keeps the GIL (``modify`` drops and retakes it, but epoll_ctl on our own set never
+    blocks), called from C by :class:`IdleGate`; without epoll it fails with ENOSYS.
 
     The switch keeps the epoll's number, so the epoll must be closed through
-    :meth:`close`: it forgets the number before the epoll closes it, and a switch runs
-    whole under the GIL, so a number another file has since been given is never touched.
-    Errors are those of ``modify``: OSError, or ValueError once closed.
+    :meth:`close`: it forgets the number before the epoll closes it, and a turn runs whole
+    under the GIL, so a number another file has since been given is never touched.
     """
 
     def __init__(self, epoll, fd):
@@ -462,57 +462,50 @@ class EpollSwitch:
         self._fd = fd
 
     def close(self):
-        """Close the epoll (idempotent); the switches raise ValueError from then on."""
+        """Close the epoll (idempotent); a turn fails with EBADF from then on."""
         self._epfd = -1
         self._epoll.close()
 
-    def pause(self):
+    def turn(self, on):
+        """Watch for input (``on``) or not: 0 when done, else the errno (raises nothing:
+        a failed turn means the transport is closing, which its readers report)."""
+        if self._epfd < 0:
+            return errno.EBADF
         if _COMPILED:
-            if self._epfd < 0:
-                raise ValueError("the idle watch is closed")
-            _epoll_watch(self._epfd, self._fd, False)  # declared in _cspeedups.pxd: compiled only
-        else:
-            self._epoll.modify(self._fd, 0)
-
-    def resume(self):
-        if _COMPILED:
-            if self._epfd < 0:
-                raise ValueError("the idle watch is closed")
-            _epoll_watch(self._epfd, self._fd, True)
-        else:
-            self._epoll.modify(self._fd, select.EPOLLIN)
+            return _epoll_turn(self._epfd, self._fd, on)  # declared in _cspeedups.pxd: compiled only
+        try:
+            self._epoll.modify(self._fd, select.EPOLLIN if on else 0)
+        except OSError as exc:
+            return exc.errno
+        except ValueError:  # closed behind the switch's back
+            return errno.EBADF
+        return 0
 
 
 class IdleGate:
     """A dispatcher's last activity (``last``, on ``clock``) and its transport's idle
-    watch, one call into C at each end of a call in the compiled build (see
-    ``Dispatcher.request`` and ``Dispatcher._let_go``).
+    watch (``switch``, an :class:`EpollSwitch`, or None), one call into C at each end of a
+    call in the compiled build (see ``Dispatcher.request`` and ``Dispatcher._let_go``).
 
     ``arrive(now)``: a caller starts a request at ``now``. After ``grace`` s with no
-    activity the background thread waits in the watch, so it is paused first
-    (``pause()``, if the transport has one: else None, and ``resume`` too), then
-    ``paused`` set; ``last`` becomes ``now``.
-    ``leave(baton)``: the leader lets go: ``last`` becomes the time, the baton goes back
-    (``baton.append(True)``), then a paused watch goes on again (``paused`` cleared first,
-    then ``resume()``), so it is never paused with ``paused`` false. OSError and ValueError
-    from a switch mean the transport closed meanwhile, which its readers report: ignored.
+    activity the background thread waits in the watch, so it is turned off first, then
+    ``paused`` set; ``last`` becomes ``now``. ``leave(baton)``: the leader lets go: ``last``
+    becomes the time, the baton goes back (``baton.append(True)``), then a paused watch
+    goes on again (``paused`` cleared first), so it is never off with ``paused`` false. A
+    turn that fails means the transport is closing, which its readers report: ignored.
     Compiled, each runs whole under the GIL.
     """
 
-    def __init__(self, pause, resume, grace, clock):
-        self._pause = pause
-        self._resume = resume
+    def __init__(self, switch, grace, clock):
+        self._switch = switch
         self._grace = grace
         self._clock = clock
         self.last = clock()
         self.paused = False
 
     def arrive(self, now):
-        if now - self.last >= self._grace and not self.paused and self._pause is not None:
-            try:
-                self._pause()
-            except (OSError, ValueError):
-                pass
+        if now - self.last >= self._grace and not self.paused and self._switch is not None:
+            self._switch.turn(False)
             self.paused = True
         self.last = now
 
@@ -521,7 +514,4 @@ class IdleGate:
         baton.append(True)
         if self.paused:
             self.paused = False
-            try:
-                self._resume()
-            except (OSError, ValueError):
-                pass
+            self._switch.turn(True)

@@ -179,11 +179,12 @@ class StdioTransport(Transport):
         self._out_fd = -1
         self._in_fd = -1
         self._poller = select.poll()  # watches _out_fd once connected
-        # wait_readable's own watch of _out_fd (used without _rlock), an epoll set: a
-        # caller reading its own answers switches it off and on again (pause_idle,
-        # resume_idle) without waking the thread waiting in it
+        # wait_readable's own watch of _out_fd (used without _rlock), an epoll set
         self._idle_poller: Any = None
-        self._idle_switch: EpollSwitch | None = None  # its pause and resume (epoll only)
+        #: turns that watch off and on (epoll only): the dispatcher's IdleGate turns it off
+        #: for a caller that reads its own answer after an idle gap, so the answer wakes no
+        #: thread waiting in wait_readable, and on again when nobody reads
+        self.idle_switch: EpollSwitch | None = None
         self._idle_wake = -1  # an eventfd in that set: _keep's wake for frames already read
         self._pid_owner = os.getpid()
 
@@ -232,7 +233,7 @@ class StdioTransport(Transport):
         if _EPOLL:
             self._idle_poller = select.epoll()
             self._idle_poller.register(self._out_fd, select.EPOLLIN)
-            self._idle_switch = EpollSwitch(self._idle_poller, self._out_fd)  # (which closes the epoll)
+            self.idle_switch = EpollSwitch(self._idle_poller, self._out_fd)  # (which closes the epoll)
             self._idle_wake = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
             self._idle_poller.register(self._idle_wake, select.EPOLLIN)
             # closed with the object, not with the pipe: _keep never writes to a reused number
@@ -526,7 +527,7 @@ class StdioTransport(Transport):
         except IndexError:
             return
         self._out_fd = -1
-        switch = self._idle_switch
+        switch = self.idle_switch
         if switch is not None:
             switch.close()  # a wait_readable inside the epoll ends at its timeout, and then sees _closed
         try:
@@ -559,36 +560,6 @@ class StdioTransport(Transport):
             except OSError:
                 pass
         return bool(events)
-
-    def pause_idle(self) -> None:
-        """Stop :meth:`wait_readable` from reporting input (a caller is about to read its
-        own answer): the thread waiting in it sleeps on, and is not woken by the answer."""
-        if self._idle_switch is None:
-            return
-        try:
-            self._idle_switch.pause()
-        except (OSError, ValueError):  # closed meanwhile: wait_readable says so anyway
-            pass
-
-    def idle_switches(self) -> tuple[Callable[[], object], Callable[[], object]]:
-        """:meth:`pause_idle` and :meth:`resume_idle`, each as one call into C where it can
-        (epoll, once connected), for the dispatcher: no Python frame, and compiled no GIL
-        drop either (see EpollSwitch). Once the transport is closed they raise OSError or
-        ValueError."""
-        switch = self._idle_switch
-        if switch is None:
-            return self.pause_idle, self.resume_idle
-        return switch.pause, switch.resume
-
-    def resume_idle(self) -> None:
-        """Undo :meth:`pause_idle`: input already on the pipe wakes the waiting thread now
-        (frames already read off it woke it when they were read: see _keep)."""
-        if self._idle_switch is None:
-            return
-        try:
-            self._idle_switch.resume()
-        except (OSError, ValueError):
-            pass
 
     def _keep(self, frames: list[bytes]) -> None:
         """Keep frames read along with the one returned for the next receive, and wake a

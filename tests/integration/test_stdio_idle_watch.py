@@ -1,20 +1,23 @@
-"""The stdio transport's idle watch (``wait_readable``), paused by a caller that reads its
-own answer after an idle gap (``pause_idle``) and resumed when nobody reads
-(``resume_idle``; the dispatcher's forms of both, one C call each when compiled:
-``idle_switches``): paused, input does not wake the thread waiting in it; resumed, input already on the pipe
-wakes that thread at once; frames read off the pipe along with an answer wake it as they
-are read, paused or not."""
+"""The stdio transport's idle watch (``wait_readable``), turned off by a caller that reads
+its own answer after an idle gap and on again when nobody reads (its ``idle_switch``,
+which the dispatcher's ``IdleGate`` turns, in C when compiled): paused, input does not
+wake the thread waiting in it; resumed, input already on the pipe wakes that thread at
+once; frames read off the pipe along with an answer wake it as they are read, paused or
+not."""
 
 from __future__ import annotations
 
 import array
+import errno
 import fcntl
 import termios
 import threading
+import time
 from typing import Callable
 
 import pytest
 
+from mcpsync._speedups import IdleGate
 from mcpsync.transports import stdio
 from tests.helpers import wait_until
 from tests.integration.test_stdio_transport import answer_id, ping, started
@@ -47,13 +50,17 @@ def watcher(t: object) -> tuple[threading.Thread, threading.Event]:
 
 
 def _switches(t: object, how: str) -> tuple[Callable[[], object], Callable[[], object]]:
-    if how == "methods":
-        return t.pause_idle, t.resume_idle  # type: ignore[attr-defined]
-    return t.idle_switches()  # type: ignore[attr-defined,no-any-return]
+    """Turn the watch off and on as the dispatcher does (``gate``: its IdleGate, after an
+    idle gap) or with the transport's switch itself."""
+    switch = t.idle_switch  # type: ignore[attr-defined]
+    if how == "switch":
+        return lambda: switch.turn(False), lambda: switch.turn(True)
+    gate = IdleGate(switch, 0.02, time.monotonic)
+    return lambda: gate.arrive(time.monotonic() + 1.0), lambda: gate.leave([])
 
 
 @pausable
-@pytest.mark.parametrize("how", ["methods", "idle_switches"])
+@pytest.mark.parametrize("how", ["switch", "gate"])
 def test_a_paused_watch_sleeps_through_an_answer_and_wakes_on_resume(how: str) -> None:
     t = started()
     try:
@@ -76,7 +83,8 @@ def test_a_paused_watch_sleeps_through_an_answer_and_wakes_on_resume(how: str) -
 def test_resume_wakes_the_watch_for_frames_already_read() -> None:
     t = started()
     try:
-        t.pause_idle()
+        pause, resume = _switches(t, "gate")
+        pause()
         ping(t, 1)
         ping(t, 2)
         # both answers on the pipe before the first read, so that one read takes both
@@ -85,7 +93,7 @@ def test_resume_wakes_the_watch_for_frames_already_read() -> None:
         assert answer_id(t) == 1
         assert t._ready, "one read took the first answer only"
         thread, woke = watcher(t)
-        t.resume_idle()  # nothing on the pipe, one frame in _ready: the watcher wakes
+        resume()  # nothing on the pipe, one frame in _ready: the watcher wakes
         assert woke.wait(5.0)
         thread.join(5.0)
         assert answer_id(t) == 2
@@ -100,7 +108,7 @@ def test_frames_read_along_with_an_answer_wake_a_paused_watch() -> None:
     # read itself wakes the watcher (and after the caller is gone, it is there to read)
     t = started()
     try:
-        pause, _ = t.idle_switches()
+        pause, _ = _switches(t, "gate")
         pause()
         thread, woke = watcher(t)
         ping(t, 1)
@@ -117,13 +125,17 @@ def test_frames_read_along_with_an_answer_wake_a_paused_watch() -> None:
 
 
 @pausable
-def test_the_switches_of_a_closed_transport_raise_what_the_dispatcher_catches() -> None:
+def test_the_switch_of_a_closed_transport_fails_quietly() -> None:
     t = started()
-    pause, resume = t.idle_switches()
+    switch = t.idle_switch
+    assert switch is not None
+    gate = IdleGate(switch, 0.02, time.monotonic)
     t.close()
-    for switch in (pause, resume):
-        with pytest.raises((OSError, ValueError)):
-            switch()
+    assert switch.turn(False) == switch.turn(True) == errno.EBADF
+    gate.arrive(time.monotonic() + 1.0)  # the dispatcher's gate carries on: the send reports the close
+    assert gate.paused
+    gate.leave([])
+    assert not gate.paused
 
 
 def test_an_unpaused_watch_wakes_on_input() -> None:
