@@ -48,7 +48,7 @@ from typing import Any, Callable, Generic, Iterator
 from ._breaker import count_value
 from ._errors import ConnectError, PoolClosed, PoolTimeout
 from ._policies import PoolLimits, Timeouts
-from ._pool_types import C, Lease, PoolableConnection, PoolStats, _Entry, _State, _Waiter, connection_is_broken
+from ._pool_types import C, Lease, PoolableConnection, PoolStats, _Counts, _Entry, _State, _Waiter, connection_is_broken
 
 __all__ = ["PoolableConnection", "ConnectionPool", "Lease", "PoolStats", "connection_is_broken"]
 
@@ -160,8 +160,7 @@ class ConnectionPool(Generic[C]):
         self._state: _State[C] = _State()
         self._creating = 0
         self._seq = itertools.count()
-        self._created = self._closed = self._borrowed = self._returned = 0
-        self._discarded = self._reaped = self._timeouts = self._keepalives = 0
+        self._counts = _Counts()
         self._fast_taken, self._fast_returned = itertools.count(), itertools.count()  # next(): atomic
         self._finalizer = weakref.finalize(self, _finalize, self._state)
         self._maintenance_interval = maintenance_interval
@@ -191,8 +190,7 @@ class ConnectionPool(Generic[C]):
         self._state = _State()
         self._state.closed = closed
         self._creating = 0
-        self._created = self._closed = self._borrowed = self._returned = 0
-        self._discarded = self._reaped = self._timeouts = self._keepalives = 0
+        self._counts = _Counts()
         self._fast_taken, self._fast_returned = itertools.count(), itertools.count()
         self._thread = None
         self._epoch += 1
@@ -258,7 +256,7 @@ class ConnectionPool(Generic[C]):
         total = len(state.entries) + self._creating
         limits = self.limits
         if entry is not None and (entry.load() == 0 or total >= limits.min) and entry.reserve(limits.max_in_flight):
-            self._borrowed += 1
+            self._counts.borrowed += 1
             return entry
         if total < limits.min or (self._creating == 0 and total < limits.max):
             self._creating += 1
@@ -304,7 +302,7 @@ class ConnectionPool(Generic[C]):
                     return grant, False  # type: ignore[return-value]
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                self._timeouts += 1
+                self._counts.timeouts += 1
                 raise self._timeout_error()
             waiter = _Waiter()
             if front:
@@ -339,7 +337,7 @@ class ConnectionPool(Generic[C]):
             entry = waiter.entry
             if entry is not None:
                 entry.in_flight -= 1  # undo the reservation, as if it had never been made
-                self._borrowed -= 1
+                self._counts.borrowed -= 1
                 if entry.retiring and entry.load() == 0:
                     entry.retiring = False
                     to_close = entry.conn
@@ -349,7 +347,7 @@ class ConnectionPool(Generic[C]):
                 self._waiters.remove(waiter)
             waiter.entry, waiter.create = None, False
             if not waiter.closed:
-                self._timeouts += 1
+                self._counts.timeouts += 1
             self._dispatch()
         if to_close is not None:
             _close_quietly(to_close)
@@ -393,12 +391,12 @@ class ConnectionPool(Generic[C]):
                 entry = _Entry(conn, self._clock(), next(self._seq))
                 entry.in_flight = 1
                 self._state.entries.append(entry)
-                self._created += 1
-                self._borrowed += 1
+                self._counts.created += 1
+                self._counts.borrowed += 1
                 self._dispatch()  # a new connection has room for others too
             else:
-                self._created += 1
-                self._closed += 1
+                self._counts.created += 1
+                self._counts.closed += 1
         if closed:
             _close_quietly(conn)
             raise PoolClosed(f"the connection pool for {self.address or 'the server'} is closed")
@@ -488,7 +486,7 @@ class ConnectionPool(Generic[C]):
         lock.acquire()
         try:
             entry.in_flight -= 1
-            self._returned += 1
+            self._counts.returned += 1
             entry.last_used = self._clock()
             self._hot = entry
             if broken and not entry.dead:
@@ -518,18 +516,18 @@ class ConnectionPool(Generic[C]):
             self._state.entries.remove(entry)
         except ValueError:
             return False  # already swapped out by close()
-        self._closed += 1
+        self._counts.closed += 1
         if reaped:
-            self._reaped += 1
+            self._counts.reaped += 1
         else:
-            self._discarded += 1
+            self._counts.discarded += 1
         return True
 
     def _drop(self, entry: _Entry[C], *, undo_borrow: bool = False) -> None:
         with self._lock:
             if undo_borrow:
                 entry.in_flight -= 1
-                self._borrowed -= 1
+                self._counts.borrowed -= 1
             to_close = not entry.dead and self._remove(entry)
             self._dispatch()
         if to_close:
@@ -605,7 +603,7 @@ class ConnectionPool(Generic[C]):
                 ok = False
             with self._lock:
                 entry.in_flight -= 1
-                self._keepalives += 1
+                self._counts.keepalives += 1
                 to_close = not ok and not entry.dead and self._remove(entry)
                 self._dispatch()
             if to_close:
@@ -633,7 +631,7 @@ class ConnectionPool(Generic[C]):
             entries, state.entries, state.closed = state.entries, [], True
             for entry in entries:
                 entry.dead = True
-            self._closed += len(entries)
+            self._counts.closed += len(entries)
             state.stop.set()
             waiters, self._waiters = self._waiters, deque()
             for waiter in waiters:
@@ -658,20 +656,21 @@ class ConnectionPool(Generic[C]):
         """A consistent snapshot of the counters."""
         with self._lock:
             entries = self._state.entries
-            returned = self._returned + count_value(self._fast_returned)  # before the taken: in_use >= 0
-            borrowed = self._borrowed + count_value(self._fast_taken)
+            n = self._counts
+            returned = n.returned + count_value(self._fast_returned)  # before the taken: in_use >= 0
+            borrowed = n.borrowed + count_value(self._fast_taken)
             return PoolStats(
-                created=self._created,
-                closed=self._closed,
+                created=n.created,
+                closed=n.closed,
                 borrowed=borrowed,
                 returned=returned,
                 in_use=borrowed - returned,
                 size=len(entries),
                 idle=sum(1 for e in entries if e.load() == 0),
-                discarded=self._discarded,
-                reaped=self._reaped,
-                timeouts=self._timeouts,
-                keepalives=self._keepalives,
+                discarded=n.discarded,
+                reaped=n.reaped,
+                timeouts=n.timeouts,
+                keepalives=n.keepalives,
                 waiting=len(self._waiters),
             )
 
