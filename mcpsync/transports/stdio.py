@@ -121,6 +121,15 @@ class StdioTransport(Transport):
     """
 
     kind = "stdio"
+    # slots: every call reads a dozen of these, and CPython keeps at most 30 attributes in
+    # an instance's own values (past that each access goes through a dict)
+    __slots__ = (
+        "command", "args", "env", "cwd", "inherit_env", "max_message_size", "close_timeout", "name", "stderr_log_rate",
+        "_proc", "_framer", "_ready", "_wbaton", "_wlock", "_wgate", "_wwaiting", "_rlock", "_reading", "_out_claim",
+        "_eager", "_closed", "_stderr_tail", "_stderr_thread", "_stderr_stop", "_stderr_wake", "_spoke", "_eof",
+        "_exit_code", "_broken_before_close", "_out_fd", "_in_fd", "_poller", "_idle_poller", "idle_switch", "_idle_wake",
+        "_pid_owner",
+    )
 
     def __init__(
         self,
