@@ -153,6 +153,14 @@ class StreamableHTTPTransport(ResponseStreams):
     """
 
     kind = "http"
+    # slots: every call reads a dozen of these, and CPython keeps at most 30 attributes in
+    # an instance's own values (past that each access goes through a dict)
+    __slots__ = (
+        "url", "options", "sse_fallback", "get_stream_enabled", "get_stream_idle", "request_scoped", "_lock", "_queue",
+        "_put", "_closed", "_dead", "_closed_event", "_pool_key", "_pool", "_delegate", "_succeeded", "_session_id",
+        "_protocol_version", "on_session_lost", "_ids", "_inflight", "_header_blocks", "_get_generation", "_get_resp",
+        "_get_thread", "_get_last_id", "_failure_handler", "_poked", "_threads", "_loose",
+    )
 
     def __init__(
         self,
