@@ -211,7 +211,8 @@ class Dispatcher:
         msg: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
         if params is not None:
             msg["params"] = params
-        self._send(encode(msg), timeout, None if self._send_facts is None else message_facts(None, method, params, _any.decode))
+        facts = None if self._send_facts is None else message_facts(None, method, params, _any.decode)
+        self._send(encode(msg), timeout, facts)
 
     def request(  # no keyword-only parameters: their defaults cost a dict lookup each, every call
         self, method: str, params: Mapping[str, Any] | None = None, timeout: float | None = None,

@@ -45,6 +45,7 @@ log = logging.getLogger("mcpsync.guard")
 def _recorder_raised() -> None:
     log.exception("metrics recorder raised")
 
+
 T = TypeVar("T")
 
 #: read on every call: on Python 3.11 ``BreakerState.CLOSED`` goes through EnumType.__getattr__ (~850 instructions)
@@ -134,7 +135,6 @@ class Guard:
         #: path (``start`` from :attr:`begin`). Both are one call into C (compiled
         #: build): every call makes them (see :class:`~mcpsync._speedups.FastPath`).
         self.succeeded: Callable[[str | None, float], None] = fast.succeeded
-
 
     def _attempt(self, fn: Callable[[], T]) -> T:
         if self.reconnect is not None:
