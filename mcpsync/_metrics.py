@@ -45,7 +45,7 @@ from dataclasses import asdict, dataclass
 from types import MappingProxyType
 from typing import Any, Callable, Iterable, Iterator, Mapping
 
-from ._speedups import BUCKETS, IMPLEMENTATION, CallQueue, CallTally, bucket_index, fold_calls
+from ._speedups import BUCKETS, IMPLEMENTATION, CallQueue, CallTally, Histogram, fold_calls
 
 __all__ = [
     "LatencyHistogram",
@@ -69,11 +69,10 @@ BATCH = 256
 
 _SUB_BITS = 6
 _SUB = 1 << _SUB_BITS  # 64 linear sub-buckets per power of two
-_index = bucket_index  # (compiled) the bucket of a value in microseconds; _bounds is its inverse
 
 
 def _bounds(i: int) -> tuple[int, int]:
-    """[low, high) of bucket ``i`` in microseconds."""
+    """[low, high) of bucket ``i`` in microseconds (the inverse of ``_speedups.bucket_index``)."""
     if i < 2 * _SUB:
         return i, i + 1
     e = (i >> _SUB_BITS) + _SUB_BITS - 1
@@ -85,8 +84,10 @@ def _bounds(i: int) -> tuple[int, int]:
 _BUCKETS = BUCKETS
 
 
-class LatencyHistogram:
-    """Bounded-memory latency histogram (not thread-safe: callers lock).
+class LatencyHistogram(Histogram):
+    """Bounded-memory latency histogram (not thread-safe: callers lock): the compiled
+    :class:`~mcpsync._speedups.Histogram` (``record_us``, and its numbers) with
+    percentiles.
 
     Example:
         >>> h = LatencyHistogram()
@@ -101,28 +102,7 @@ class LatencyHistogram:
     #: the worst relative error of a reported percentile (half a bucket)
     PRECISION = 1.0 / (2 * _SUB)
 
-    __slots__ = ("counts", "count", "total_us", "min_us", "max_us")
-
-    def __init__(self) -> None:
-        self.counts = [0] * _BUCKETS
-        self.count = 0
-        self.total_us = 0
-        self.min_us = -1
-        self.max_us = 0
-
-    def record_us(self, v: int) -> None:
-        if v < 0:
-            v = 0
-        if v < 128:
-            self.counts[v] += 1
-        else:
-            self.counts[_index(v)] += 1
-        self.count += 1
-        self.total_us += v
-        if v > self.max_us:
-            self.max_us = v
-        if v < self.min_us or self.min_us < 0:
-            self.min_us = v
+    __slots__ = ()
 
     def record(self, seconds: float) -> None:
         self.record_us(int(seconds * 1e6 + 0.5))

@@ -38,6 +38,7 @@ LineFramer = _impl.LineFramer
 FrameTooLarge = _impl.FrameTooLarge
 TTLCache = _impl.TTLCache
 DEFAULT_MAX_MESSAGE_SIZE: int = _impl.DEFAULT_MAX_MESSAGE_SIZE
+Histogram = _impl.Histogram
 CallTally = _impl.CallTally
 bucket_index = _impl.bucket_index
 fold_calls = _impl.fold_calls
@@ -47,5 +48,5 @@ FastPath = _impl.FastPath
 EpollSwitch = _impl.EpollSwitch
 IdleGate = _impl.IdleGate
 
-__all__ = ["IMPLEMENTATION", "LineFramer", "FrameTooLarge", "TTLCache", "DEFAULT_MAX_MESSAGE_SIZE", "CallTally",
+__all__ = ["IMPLEMENTATION", "LineFramer", "FrameTooLarge", "TTLCache", "DEFAULT_MAX_MESSAGE_SIZE", "Histogram", "CallTally",
            "bucket_index", "fold_calls", "CallQueue", "BUCKETS", "FastPath", "EpollSwitch", "IdleGate"]

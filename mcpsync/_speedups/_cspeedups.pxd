@@ -41,12 +41,17 @@ cdef Py_ssize_t _MAX_EXP
 @cython.locals(e=Py_ssize_t, x=cython.longlong)
 cpdef Py_ssize_t bucket_index(cython.longlong v)
 
-cdef class CallTally:
+cdef class Histogram:
     cdef public list counts
     cdef public cython.longlong count
     cdef public cython.longlong total_us
     cdef public cython.longlong min_us
     cdef public cython.longlong max_us
+
+    cpdef record_us(self, cython.longlong v)
+    cdef void _note(self, cython.longlong v)
+
+cdef class CallTally(Histogram):
     cdef public Py_ssize_t successes
     cdef public Py_ssize_t errors
     cdef public Py_ssize_t timeouts
@@ -55,7 +60,7 @@ cdef class CallTally:
     cdef public list ring_n
     cdef public object first
 
-    @cython.locals(v=cython.longlong, i=Py_ssize_t, sec=cython.longlong, slot=Py_ssize_t, seen=cython.longlong)
+    @cython.locals(sec=cython.longlong, slot=Py_ssize_t, seen=cython.longlong)
     cpdef add(self, double start, double end, str outcome, bint latency=*)
     cpdef tuple numbers(self)
 

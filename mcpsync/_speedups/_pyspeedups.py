@@ -19,7 +19,7 @@ except ImportError:  # the pure-Python package: Cython is only a build requireme
 else:
     _COMPILED = cython.compiled
 
-__all__ = ["LineFramer", "FrameTooLarge", "TTLCache", "DEFAULT_MAX_MESSAGE_SIZE", "CallTally", "bucket_index",
+__all__ = ["LineFramer", "FrameTooLarge", "TTLCache", "DEFAULT_MAX_MESSAGE_SIZE", "Histogram", "CallTally", "bucket_index",
            "fold_calls", "CallQueue", "BUCKETS", "FastPath", "EpollSwitch", "IdleGate"]
 
 DEFAULT_MAX_MESSAGE_SIZE = 16 * 1024 * 1024
@@ -282,17 +282,43 @@ def bucket_index(v):
     return ((e - _SUB_BITS + 1) << _SUB_BITS) + (v >> (e - _SUB_BITS)) - _SUB
 
 
-class CallTally:
-    """The numbers every finished call of one (server, tool) moves: its latency
-    histogram, its outcome counts and a ring of per-second counts (QPS over ``slots``
-    seconds). Not thread-safe: one folder at a time (the recorder's drain lock)."""
+class Histogram:
+    """A latency histogram's numbers: ``counts`` per bucket (see :func:`bucket_index`),
+    ``count``, ``total_us``, ``min_us`` (-1 while empty) and ``max_us``, in microseconds;
+    :meth:`record_us` adds one value. The one home of that update: :class:`CallTally`
+    records through it, and ``_metrics.LatencyHistogram`` adds percentiles on top. Not
+    thread-safe."""
 
-    def __init__(self, slots):
+    def __init__(self):
         self.counts = [0] * BUCKETS
         self.count = 0
         self.total_us = 0
         self.min_us = -1
         self.max_us = 0
+
+    def record_us(self, v):
+        """Add a value of ``v`` microseconds (a negative one counts as 0)."""
+        self._note(v)
+
+    def _note(self, v):
+        if v < 0:
+            v = 0
+        self.counts[bucket_index(v)] += 1
+        self.count += 1
+        self.total_us += v
+        if v > self.max_us:
+            self.max_us = v
+        if v < self.min_us or self.min_us < 0:
+            self.min_us = v
+
+
+class CallTally(Histogram):
+    """The numbers every finished call of one (server, tool) moves: its latency
+    histogram, its outcome counts and a ring of per-second counts (QPS over ``slots``
+    seconds). Not thread-safe: one folder at a time (the recorder's drain lock)."""
+
+    def __init__(self, slots):
+        Histogram.__init__(self)
         self.successes = 0
         self.errors = 0
         self.timeouts = 0
@@ -306,17 +332,7 @@ class CallTally:
         (``"success"``, ``"timeout"``, anything else an error); ``latency=False``
         counts it without a latency."""
         if latency:
-            v = int((end - start) * 1e6 + 0.5)
-            if v < 0:
-                v = 0
-            i = bucket_index(v)
-            self.counts[i] += 1
-            self.count += 1
-            self.total_us += v
-            if v > self.max_us:
-                self.max_us = v
-            if v < self.min_us or self.min_us < 0:
-                self.min_us = v
+            self._note(int((end - start) * 1e6 + 0.5))
         if outcome == "success":
             self.successes += 1
         elif outcome == "timeout":

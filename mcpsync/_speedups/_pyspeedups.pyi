@@ -2,7 +2,7 @@
 # Cython compiles it unchanged in pure-Python mode (its C types are in _cspeedups.pxd).
 from typing import Any, Callable, Mapping
 
-__all__ = ["LineFramer", "FrameTooLarge", "TTLCache", "DEFAULT_MAX_MESSAGE_SIZE", "CallTally", "bucket_index",
+__all__ = ["LineFramer", "FrameTooLarge", "TTLCache", "DEFAULT_MAX_MESSAGE_SIZE", "Histogram", "CallTally", "bucket_index",
            "fold_calls", "CallQueue", "BUCKETS", "FastPath", "EpollSwitch", "IdleGate"]
 
 DEFAULT_MAX_MESSAGE_SIZE: int
@@ -41,12 +41,16 @@ BUCKETS: int
 
 def bucket_index(v: int) -> int: ...
 
-class CallTally:
+class Histogram:
     counts: list[int]
     count: int
     total_us: int
     min_us: int
     max_us: int
+    def __init__(self) -> None: ...
+    def record_us(self, v: int) -> None: ...
+
+class CallTally(Histogram):
     successes: int
     errors: int
     timeouts: int

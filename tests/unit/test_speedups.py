@@ -512,3 +512,16 @@ def test_idle_gate_without_a_watch(impl):
     gate.arrive(200.0)
     assert not gate.paused and gate.last == 200.0
     gate.leave([])
+
+
+# ------------------------------------------------------------------ the histogram's one update
+
+
+def test_a_call_tally_records_latencies_as_a_histogram_does(impl):
+    values = [-5, 0, 1, 127, 128, 129, 1_000, 65_537, 10**9, 10**13]
+    h, tally = impl.Histogram(), impl.CallTally(8)
+    for v in values:
+        h.record_us(v)
+        tally.add(0.0, v / 1e6, "success")
+    assert (h.counts, h.count, h.total_us, h.min_us, h.max_us) == tally.numbers()[:5]
+    assert h.min_us == 0 and h.max_us == 10**13 and h.counts[impl.BUCKETS - 1] >= 1  # clamped into the top bucket
