@@ -511,8 +511,9 @@ def _typed(tp: Any) -> Any:
 #: method → function(the whole answer line) → its response decoded in one pass (``.id``,
 #: and ``.result`` typed as :func:`decode_result` gives it), or None when the result needs
 #: the general path, as one that is not complete (``resultType``) does: a typed result a
-#: channel hands over is a complete one; msgspec errors for anything else. The reader of the answer (the
-#: dispatcher) tries it first: one decode instead of the envelope's and then the result's.
+#: channel hands over is a complete one; msgspec errors for anything else. The reader of
+#: the answer (the dispatcher) tries it first: one decode instead of the envelope's and
+#: then the result's.
 ANSWER_DECODERS: dict[str, Any] = {}
 
 #: method → function(raw bytes) → typed result. Built once at import.

@@ -200,12 +200,15 @@ class ConnectionPool(Generic[C]):
 
     def _pick(self) -> _Entry[C] | None:
         best: _Entry[C] | None = None
+        best_key: tuple[int, float, int] | None = None
         limit = self.limits.max_in_flight
         for entry in self._state.entries:
-            if entry.dead or entry.load() >= limit:
+            load = entry.load()
+            if entry.dead or load >= limit:
                 continue
-            if best is None or (entry.load(), -entry.last_used, -entry.seq) < (best.load(), -best.last_used, -best.seq):
-                best = entry
+            key = (load, -entry.last_used, -entry.seq)  # least loaded, then returned last
+            if best_key is None or key < best_key:
+                best, best_key = entry, key
         return best
 
     def borrow(self, timeout: float | None = None) -> Lease[C]:

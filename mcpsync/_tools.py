@@ -48,17 +48,13 @@ DISCOVERY_BACKOFF = 60.0
 
 
 def call_facts(tool: Tool) -> tuple[bool, bool]:
-    """(retry safe, task-only) of a listed tool: worked out on its first call and kept
-    on the Tool, since call_tool asks on every call."""
-    facts: tuple[bool, bool] | None = tool.__dict__.get("_mcpsync_call_facts")
-    if facts is None:
-        facts = tool.__dict__["_mcpsync_call_facts"] = (tool_is_retry_safe(tool), _task_only(tool))
-    return facts
+    """(retry safe, task-only) of a listed tool (kept with its listing: :func:`call_plan`)."""
+    return tool_is_retry_safe(tool), _task_only(tool)
 
 
 def call_plan(listed: ToolSet, name: str) -> tuple[Tool, bool, bool] | None:
     """(tool, retry safe, task-only) of the tool ``name`` in ``listed`` (None: not listed),
-    kept on the listing: ``call_tool`` asks on every call."""
+    worked out on its first call and kept on the listing: ``call_tool`` asks on every call."""
     plan: tuple[Tool, bool, bool] | None = listed.plans.get(name)
     if plan is None:
         tool = listed.by_name.get(name)

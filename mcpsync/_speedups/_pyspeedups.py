@@ -1,5 +1,6 @@
-"""Hot-path helpers: newline JSON-RPC framing, a thread-safe TTL cache, call tallies,
-the stdio idle watch's switch.
+"""Hot-path helpers: newline JSON-RPC framing, a thread-safe TTL cache, latency histograms
+and call tallies, the guard's fast path, the dispatcher's idle gate and the stdio idle
+watch's switch.
 
 This file is the single source of both implementations: imported as is it is the
 pure-Python twin; ``setup.py`` compiles a copy of it with Cython (pure-Python mode,

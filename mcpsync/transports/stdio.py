@@ -31,7 +31,7 @@ import subprocess
 import threading
 import time
 import weakref
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 from .._errors import ConnectError, ConnectionClosed, MessageTooLarge, RequestTimeout, StartFailed
 from .._speedups import DEFAULT_MAX_MESSAGE_SIZE, EpollSwitch, FrameTooLarge, LineFramer
