@@ -15,7 +15,8 @@ a log line, an exception message or a ``repr``.
 
 Concurrency: the keyring store reads and writes one entry at a time per key, within a process
 (a lock per key) and across processes (an advisory ``flock`` on an empty lock file per key, see
-:func:`key_lock`), and retries a failed operation once before it raises. :func:`key_lock` also
+:func:`key_lock`), and retries a failed operation once before it raises. On the Linux Secret Service
+it keeps one D-Bus connection per process (:mod:`._secret_service` says why). :func:`key_lock` also
 makes a token renewal single-flight across OAuth objects and processes: the renewer holds the
 server's ``renew`` lock while it asks the token endpoint and stores the answer; the others
 wait, then find the new tokens in the store.
@@ -413,6 +414,7 @@ class KeyringTokenStore:
         self._backend = backend
         self._token_service = namespace + ":"
         self._client_service = namespace + "-client:"
+        self._ops: Any = None  # what reads and writes: the backend, or the shared Secret Service link
         self._lock = threading.Lock()
         self._checked = False
 
@@ -422,7 +424,7 @@ class KeyringTokenStore:
     def _kr(self) -> Any:
         with self._lock:
             if self._checked:
-                return self._backend
+                return self._ops
             backend = self._backend
             if backend is None:
                 try:
@@ -441,8 +443,13 @@ class KeyringTokenStore:
                     f"{type(backend).__name__} is not one); pass another TokenStore"
                 )
             self._backend = backend
+            self._ops = backend
+            if type(backend).__module__ == "keyring.backends.SecretService" and type(backend).__name__ == "Keyring":
+                from ._secret_service import shared_secret_service
+
+                self._ops = shared_secret_service(backend)  # one connection per process, see there
             self._checked = True
-            return backend
+            return self._ops
 
     def _call(self, what: str, service: str, op: Any, *, shared: bool = False) -> Any:
         """Run ``op(backend)`` holding the key (see :func:`key_lock`); a failure is retried

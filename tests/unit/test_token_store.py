@@ -403,3 +403,166 @@ def test_keyring_store_many_threads_and_processes_under_load(busy_cpu: None) -> 
                 c.wait(5)
         for s in shared + own:
             store.delete_tokens(s)
+
+
+# -- the Secret Service on one connection per process --------------------------------------------
+
+
+def _connections_opened_so_far() -> int:
+    """The session bus's count of connections so far: a new connection's unique name is
+    ``:1.N`` with N one more than the last one's."""
+    from jeepney.io.blocking import open_dbus_connection
+
+    with open_dbus_connection(bus="SESSION") as probe:
+        return int(probe.unique_name.rsplit(".", 1)[1])
+
+
+@needs_keyring
+def test_keyring_store_keeps_one_connection_to_the_secret_service() -> None:
+    """keyring alone opens and closes a D-Bus connection and a session per operation;
+    gnome-keyring aborts on a race in that cycle when many clients do it at once (see
+    mcpsync/auth/_secret_service.py). The store's operations, from any number of threads and
+    store objects, share one connection."""
+    servers = [f"http://127.0.0.1:1/mcp-{uuid.uuid4().hex}" for _ in range(8)]
+    KeyringTokenStore().load_tokens(servers[0])  # the process's connection is open from here on
+    errors: list[BaseException] = []
+
+    def work(server: str) -> None:
+        try:
+            store = KeyringTokenStore()  # a store object of its own: the connection is the process's
+            for j in range(5):
+                store.save_tokens(server, tokens(access_token=f"{server}-{j}"))
+                assert store.load_tokens(server).access_token == f"{server}-{j}"
+            store.delete_tokens(server)
+            assert store.load_tokens(server) is None
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    before = _connections_opened_so_far()
+    threads = [threading.Thread(target=work, args=(s,)) for s in servers]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    opened = _connections_opened_so_far() - before - 1  # less the second probe itself
+    assert not errors, errors[:3]
+    # 88 operations; with a connection each, 88 (and as many sessions). Nothing else on this
+    # test's private bus connects meanwhile; a little slack all the same.
+    assert opened <= 2, f"{opened} D-Bus connections for 88 store operations"
+
+
+@needs_keyring
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_forked_child_opens_its_own_connection_even_with_the_lock_held() -> None:
+    """A child forked while a parent thread is mid-operation (holding the connection's lock)
+    neither waits for that lock forever nor writes on the parent's socket."""
+    from mcpsync.auth._secret_service import shared_secret_service
+
+    server = f"http://127.0.0.1:1/mcp-{uuid.uuid4().hex}"
+    store = KeyringTokenStore()
+    store.save_tokens(server, tokens())
+    link = store._kr()
+    assert link is shared_secret_service(link._backend)
+    held, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with link._lock:
+            held.set()
+            release.wait(60)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    try:
+        assert held.wait(30)
+        pid = os.fork()
+        if pid == 0:  # the child: report through the exit code, never return into pytest
+            code = 3
+            try:
+                import signal
+
+                signal.alarm(60)  # a deadlock ends the child rather than the test run
+                ok = store.load_tokens(server).access_token == SECRET
+                store.save_tokens(server, tokens(access_token="from-the-child"))
+                code = 0 if ok else 1
+            finally:
+                os._exit(code)
+        deadline = time.monotonic() + 90
+        while True:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
+        if not done:
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+        assert done and os.waitstatus_to_exitcode(status) == 0, "the forked child could not use the store"
+    finally:
+        release.set()
+        holder.join(30)
+    # The parent's connection is untouched by the child's use of its own.
+    assert store.load_tokens(server).access_token == "from-the-child"
+    store.delete_tokens(server)
+
+
+RESTART_CHILD = r"""
+import os, signal, subprocess, sys, time
+from jeepney import DBusAddress, new_method_call
+from jeepney.io.blocking import open_dbus_connection
+from mcpsync.auth import KeyringTokenStore, TokenSet
+
+PASSWORD = "restart-test-" + str(os.getpid())
+BUS = DBusAddress("/org/freedesktop/DBus", bus_name="org.freedesktop.DBus", interface="org.freedesktop.DBus")
+
+def owner_pid():
+    with open_dbus_connection(bus="SESSION") as c:
+        has, = c.send_and_get_reply(new_method_call(BUS, "NameHasOwner", "s", ("org.freedesktop.secrets",))).body
+        if not has:
+            return None
+        pid, = c.send_and_get_reply(new_method_call(BUS, "GetConnectionUnixProcessID", "s", ("org.freedesktop.secrets",))).body
+        return pid
+
+def until(test):
+    deadline = time.monotonic() + 30
+    while not test():
+        assert time.monotonic() < deadline, "the keyring daemon did not come or go"
+        time.sleep(0.05)
+
+def start_daemon():
+    subprocess.run(["gnome-keyring-daemon", "--unlock", "--components=secrets"], input=PASSWORD.encode(),
+                   stdout=subprocess.DEVNULL, check=True, timeout=60)
+    until(lambda: owner_pid() is not None)
+
+server = "http://127.0.0.1:1/mcp-restart"
+start_daemon()
+store = KeyringTokenStore()
+store.save_tokens(server, TokenSet(access_token="before"))
+assert store.load_tokens(server).access_token == "before"
+first = owner_pid()
+os.kill(first, signal.SIGKILL)  # what gnome-keyring's abort looks like from here
+until(lambda: owner_pid() is None)
+start_daemon()  # the user's session starts it again and unlocks it
+assert owner_pid() != first
+# The kept connection's session belonged to the dead daemon: the first attempt fails, the
+# connection is dropped, the retry opens a new one.
+assert store.load_tokens(server).access_token == "before"
+store.save_tokens(server, TokenSet(access_token="after"))
+assert KeyringTokenStore().load_tokens(server).access_token == "after"
+os.kill(owner_pid(), signal.SIGTERM)
+print("OK", flush=True)
+"""
+
+
+@pytest.mark.skipif(shutil.which("gnome-keyring-daemon") is None or shutil.which("dbus-run-session") is None,
+                    reason="needs gnome-keyring-daemon and dbus-run-session (tests/setup/30-keyring.sh)")
+def test_the_kept_connection_survives_a_restart_of_the_keyring_daemon(tmp_path: Path) -> None:
+    """On a private bus and keyring of its own: the daemon is killed and started again between
+    two operations of one store; the store reconnects and finds what it wrote."""
+    pytest.importorskip("keyring")
+    run = tmp_path / "run"
+    run.mkdir(mode=0o700)
+    env = {**os.environ, "PYTHONPATH": os.getcwd(), "XDG_DATA_HOME": str(tmp_path / "data"),
+           "XDG_RUNTIME_DIR": str(run), "PYTHON_KEYRING_BACKEND": "keyring.backends.SecretService.Keyring"}
+    env.pop("DBUS_SESSION_BUS_ADDRESS", None)
+    out = subprocess.run(["dbus-run-session", "--", sys.executable, "-c", RESTART_CHILD],
+                         capture_output=True, text=True, env=env, timeout=240)
+    assert out.returncode == 0 and out.stdout.strip().endswith("OK"), out.stdout[-2000:] + out.stderr[-3000:]
