@@ -83,7 +83,7 @@ class SharedSecretService:
             collection = self._open()
             try:
                 return op(collection)
-            except Exception as exc:
+            except BaseException as exc:  # an interrupt may leave half a message on the socket
                 if type(exc).__name__ != "PasswordDeleteError":  # an answer, not a failure
                     self._drop()
                 raise
@@ -106,11 +106,10 @@ class SharedSecretService:
                     collection = secretstorage.Collection(connection, path, session)
                 else:
                     collection = secretstorage.get_default_collection(connection, session)
-            except Exception as exc:
+            except BaseException as exc:
                 connection.close()
-                name = type(exc).__name__
                 if isinstance(exc, secretstorage.exceptions.SecretStorageException):
-                    raise InitError(f"Failed to open the collection: {name}") from None
+                    raise InitError(f"Failed to open the collection: {type(exc).__name__}") from None
                 raise
             self._connection, self._collection = connection, collection
         collection = self._collection
@@ -119,7 +118,7 @@ class SharedSecretService:
                 collection.unlock()
                 if collection.is_locked():  # the user dismissed the prompt
                     raise KeyringLocked("Failed to unlock the collection!")
-        except Exception:
+        except BaseException:
             self._drop()
             raise
         return collection
