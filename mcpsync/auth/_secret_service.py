@@ -42,8 +42,7 @@ class SharedSecretService:
     def __init__(self, backend: Any) -> None:
         self._backend = backend
         self._lock = threading.Lock()
-        self._connection: Any = None
-        self._collection: Any = None
+        self._collection: Any = None  # on its own connection (``.connection``), with its session
 
     def __repr__(self) -> str:
         return f"SharedSecretService(open={self._collection is not None})"
@@ -72,11 +71,6 @@ class SharedSecretService:
             raise PasswordDeleteError("No such password!")
 
         self._run(op)
-
-    def close(self) -> None:
-        """Close the connection (the next call opens another)."""
-        with self._lock:
-            self._drop()
 
     def _run(self, op: Callable[[Any], T]) -> T:
         with self._lock:
@@ -111,7 +105,7 @@ class SharedSecretService:
                 if isinstance(exc, secretstorage.exceptions.SecretStorageException):
                     raise InitError(f"Failed to open the collection: {type(exc).__name__}") from None
                 raise
-            self._connection, self._collection = connection, collection
+            self._collection = collection
         collection = self._collection
         try:
             if collection.is_locked():
@@ -124,10 +118,10 @@ class SharedSecretService:
         return collection
 
     def _drop(self) -> None:
-        connection, self._connection, self._collection = self._connection, None, None
-        if connection is not None:
+        collection, self._collection = self._collection, None
+        if collection is not None:
             try:
-                connection.close()
+                collection.connection.close()
             except OSError:
                 pass
 

@@ -414,16 +414,15 @@ class KeyringTokenStore:
         self._backend = backend
         self._token_service = namespace + ":"
         self._client_service = namespace + "-client:"
-        self._ops: Any = None  # what reads and writes: the backend, or the shared Secret Service link
+        self._ops: Any = None  # what reads and writes, once checked: the backend, or the shared Secret Service link
         self._lock = threading.Lock()
-        self._checked = False
 
     def __repr__(self) -> str:
         return f"KeyringTokenStore(backend={type(self._backend).__name__ if self._backend else 'default'})"
 
     def _kr(self) -> Any:
         with self._lock:
-            if self._checked:
+            if self._ops is not None:
                 return self._ops
             backend = self._backend
             if backend is None:
@@ -443,13 +442,13 @@ class KeyringTokenStore:
                     f"{type(backend).__name__} is not one); pass another TokenStore"
                 )
             self._backend = backend
-            self._ops = backend
+            ops = backend
             if type(backend).__module__ == "keyring.backends.SecretService" and type(backend).__name__ == "Keyring":
                 from ._secret_service import shared_secret_service
 
-                self._ops = shared_secret_service(backend)  # one connection per process, see there
-            self._checked = True
-            return self._ops
+                ops = shared_secret_service(backend)  # one connection per process, see there
+            self._ops = ops
+            return ops
 
     def _call(self, what: str, service: str, op: Any, *, shared: bool = False) -> Any:
         """Run ``op(backend)`` holding the key (see :func:`key_lock`); a failure is retried
