@@ -40,16 +40,22 @@ from .._errors import (
     RequestTimeout,
     error_from_http_status,
 )
-from ._fasthttp import FastResponse
-from ._http_options import _EDGE, origin_of
+from ._fastconn import FastResponse
+from ._urllib3_path import guard
+from ._http_options import _EDGE, origin_of, wire_url
 
-def translate(exc: BaseException, url: str, *, connecting: bool = False, fatal: bool = True) -> MCPError:
+def translate(
+    exc: BaseException, url: str, *, connecting: bool = False, fatal: bool = True, written: bool | None = None
+) -> MCPError:
     """Map a urllib3 / socket exception to the mcpsync error tree (not raised).
 
     Connection refused is a :class:`ConnectError`, never a timeout; a read timeout is
     a :class:`RequestTimeout`; a connection dropped mid-response is
     :class:`ConnectionClosed` when it ends the session (``fatal``), else a plain
     :class:`NetworkError` (one HTTP exchange failed; the transport stays usable).
+    ``written`` (urllib3's path: :func:`._urllib3_path.was_written`) says whether the
+    request had begun to go out: a TLS failure after that may have reached the server.
+    The message names the failure, never the data it carried.
     """
     if isinstance(exc, MCPError):
         return exc
@@ -57,11 +63,13 @@ def translate(exc: BaseException, url: str, *, connecting: bool = False, fatal: 
     if isinstance(exc, MaxRetryError) and exc.reason is not None:
         reason = exc.reason
     if isinstance(reason, (NewConnectionError, ConnectTimeoutError, ProxyError)):
-        return ConnectError(f"cannot connect to {url}: {reason}")
+        return ConnectError(f"cannot connect to {url}: {_describe(reason)}")
     if isinstance(reason, EmptyPoolError):
         return RequestTimeout(f"no free connection to {url} in time: every pooled connection is busy")
     if isinstance(reason, SSLError):
-        return ConnectError(f"TLS failure talking to {url}: {reason}")
+        if written:
+            return NetworkError(f"TLS failure talking to {url} after the request was sent: {_describe(reason)}", sent=True)
+        return ConnectError(f"TLS failure talking to {url}: {_describe(reason)}")
     if isinstance(reason, ReadTimeoutError) or isinstance(reason, TimeoutError):
         return RequestTimeout(f"no data from {url} within the read timeout")
     if isinstance(reason, (Urllib3ProtocolError, ConnectionError)):
@@ -69,15 +77,24 @@ def translate(exc: BaseException, url: str, *, connecting: bool = False, fatal: 
             # the connection was up and the request written (or being written) when it
             # broke: the server may have acted on it, so it must not count as unsent;
             # and one broken exchange does not end the transport
-            return NetworkError(f"connection to {url} broke before the answer: {reason}", sent=True)
+            return NetworkError(f"connection to {url} broke before the answer: {_describe(reason)}", sent=True)
         if not fatal:
-            return NetworkError(f"connection to {url} dropped mid-response: {reason}")
-        return ConnectionClosed(f"connection to {url} dropped: {reason}")
+            return NetworkError(f"connection to {url} dropped mid-response: {_describe(reason)}")
+        return ConnectionClosed(f"connection to {url} dropped: {_describe(reason)}")
     if isinstance(reason, (HTTPError, OSError)):
         if not fatal:
-            return NetworkError(f"HTTP failure talking to {url}: {reason}")
-        return ConnectionClosed(f"HTTP failure talking to {url}: {reason}")
-    return NetworkError(f"HTTP failure talking to {url}: {reason!r}")
+            return NetworkError(f"HTTP failure talking to {url}: {_describe(reason)}")
+        return ConnectionClosed(f"HTTP failure talking to {url}: {_describe(reason)}")
+    return NetworkError(f"HTTP failure talking to {url}: {_describe(reason)}")
+
+
+def _describe(exc: BaseException) -> str:
+    """An exception for a message: its kind and text (redacted, cut), never its arguments
+    (a ``UnicodeEncodeError``'s are the whole text it failed on: headers, tokens)."""
+    if isinstance(exc, UnicodeError):
+        return f"{type(exc).__name__} ({getattr(exc, 'reason', '')})"
+    text = redact(str(exc))
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 MAX_REDIRECTS = 3
@@ -95,7 +112,10 @@ def redirect_target(url: str, resp: Any) -> str | None:
     location = resp.headers.get("location")
     if not location:
         return None
-    target: str = urljoin(url, str(location))
+    try:
+        target, _ = wire_url(urljoin(url, str(location)))  # never the Location's userinfo
+    except ValueError as exc:
+        raise ProtocolError(f"{url} redirects to an address that cannot be used: {exc}", status=resp.status) from None
     if origin_of(target) != origin_of(url):
         raise ProtocolError(f"{url} redirects to another origin ({target}); not followed", status=resp.status)
     try:
@@ -279,50 +299,53 @@ def read_body(resp: Any, limit: int, url: str, deadline: float | None = None) ->
 
     The size is checked as the bytes arrive (and against ``Content-Length`` before any
     is read): an oversized body is refused without being kept whole. With a
-    ``deadline`` (monotonic) each read after the first waits only for what is left.
+    ``deadline`` (monotonic) the whole body must arrive by it, however it trickles. On
+    every failure (and an exception raised by a signal handler) the connection is
+    closed, never left held.
 
     Raises:
         MessageTooLarge: more than ``limit`` bytes (``head`` / ``tail``: redacted edges).
         RequestTimeout: the body did not arrive by the deadline.
     """
-    if resp.__class__ is FastResponse:
-        whole = resp.whole(limit)
+    fast = resp.__class__ is FastResponse
+    if fast:
+        whole: bytes | None = resp.whole(limit)
         if whole is not None:  # arrived with the head (a small JSON answer): nothing to wait for
             return whole
-    declared = resp.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
-        _discard(resp)
-        raise MessageTooLarge(
-            f"response from {url} is {declared} bytes, over the limit of {limit} bytes",
-            size=int(declared),
-            limit=limit,
-            head=b"",
-            tail=b"",
-        )
-    read = resp.read1 if hasattr(resp, "read1") else resp.read
-    chunks: list[bytes] = []
-    size = 0
+        resp.deadline = deadline  # every read of the fast path keeps to it
     try:
-        while True:
-            if deadline is not None and chunks:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    _discard(resp)
-                    raise RequestTimeout(f"the answer from {url} did not arrive in time")
-                if getattr(resp, "length_remaining", None) != 0:  # 0: the next read is EOF, at once
-                    sock = getattr(getattr(resp, "connection", None), "sock", None)
-                    if sock is not None:
+        declared = resp.headers.get("content-length")
+        if declared is not None and declared.isdigit() and int(declared) > limit:
+            raise MessageTooLarge(
+                f"response from {url} is {declared} bytes, over the limit of {limit} bytes",
+                size=int(declared),
+                limit=limit,
+                head=b"",
+                tail=b"",
+            )
+        read = resp.read1 if hasattr(resp, "read1") else resp.read
+        chunks: list[bytes] = []
+        size = 0
+        sock = None if fast else getattr(getattr(resp, "connection", None), "sock", None)
+        with guard(None if fast else deadline, sock):  # urllib3's reads, by the deadline too
+            while True:
+                if deadline is not None and chunks:
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        raise RequestTimeout(f"the answer from {url} did not arrive in time")
+                    if sock is not None and getattr(resp, "length_remaining", None) != 0:  # 0: EOF, at once
                         sock.settimeout(left)
-            chunk = read(65536)
-            if not chunk:
-                break
-            size += len(chunk)
-            if size > limit:  # refused as it arrives: what came so far is never joined
-                raise _oversized(resp, url, limit, size, chunks[0] if chunks else chunk, chunk)
-            chunks.append(chunk)
-    except MCPError:
-        raise
-    except Exception as exc:
+                chunk = read(65536)
+                if not chunk:
+                    break
+                size += len(chunk)
+                if size > limit:  # refused as it arrives: what came so far is never joined
+                    raise _oversized(url, limit, size, chunks[0] if chunks else chunk, chunk)
+                chunks.append(chunk)
+    except BaseException as exc:
+        _discard(resp)
+        if isinstance(exc, MCPError) or not isinstance(exc, Exception):
+            raise
         raise translate(exc, url, fatal=False) from exc
     if len(chunks) == 1:
         return chunks[0]
@@ -338,8 +361,7 @@ def _discard(resp: Any) -> None:
         pass
 
 
-def _oversized(resp: Any, url: str, limit: int, size: int, start: bytes, last: bytes) -> MessageTooLarge:
-    _discard(resp)
+def _oversized(url: str, limit: int, size: int, start: bytes, last: bytes) -> MessageTooLarge:
     return MessageTooLarge(
         f"response from {url} exceeds the limit of {limit} bytes",
         size=size,

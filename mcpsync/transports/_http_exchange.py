@@ -12,7 +12,9 @@ small helpers both use on a response (close or release it, never quote what it s
 from __future__ import annotations
 
 import logging
+import re
 import time
+from dataclasses import replace
 from typing import Any, Mapping
 
 from .._errors import ConnectionClosed, ProtocolError, RequestTimeout
@@ -27,15 +29,33 @@ from ._http_errors import (
     translate,
 )
 from ._http_headers import auth_retry, call_auth_headers, dpop_nonce_challenge, MAX_DPOP_NONCE_RETRIES
-from ._http_options import HTTPOptions
+from ._http_options import HTTPOptions, headers_problem, wire_url
 from ._http_pools import Pools
+from ._urllib3_path import attempt, was_written
 
-__all__ = ["HTTPExchange", "http_options"]
+__all__ = ["ACCEPT_ENCODING", "HTTPExchange", "http_options", "session_id"]
 
 log = logging.getLogger("mcpsync.http")
 
 _JSON = "application/json"
 _SSE = "text/event-stream"
+#: both HTTP paths decode these (bounded: a piece at a time), as requests and httpx ask for them
+ACCEPT_ENCODING = "gzip, deflate"
+_SESSION_ID = re.compile(r"[\x21-\x7e]+\Z")
+
+
+def session_id(value: str | None, url: str) -> str | None:
+    """A server's ``Mcp-Session-Id``, checked before it is ever sent back: visible ASCII
+    only, as the specification has it (never a CR, LF or NUL to inject a header with).
+
+    Raises:
+        ProtocolError: the server's id cannot be sent (it is not quoted).
+    """
+    if not value:
+        return None
+    if not _SESSION_ID.match(value):
+        raise ProtocolError(f"{url} gave a session id that is not visible ASCII; it cannot be sent back")
+    return value
 
 
 def http_options(
@@ -49,11 +69,14 @@ def http_options(
     read_timeout: float,
     pool_size: int,
     max_message_size: int | None,
-) -> HTTPOptions:
-    """``options``, else one :class:`HTTPOptions` of the individual arguments; a URL that
-    is not http(s) is a ValueError."""
+) -> tuple[str, HTTPOptions]:
+    """The URL as it goes on the wire (:func:`~._http_options.wire_url`) and ``options``,
+    else one :class:`HTTPOptions` of the individual arguments. Credentials in the URL
+    become an ``Authorization: Basic`` header unless one is given. A URL that is not
+    http(s), or a header that cannot be sent, is a ValueError."""
     if not url.lower().startswith(("http://", "https://")):
-        raise ValueError(f"not an http(s) URL: {url!r}")
+        raise ValueError(f"not an http(s) URL: {wire_url(url)[0] if '@' in url else url!r}")
+    url, basic = wire_url(url)
     if options is None:
         kwargs: dict[str, Any] = {
             "headers": dict(headers or {}),
@@ -66,7 +89,9 @@ def http_options(
         if max_message_size is not None:
             kwargs["max_message_size"] = max_message_size
         options = HTTPOptions(**kwargs)
-    return options
+    if basic is not None and not any(name.lower() == "authorization" for name in options.headers):
+        options = replace(options, headers={**options.headers, "Authorization": basic})
+    return url, options
 
 
 def _shutdown(resp: Any) -> None:
@@ -166,6 +191,10 @@ class HTTPExchange(Transport):
                     extra, pool_wait = request_timeout(deadline, connect, read_timeout)
                     if not control:
                         extra["pool_timeout"] = pool_wait
+                    problem = headers_problem(send_headers)  # http.client's own check quotes the value
+                    if problem is not None:
+                        raise ValueError(f"request headers: {problem}")
+                    attempt(deadline)
                     resp = pool.request(
                         method,
                         url,
@@ -177,13 +206,24 @@ class HTTPExchange(Transport):
                     )
             except RequestTimeout:
                 raise  # the deadline passed before the request could be sent
+            except ValueError as exc:  # a header that cannot go on the wire: nothing was sent
+                raise ProtocolError(f"cannot send the request to {url}: {exc}") from None
             except Exception as exc:
                 if self._closed:
                     raise ConnectionClosed("transport is closed") from exc
-                raise translate(exc, url, connecting=True) from exc
+                raise translate(exc, url, connecting=True, written=None if pools.fast else was_written()) from exc
             resp._mcpsync_sent = send_headers  # quoted nowhere
             if resp.status == 200:
                 return resp  # the common answer: no redirect, no auth challenge
+            if resp.status < 200:
+                # urllib3 reads past 100 only: a 102 / 103 taken for the answer would leave
+                # the real one on the socket for the next request. Never reused (the fast
+                # path reads past every interim answer and never gets here)
+                _finish(resp, reusable=False)
+                raise ProtocolError(
+                    f"{url} sent an interim answer (HTTP {resp.status}) this HTTP path cannot read past",
+                    status=resp.status,
+                )
             target = redirect_target(url, resp)
             if target is not None:
                 redirects += 1

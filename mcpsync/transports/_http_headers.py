@@ -11,6 +11,7 @@ import re
 from typing import Any, Mapping
 
 from .._errors import AuthError, MCPError
+from ._http_options import headers_problem
 
 _HEADER_SAFE = re.compile(r"^[\x20-\x7E]*$")
 _B64_SENTINEL = re.compile(r"^=\?base64\?.*\?=$")
@@ -108,15 +109,20 @@ def mcp_param_headers(annotations: Mapping[tuple[str, ...], str], arguments: Any
 
 
 def call_auth_headers(auth: Any, url: str, method: str) -> dict[str, str]:
-    """Headers from the auth hook; a failing hook is an :class:`AuthError`."""
+    """Headers from the auth hook; a failing hook, or a header it gives that cannot go on
+    the wire (CR, LF, NUL … in a token: never sent, never quoted), is an :class:`AuthError`."""
     if auth is None:
         return {}
     try:
-        return dict(auth.headers(url, method) or {})
+        headers = dict(auth.headers(url, method) or {})
     except MCPError:
         raise
     except Exception as exc:  # the hook is user / OAuth code
         raise AuthError(f"the auth hook failed to provide headers for {url}: {exc}") from exc
+    problem = headers_problem(headers)
+    if problem is not None:
+        raise AuthError(f"the auth hook's headers for {url} cannot be sent: {problem}")
+    return headers
 
 
 #: DPoP nonce challenges answered per HTTP request (RFC 9449 §9), apart from the one auth retry.

@@ -22,6 +22,7 @@ import urllib3
 
 from .._errors import ConnectionClosed
 from ._fasthttp import FastPoolManager, http_path, tls_context
+from ._urllib3_path import POOL_CLASSES
 from ._http_options import HTTPOptions, log, origin_of
 
 class Pools:
@@ -119,9 +120,9 @@ def _make_manager(url: str, opts: HTTPOptions, *, block: bool) -> Any:
                     kwargs["ca_certs"] = certifi.where()
                 except ImportError:  # pragma: no cover - certifi ships with requests
                     pass
-    if proxy:
-        return urllib3.ProxyManager(proxy, **kwargs)
-    return urllib3.PoolManager(**kwargs)
+    manager = urllib3.ProxyManager(proxy, **kwargs) if proxy else urllib3.PoolManager(**kwargs)
+    manager.pool_classes_by_scheme = POOL_CLASSES  # what mcpsync adds (see _urllib3_path)
+    return manager
 
 
 # --------------------------------------------------------------------------- stream threads

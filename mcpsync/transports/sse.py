@@ -27,8 +27,8 @@ from urllib.parse import urljoin
 
 from .._errors import ConnectError, ConnectionClosed, MCPError, ProtocolError
 from ._http_errors import read_body, status_error, translate
-from ._http_exchange import _JSON, _SSE, HTTPExchange, _finish as _drop, _secrets, http_options
-from ._http_options import HTTPOptions, media_type, origin_of
+from ._http_exchange import _JSON, _SSE, ACCEPT_ENCODING, HTTPExchange, _finish as _drop, _secrets, http_options
+from ._http_options import HTTPOptions, media_type, origin_of, wire_url
 from ._inbox import ENDED, Inbox
 from ._http_pools import acquire_pool, Pools, release_pool
 from ._sse import _Oversized, SSEParser
@@ -68,12 +68,10 @@ class SSETransport(HTTPExchange):
         max_message_size: int | None = None,
         options: HTTPOptions | None = None,
     ) -> None:
-        options = http_options(
+        self.url, self.options = http_options(
             url, options, headers=headers, auth=auth, verify=verify, connect_timeout=connect_timeout,
             read_timeout=read_timeout, pool_size=pool_size, max_message_size=max_message_size,
         )
-        self.url = url
-        self.options = options
         self.endpoint: str | None = None
         self._lock = threading.Lock()
         self._inbox = Inbox()
@@ -137,7 +135,11 @@ class SSETransport(HTTPExchange):
         except Exception as exc:
             _drop(resp)
             raise ConnectError(f"waiting for the endpoint event from {self.url}: {translate(exc, self.url)}") from exc
-        resolved = urljoin(self.url, endpoint)
+        try:
+            resolved, _ = wire_url(urljoin(self.url, endpoint))  # never the endpoint's userinfo
+        except ValueError as exc:
+            _drop(resp)
+            raise ConnectError(f"{self.url} named an endpoint that cannot be used: {exc}") from None
         if origin_of(resolved) != origin_of(self.url):
             _drop(resp)
             raise ConnectError(f"{self.url} named an endpoint on another origin ({resolved}); refused")
@@ -236,7 +238,7 @@ class SSETransport(HTTPExchange):
 
     def _headers(self, headers: dict[str, str]) -> dict[str, str]:
         """Every request's headers: the user agent, the static ones, the protocol version."""
-        base = {"User-Agent": self.options.user_agent, **self.options.headers, **headers}
+        base = {"User-Agent": self.options.user_agent, "Accept-Encoding": ACCEPT_ENCODING, **self.options.headers, **headers}
         if self._protocol_version is not None:
             base["MCP-Protocol-Version"] = self._protocol_version
         return base

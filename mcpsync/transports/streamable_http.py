@@ -85,8 +85,8 @@ from .._constants import MODERN_FIRST
 from .._errors import ConnectionClosed, MCPError, ProtocolError, RequestTimeout, SessionExpired
 from ._base import Transport
 from ._http_errors import read_body, status_error, time_left
-from ._fasthttp import _dict_get, _Headers, FastResponse
-from ._http_exchange import _JSON, _SSE, _secrets, _shutdown, http_options
+from ._fastconn import _dict_get, _Headers, FastResponse
+from ._http_exchange import _JSON, _SSE, ACCEPT_ENCODING, _finish, _secrets, _shutdown, http_options, session_id
 from ._http_headers import encode_header_value
 from ._http_options import HeaderBlock, HTTPOptions, media_type
 from ._http_pools import acquire_pool, release_pool, Pools, StreamThreads
@@ -178,12 +178,10 @@ class StreamableHTTPTransport(ResponseStreams):
         get_stream_idle: float = 60.0,
         options: HTTPOptions | None = None,
     ) -> None:
-        options = http_options(
+        self.url, self.options = http_options(
             url, options, headers=headers, auth=auth, verify=verify, connect_timeout=connect_timeout,
             read_timeout=read_timeout, pool_size=pool_size, max_message_size=max_message_size,
         )
-        self.url = url
-        self.options = options
         self.sse_fallback = sse_fallback
         self.get_stream_enabled = get_stream
         self.get_stream_idle = get_stream_idle
@@ -435,7 +433,7 @@ class StreamableHTTPTransport(ResponseStreams):
                 block = self._header_blocks.get(key)
                 if block is not None:
                     return block
-        h: dict[str, str] = {"User-Agent": self.options.user_agent}
+        h: dict[str, str] = {"User-Agent": self.options.user_agent, "Accept-Encoding": ACCEPT_ENCODING}
         h.update(self.options.headers)
         if method == "POST":
             h["Content-Type"] = _JSON
@@ -477,119 +475,123 @@ class StreamableHTTPTransport(ResponseStreams):
             if rest < read_timeout:
                 read_timeout = rest if rest > 0.001 else 0.001
         resp = self._open("POST", headers, msg.body, read_timeout, control=msg.kind != "request", deadline=deadline)
-        status = resp.status
-        rh = resp.headers
-        # the fast path's headers are a dict under lower-case names: read as one
-        ctype = _dict_get(rh, "content-type") if rh.__class__ is _Headers else rh.get("content-type")
-        if ctype != _JSON:  # the common answer needs no parsing
-            ctype = media_type(ctype)
+        try:  # the answer's socket goes back (or is closed) however this ends
+            status = resp.status
+            rh = resp.headers
+            # the fast path's headers are a dict under lower-case names: read as one
+            ctype = _dict_get(rh, "content-type") if rh.__class__ is _Headers else rh.get("content-type")
+            if ctype != _JSON:  # the common answer needs no parsing
+                ctype = media_type(ctype)
 
-        if 200 <= status < 300:
-            if msg.method == "initialize" and msg.is_request:
-                self._session_id = resp.headers.get("mcp-session-id") or None
-            if msg.method == "notifications/initialized" and not msg.modern_version:
-                self._start_get_stream(wait=min(2.0, self.options.connect_timeout))
-            if ctype == _SSE:
-                self._succeeded = True
-                _remember_kind(self.url, "streamable")
-                # the dispatcher times the request; the stream itself may idle up to read_timeout
-                self._set_stream_timeout(resp)
-                if not msg.is_request:
-                    self._spawn_or_drop(resp, self._loose_worker, resp)
-                    return
-                exch = _Exchange(msg)
-                exch.resp = resp
-                with self._lock:
-                    self._inflight[msg.id] = exch
-                try:
-                    self._spawn_or_drop(resp, self._stream_worker, exch)
-                except ConnectionClosed:
+            if 200 <= status < 300:
+                if msg.method == "initialize" and msg.is_request:
+                    self._session_id = session_id(resp.headers.get("mcp-session-id"), self.url)
+                if msg.method == "notifications/initialized" and not msg.modern_version:
+                    self._start_get_stream(wait=min(2.0, self.options.connect_timeout))
+                if ctype == _SSE:
+                    self._succeeded = True
+                    _remember_kind(self.url, "streamable")
+                    # the dispatcher times the request; the stream itself may idle up to read_timeout
+                    self._set_stream_timeout(resp)
+                    if not msg.is_request:
+                        self._spawn_or_drop(resp, self._loose_worker, resp)
+                        return
+                    exch = _Exchange(msg)
+                    exch.resp = resp
                     with self._lock:
-                        self._inflight.pop(msg.id, None)
-                    raise
+                        self._inflight[msg.id] = exch
+                    try:
+                        self._spawn_or_drop(resp, self._stream_worker, exch)
+                    except ConnectionClosed:
+                        with self._lock:
+                            self._inflight.pop(msg.id, None)
+                        raise
+                    return
+                # a small answer has come whole with its head: taken as it is (read_body's first step)
+                body = resp.whole(self.options.max_message_size) if resp.__class__ is FastResponse else None
+                if body is None:
+                    body = read_body(resp, self.options.max_message_size, self.url, deadline)
+                resp.release_conn()
+                self._succeeded = True
+                if _kind_cache.get(self.url) != "streamable":  # _remember_kind's own test, inline: every POST
+                    _remember_kind(self.url, "streamable")
+                rid = msg.id
+                if (
+                    ctype == _JSON
+                    and rid.__class__ is int
+                    and body.startswith(b'{"jsonrpc":"2.0","id":%d,"result":' % rid)
+                    and body.endswith(b"}")
+                ):
+                    self._put(body)  # the answer to this request: _deliver's first case, inline
+                    return
+                stripped = body.strip()
+                if stripped and stripped != b"null":
+                    if ctype not in (_JSON, _SSE) and not ctype.endswith("+json"):
+                        raise ProtocolError(
+                            f"{self.url} answered {msg.method or 'a message'} with content type "
+                            f"{ctype or 'none'!r}, not JSON or SSE",
+                            status=status,
+                        )
+                    if stripped[:1] == b"[":
+                        self._deliver_json(body, msg)  # a batch: one message at a time
+                    else:
+                        self._deliver(body, None, msg)
+                elif msg.is_request:
+                    raise ProtocolError(f"{self.url} sent no response to {msg.method} (HTTP {status})", status=status)
                 return
-            # a small answer has come whole with its head: taken as it is (read_body's first step)
-            body = resp.whole(self.options.max_message_size) if resp.__class__ is FastResponse else None
-            if body is None:
-                body = read_body(resp, self.options.max_message_size, self.url, deadline)
+
+            body = read_body(resp, self.options.max_message_size, self.url, deadline)
             resp.release_conn()
-            self._succeeded = True
-            if _kind_cache.get(self.url) != "streamable":  # _remember_kind's own test, inline: every POST
-                _remember_kind(self.url, "streamable")
-            rid = msg.id
-            if (
-                ctype == _JSON
-                and rid.__class__ is int
-                and body.startswith(b'{"jsonrpc":"2.0","id":%d,"result":' % rid)
-                and body.endswith(b"}")
+            jsonrpc = _peek_in(body) if media_type(resp.headers.get("content-type")) == _JSON or body[:1] == b"{" else None
+            is_jsonrpc = jsonrpc is not None and (jsonrpc.id is not UNSET or len(jsonrpc.error) > 0)
+            error = _peek_error(jsonrpc.error) if jsonrpc is not None and len(jsonrpc.error) else None
+
+            # an expired session: the server did not process the message; renewing the
+            # session (initialize again, then send once more) is the session layer's work
+            if sent_session is not None and self._looks_expired(status, jsonrpc, error, msg):
+                log.info("session %s at %s expired (HTTP %d)", sent_session, self.url, status)
+                raise SessionExpired(
+                    f"session {sent_session} at {self.url} expired (HTTP {status}): "
+                    f"{msg.method or 'the message'} was not processed",
+                    status=status,
+                    sent=False,
+                    renewable=True,
+                    session_id=sent_session,
+                )
+
+            # 429 and 5xx say what happened (rate limited, server unwell) even when the body is
+            # a JSON-RPC error: unless that error answers this very request, the status counts
+            if (status >= 500 or status == 429) and not (
+                jsonrpc is not None and jsonrpc.id is not UNSET and jsonrpc.id is not None and jsonrpc.id == msg.id
             ):
-                self._put(body)  # the answer to this request: _deliver's first case, inline
+                raise status_error(status, self.url, body, resp.headers, secrets=_secrets(resp))
+
+            if is_jsonrpc and msg.is_request:
+                self._succeeded = True
+                self._deliver_json(body, msg)
                 return
-            stripped = body.strip()
-            if stripped and stripped != b"null":
-                if ctype not in (_JSON, _SSE) and not ctype.endswith("+json"):
-                    raise ProtocolError(
-                        f"{self.url} answered {msg.method or 'a message'} with content type "
-                        f"{ctype or 'none'!r}, not JSON or SSE",
-                        status=status,
-                    )
-                if stripped[:1] == b"[":
-                    self._deliver_json(body, msg)  # a batch: one message at a time
-                else:
-                    self._deliver(body, None, msg)
-            elif msg.is_request:
-                raise ProtocolError(f"{self.url} sent no response to {msg.method} (HTTP {status})", status=status)
-            return
 
-        body = read_body(resp, self.options.max_message_size, self.url, deadline)
-        resp.release_conn()
-        jsonrpc = _peek_in(body) if media_type(resp.headers.get("content-type")) == _JSON or body[:1] == b"{" else None
-        is_jsonrpc = jsonrpc is not None and (jsonrpc.id is not UNSET or len(jsonrpc.error) > 0)
-        error = _peek_error(jsonrpc.error) if jsonrpc is not None and len(jsonrpc.error) else None
+            if (
+                self.sse_fallback
+                and not self._succeeded
+                and sent_session is None
+                and status in (400, 404, 405)
+                and not is_jsonrpc
+                and msg.is_request
+            ):
+                log.info("%s refuses POST (HTTP %d): falling back to HTTP+SSE", self.url, status)
+                left = time_left(deadline)
+                self._switch_to_sse(left if left is not None else self.options.connect_timeout)
+                assert self._delegate is not None
+                self._delegate.send(msg.body, time_left(deadline))
+                return
 
-        # an expired session: the server did not process the message; renewing the
-        # session (initialize again, then send once more) is the session layer's work
-        if sent_session is not None and self._looks_expired(status, jsonrpc, error, msg):
-            log.info("session %s at %s expired (HTTP %d)", sent_session, self.url, status)
-            raise SessionExpired(
-                f"session {sent_session} at {self.url} expired (HTTP {status}): "
-                f"{msg.method or 'the message'} was not processed",
-                status=status,
-                sent=False,
-                renewable=True,
-                session_id=sent_session,
+            raise status_error(
+                status, self.url, body, resp.headers, secrets=_secrets(resp), session=sent_session is not None
             )
-
-        # 429 and 5xx say what happened (rate limited, server unwell) even when the body is
-        # a JSON-RPC error: unless that error answers this very request, the status counts
-        if (status >= 500 or status == 429) and not (
-            jsonrpc is not None and jsonrpc.id is not UNSET and jsonrpc.id is not None and jsonrpc.id == msg.id
-        ):
-            raise status_error(status, self.url, body, resp.headers, secrets=_secrets(resp))
-
-        if is_jsonrpc and msg.is_request:
-            self._succeeded = True
-            self._deliver_json(body, msg)
-            return
-
-        if (
-            self.sse_fallback
-            and not self._succeeded
-            and sent_session is None
-            and status in (400, 404, 405)
-            and not is_jsonrpc
-            and msg.is_request
-        ):
-            log.info("%s refuses POST (HTTP %d): falling back to HTTP+SSE", self.url, status)
-            left = time_left(deadline)
-            self._switch_to_sse(left if left is not None else self.options.connect_timeout)
-            assert self._delegate is not None
-            self._delegate.send(msg.body, time_left(deadline))
-            return
-
-        raise status_error(
-            status, self.url, body, resp.headers, secrets=_secrets(resp), session=sent_session is not None
-        )
+        except BaseException:
+            _finish(resp, reusable=False)
+            raise
 
     def _looks_expired(self, status: int, jsonrpc: _In | None, error: _ErrorPeek | None, msg: _Message) -> bool:
         if jsonrpc is not None and jsonrpc.id is not UNSET and jsonrpc.id is not None and jsonrpc.id == msg.id:
