@@ -131,10 +131,12 @@ class _Answer:
     def on_message_complete(self) -> None:
         parser = self.parser
         if parser.get_status_code() < 200:
-            if parser.get_status_code() != 101:  # interim (100, 102, 103): the real answer follows
-                self.raw.clear()
-                self.head += _TOKENS
-                return  # (how many is bounded by the bytes a head may take)
+            if parser.get_status_code() == 101:
+                raise ProtocolError("the server switched protocols (HTTP 101), which was not asked for")
+            # interim (100, 102, 103): the real answer follows (how many: bounded by MAX_HEAD)
+            self.raw.clear()
+            self.head += _TOKENS
+            return
         self.complete = True
         self.keep = parser.should_keep_alive()  # asked now: the parser resets after
 
