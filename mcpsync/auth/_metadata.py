@@ -31,6 +31,7 @@ from typing import Any, Iterable, Mapping
 from urllib.parse import urlsplit, urlunsplit
 
 from .._errors import AuthError, ConnectError
+from ..transports._http_options import wire_url
 
 # OAuth grant types and token types (RFC 6749, 8628, 7523, 8693; ID-JAG).
 GRANT_CODE = "authorization_code"
@@ -122,16 +123,23 @@ def parse_www_authenticate(value: str | None) -> list[Challenge]:
 
 
 def canonical_resource(url: str) -> str:
-    """The canonical URI of an MCP server (RFC 8707 / MCP spec): lower-case scheme and host,
-    no default port, no fragment, no query, no lone trailing ``/``.
+    """The canonical URI of an MCP server (RFC 8707 / MCP spec): lower-case scheme and host
+    (an international one in its IDNA 2008 form, as it is reached), no default port, no
+    userinfo, no fragment, no query, no lone trailing ``/``.
 
     Example:
         >>> canonical_resource("HTTP://Example.COM:80/mcp#x")
         'http://example.com/mcp'
+        >>> canonical_resource("https://straße.test/mcp")
+        'https://xn--strae-oqa.test/mcp'
     """
-    parts = urlsplit(url)
+    try:
+        wire, _ = wire_url(url)  # as the transports send it: IDNA 2008 host, no userinfo
+    except ValueError as exc:
+        raise AuthError(f"not a usable server URL: {exc}") from None
+    parts = urlsplit(wire)
     if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
-        raise AuthError(f"not an http(s) server URL: {url!r}")
+        raise AuthError(f"not an http(s) server URL: {wire!r}")
     scheme = parts.scheme.lower()
     host = parts.hostname.lower()
     if ":" in host:

@@ -154,13 +154,22 @@ def _http_pool(opts: Mapping[str, Any]) -> PoolLimits:
     return replace(PoolLimits.SESSION, max_in_flight=max(_pool_size(opts), 1))
 
 
+def _http_name(url: str) -> str:
+    """An HTTP server's name in logs and errors: its host and port as they go on the wire
+    (never the URL's userinfo)."""
+    from ._http_options import wire_url
+
+    wire = wire_url(url)[0]
+    return urlsplit(wire).netloc or wire
+
+
 def _http(target: Any, opts: dict[str, Any], timeouts: Timeouts) -> Built:
     from .streamable_http import StreamableHTTPTransport
 
     url = str(target)
     kw = _http_kwargs(opts, timeouts)
     kw["sse_fallback"] = True if opts.get("sse_fallback") is None else opts["sse_fallback"]
-    return Built(lambda: StreamableHTTPTransport(url, **kw), urlsplit(url).netloc or url, _http_pool(opts))
+    return Built(lambda: StreamableHTTPTransport(url, **kw), _http_name(url), _http_pool(opts))
 
 
 def _sse(target: Any, opts: dict[str, Any], timeouts: Timeouts) -> Built:
@@ -168,7 +177,7 @@ def _sse(target: Any, opts: dict[str, Any], timeouts: Timeouts) -> Built:
 
     url = str(target)
     kw = _http_kwargs(opts, timeouts)
-    return Built(lambda: SSETransport(url, **kw), urlsplit(url).netloc or url, _http_pool(opts))
+    return Built(lambda: SSETransport(url, **kw), _http_name(url), _http_pool(opts))
 
 
 def _websocket(target: Any, opts: dict[str, Any], timeouts: Timeouts) -> Built:
