@@ -17,6 +17,7 @@ import socket
 import ssl
 import threading
 import time
+import weakref
 import zlib
 from collections import deque
 from typing import Any
@@ -162,7 +163,7 @@ class _Conn:
     (:meth:`__del__`). Nothing it owns points back at it, so that happens at once.
     """
 
-    __slots__ = ("sock", "answer", "parser", "raw", "body", "head", "eof", "dry", "pending", "_poll", "pool")
+    __slots__ = ("sock", "answer", "parser", "raw", "body", "head", "eof", "dry", "pending", "_poll", "pool", "__weakref__")
 
     def __init__(self, sock: socket.socket, pool: _OriginPool | None = None) -> None:
         self.sock = sock
@@ -525,6 +526,7 @@ class _OriginPool:
         self.host_line = b"Host: " + (name if port == default else f"{name}:{port}").encode("ascii") + b"\r\n"
         self.maxsize, self.block, self.tls = maxsize, block, tls
         self._idle: list[_Conn] = []
+        self._all: weakref.WeakSet[_Conn] = weakref.WeakSet()  # every socket made (made rarely; gone when collected)
         self._open = 0
         self._lost: list[None] = []  # one for each socket collected unreleased (:meth:`lost`)
         self._lock = threading.Lock()
@@ -574,7 +576,9 @@ class _OriginPool:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             if self.tls is not None:
                 sock = self.tls.wrap_socket(sock, server_hostname=self.host)
-            return _Conn(sock, self)
+            conn = _Conn(sock, self)
+            self._all.add(conn)
+            return conn
         except BaseException as exc:
             if sock is not None:
                 sock.close()
@@ -630,7 +634,8 @@ class _OriginPool:
             conn.close()
 
     def clear(self) -> None:
-        """Close every idle socket and the pool: sockets still in use are closed when given back."""
+        """Close the pool: every idle socket now, and every socket in use is shut down (its
+        reader wakes and fails) and closed when it is given back."""
         with self._lock:
             self._closed = True
             idle, self._idle = self._idle, []
@@ -641,3 +646,9 @@ class _OriginPool:
                 self._cond.notify_all()
         for conn in idle:
             conn.close()
+        for conn in list(self._all):
+            if conn.pool is not None:  # in use
+                try:
+                    conn.sock.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass

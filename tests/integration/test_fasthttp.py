@@ -517,12 +517,47 @@ def test_a_closed_manager_closes_what_comes_back(serve) -> None:
     server = serve(reply)
     manager = FastPoolManager(maxsize=1, block=True)
     resp = manager.request("GET", server.url, timeout=5)
-    manager.clear()  # the client closed while this answer was being read
     assert resp.read() == b'{"n": 1}'
+    manager.clear()  # the client closed while this answer was held
     resp.release_conn()  # not kept in a closed pool: closed
     assert closed.wait(10)
     with pytest.raises(ClosedPoolError):
         manager.request("GET", server.url, timeout=5)
+
+
+def test_closing_the_manager_wakes_a_request_in_flight_and_closes_its_socket(serve) -> None:
+    """A POST whose answer has not come when the client closes ends at once, its socket
+    closed: none outlives close()."""
+    asked = threading.Event()
+    gone = threading.Event()
+
+    def silent(conn: socket.socket, n: int) -> bool:
+        asked.set()
+        conn.settimeout(30)
+        try:
+            conn.recv(1)  # never answers; sees the client's socket close
+        except OSError:
+            pass
+        gone.set()
+        return False
+
+    manager = FastPoolManager(maxsize=1, block=True)
+    url = serve(silent).url
+    out: list[BaseException] = []
+
+    def post() -> None:
+        try:
+            manager.request("POST", url, body=b"{}", timeout=30)
+        except BaseException as exc:  # noqa: BLE001 - recorded
+            out.append(exc)
+
+    poster = threading.Thread(target=post)
+    poster.start()
+    assert asked.wait(10)
+    manager.clear()
+    poster.join(10)
+    assert not poster.is_alive() and out and not isinstance(out[0], TimeoutError)
+    assert gone.wait(10)
 
 
 @pytest.mark.parametrize(
