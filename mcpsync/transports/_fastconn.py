@@ -6,8 +6,8 @@ sockets (:class:`_OriginPool`), a socket and its parser's state (:class:`_Conn`,
 bounded (:data:`MAX_HEAD`, :data:`MAX_FIELDS`, :data:`MAX_LINE`; the stretches of an answer
 without body fed whole lines), past interim answers, within a deadline, decoding gzip and
 deflate a bounded piece at a time. A socket (:class:`_Conn`) no one holds any more is
-closed and uncounted from its pool when it is collected, which is at once: nothing it
-owns points back at it.
+closed and its place in the pool freed when it is collected, which is at once: nothing
+it owns points back at it, and the pool counts its places through weak references.
 """
 
 from __future__ import annotations
@@ -157,15 +157,16 @@ class _Conn:
 
     ``sock`` is what the transports adjust timeouts on; ``answer`` is the parser's state
     (:class:`_Answer`; ``raw``, ``body`` and ``head`` are its containers, kept here too).
-    While it counts towards its pool's open sockets, ``pool`` is that pool: a connection
-    that is collected while still counted (dropped by a caller that was interrupted, or
-    an answer never released) closes its socket and gives its place back
-    (:meth:`__del__`). Nothing it owns points back at it, so that happens at once.
+    ``slot`` is its place among its pool's open sockets (:class:`_Slot`), held as long as
+    the socket lives and is not given up: one dropped by a caller that was interrupted
+    (or an answer never released) is collected at once, since nothing it owns points back
+    at it, and its place with it; its socket is closed by the socket's own finalizer. No
+    Python code has to run for that, so no signal can stop it half-way.
     """
 
-    __slots__ = ("sock", "answer", "parser", "raw", "body", "head", "eof", "dry", "pending", "_poll", "pool", "__weakref__")
+    __slots__ = ("sock", "answer", "parser", "raw", "body", "head", "eof", "dry", "pending", "_poll", "slot", "__weakref__")
 
-    def __init__(self, sock: socket.socket, pool: _OriginPool | None = None) -> None:
+    def __init__(self, sock: socket.socket, slot: _Slot) -> None:
         self.sock = sock
         self.answer = answer = _Answer()
         self.parser = answer.parser
@@ -175,20 +176,15 @@ class _Conn:
         self.eof = False
         self.dry = 0  # bytes fed since the parser last gave body bytes (a head, chunk lines, trailers)
         self.pending = bytearray()  # bytes of such a stretch kept back until a line ends
-        self.pool = pool
+        self.slot = slot
         self._poll: Any = None
         if _POLL:
             self._poll = select.poll()
             self._poll.register(sock, select.POLLIN)
 
-    def __del__(self) -> None:
-        pool = self.pool
-        if pool is not None:  # never given back: closed here, its place freed
-            self.pool = None
-            self.close()
-            pool.lost()
-
     def close(self) -> None:
+        """Close the socket and give up its place in the pool."""
+        self.slot.live = False
         try:
             self.sock.close()
         except OSError:
@@ -509,13 +505,28 @@ def _rest_of_head(conn: _Conn, deadline: float | None, read: float | None) -> No
         conn.feed(chunk)
 
 
+class _Slot:
+    """A place among a pool's open sockets: held by the caller that connects, then by the
+    socket (:attr:`_Conn.slot`); free once given up (``live`` False) or collected."""
+
+    __slots__ = ("live", "__weakref__")
+
+    def __init__(self) -> None:
+        self.live = True
+
+
+_WAIT_STEP = 0.05  # a waiter counts the places again this often (a place freed by collection tells no one)
+
+
 class _OriginPool:
     """Idle keep-alive sockets to one origin; at most ``maxsize`` open when ``block``.
 
     A plain lock guards the idle list (taken and given back on every request); the
     condition on it is only waited on, and notified, when a caller waits for a socket.
-    Once :meth:`clear` has run the pool is closed: a socket given back is closed, and
-    no socket is handed out.
+    How many are open is never a running count (a signal could stop its update half-way):
+    it is the places (:class:`_Slot`) still held, counted through weak references when
+    a caller needs a new one. Once :meth:`clear` has run the pool is closed: a socket
+    given back is closed, and no socket is handed out.
     """
 
     def __init__(self, scheme: str, host: str, port: int, *, maxsize: int, block: bool,
@@ -526,37 +537,37 @@ class _OriginPool:
         self.host_line = b"Host: " + (name if port == default else f"{name}:{port}").encode("ascii") + b"\r\n"
         self.maxsize, self.block, self.tls = maxsize, block, tls
         self._idle: list[_Conn] = []
+        self._slots: list[weakref.ref[_Slot]] = []  # every place handed out, while it may be held
         self._all: weakref.WeakSet[_Conn] = weakref.WeakSet()  # every socket made (made rarely; gone when collected)
-        self._open = 0
-        self._lost: list[None] = []  # one for each socket collected unreleased (:meth:`lost`)
         self._lock = threading.Lock()
         self._cond = threading.Condition(self._lock)
         self._waiting = 0
         self._closed = False
 
-    def get(self, pool_timeout: float | None) -> _Conn | None:
-        """An idle socket (None: the caller connects a new one, counted already)."""
+    def open_count(self) -> int:
+        """Sockets open or being opened (places held); call with the lock held."""
+        held = [ref for ref in self._slots if (slot := ref()) is not None and slot.live]
+        self._slots = held
+        return len(held)
+
+    def get(self, pool_timeout: float | None) -> _Conn | _Slot:
+        """An idle socket, or a place (:class:`_Slot`) to connect a new one with (:meth:`connect`)."""
         with self._lock:
             ends: float | None = None
             while True:
                 if self._closed:
                     raise ClosedPoolError(None, "the client's connections are closed")  # type: ignore[arg-type]
-                lost = self._lost
-                while lost:
-                    lost.pop()
-                    self._open -= 1
                 while self._idle:
                     conn = self._idle.pop()
                     poll = conn._poll
                     if poll.poll(0) if poll is not None else conn.dropped():
-                        self._open -= 1
-                        conn.pool = None
                         conn.close()
                         continue
                     return conn
-                if not self.block or self._open < self.maxsize:
-                    self._open += 1
-                    return None
+                if not self.block or self.open_count() < self.maxsize:
+                    slot = _Slot()
+                    self._slots.append(weakref.ref(slot))
+                    return slot
                 if pool_timeout is not None and ends is None:
                     ends = time.monotonic() + pool_timeout
                 left = None if ends is None else ends - time.monotonic()
@@ -564,25 +575,26 @@ class _OriginPool:
                     raise EmptyPoolError(None, "every pooled connection is busy")  # type: ignore[arg-type]
                 self._waiting += 1
                 try:
-                    self._cond.wait(left)
+                    self._cond.wait(_WAIT_STEP if left is None or left > _WAIT_STEP else left)
                 finally:
                     self._waiting -= 1
 
-    def connect(self, connect_timeout: float | None) -> _Conn:
-        """A new socket, counted already by :meth:`get` (uncounted here if it fails)."""
+    def connect(self, slot: _Slot, connect_timeout: float | None) -> _Conn:
+        """A new socket in ``slot`` (from :meth:`get`); the place is given up if it fails."""
         sock = None
         try:
             sock = socket.create_connection((self.host, self.port), timeout=connect_timeout)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             if self.tls is not None:
                 sock = self.tls.wrap_socket(sock, server_hostname=self.host)
-            conn = _Conn(sock, self)
+            conn = _Conn(sock, slot)
             self._all.add(conn)
             return conn
         except BaseException as exc:
+            slot.live = False
             if sock is not None:
                 sock.close()
-            self.forget()
+            self._freed()
             if isinstance(exc, socket.timeout):
                 raise ConnectTimeoutError(None, f"connecting to {self.host}:{self.port} timed out") from exc
             if isinstance(exc, ssl.SSLError):
@@ -591,26 +603,11 @@ class _OriginPool:
                 raise NewConnectionError(None, f"failed to connect: {exc}") from exc  # type: ignore[arg-type]
             raise
 
-    def forget(self) -> None:
-        """A counted socket was never made (or is gone): make room for another."""
-        with self._lock:
-            self._open -= 1
-            if self._waiting:
+    def _freed(self) -> None:
+        """A place was given up: wake a waiter, if any."""
+        if self._waiting:
+            with self._lock:
                 self._cond.notify()
-
-    def lost(self) -> None:
-        """A counted socket was collected without being given back (:meth:`_Conn.__del__`):
-        its place is freed now when the lock is free, else at the next :meth:`get`."""
-        self._lost.append(None)  # atomic: safe in a finalizer, whatever the thread holds
-        if self._lock.acquire(False):
-            try:
-                while self._lost:
-                    self._lost.pop()
-                    self._open -= 1
-                if self._waiting:
-                    self._cond.notify()
-            finally:
-                self._lock.release()
 
     def put(self, conn: _Conn) -> None:
         with self._lock:
@@ -619,19 +616,13 @@ class _OriginPool:
                 if self._waiting:
                     self._cond.notify()
                 return
-            self._open -= 1
-            conn.pool = None
             if self._waiting:
                 self._cond.notify()
         conn.close()
 
     def discard(self, conn: _Conn) -> None:
-        if conn.pool is not None:
-            conn.pool = None
-            conn.close()
-            self.forget()
-        else:
-            conn.close()
+        conn.close()
+        self._freed()
 
     def clear(self) -> None:
         """Close the pool: every idle socket now, and every socket in use is shut down (its
@@ -639,15 +630,12 @@ class _OriginPool:
         with self._lock:
             self._closed = True
             idle, self._idle = self._idle, []
-            self._open -= len(idle)
-            for conn in idle:
-                conn.pool = None
             if self._waiting:
                 self._cond.notify_all()
         for conn in idle:
             conn.close()
         for conn in list(self._all):
-            if conn.pool is not None:  # in use
+            if conn.slot.live:  # in use
                 try:
                     conn.sock.shutdown(socket.SHUT_RDWR)
                 except OSError:

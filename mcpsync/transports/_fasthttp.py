@@ -67,6 +67,7 @@ from ._fastconn import (
     MAX_HEAD,
     MAX_LINE,
     FastResponse,
+    _Conn,
     _OriginPool,
     _parse_failed,
     _rest_of_head,
@@ -271,8 +272,8 @@ class FastPoolManager:
             data = b"%s%s%s%s\r\n" % (verb, line, host, block)
 
         # an idle socket, as pool.get would give it (that, when none is idle or it was
-        # dropped); one this thread loses before it is held below is given back when it
-        # is collected (_Conn.__del__)
+        # dropped); one this thread loses before it is held below frees its place in the
+        # pool when it is collected (the pool counts places weakly: see _OriginPool)
         conn = None
         with pool._lock:
             if pool._idle:
@@ -281,11 +282,13 @@ class FastPoolManager:
             pool.discard(conn)  # the server closed it while idle
             conn = None
         if conn is None:
-            conn = pool.get(pool_timeout)
-        if conn is None:
-            if deadline is not None and connect is not None:
-                connect = _within(connect, deadline - time.monotonic())
-            conn = pool.connect(connect)
+            got = pool.get(pool_timeout)
+            if isinstance(got, _Conn):
+                conn = got
+            else:
+                if deadline is not None and connect is not None:
+                    connect = _within(connect, deadline - time.monotonic())
+                conn = pool.connect(got, connect)
         if deadline is not None and read is not None:
             left = deadline - time.monotonic()  # inline _within: once per request
             if left < read:

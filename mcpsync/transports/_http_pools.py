@@ -103,7 +103,9 @@ def _make_manager(url: str, opts: HTTPOptions, *, block: bool) -> Any:
     kwargs: dict[str, Any] = {
         "num_pools": 4,
         "maxsize": opts.pool_size,
-        "block": block,
+        # never blocking: urllib3 counts its places in a queue that a caller interrupted by
+        # a signal can leave short for good; the client's own pool bounds the calls in flight
+        "block": False,
         "retries": urllib3.Retry(total=None, connect=1, read=0, redirect=0, status=0, other=0),
     }
     if urlsplit(url).scheme == "https":

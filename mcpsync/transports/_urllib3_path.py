@@ -11,9 +11,10 @@ and answers add what the fast path (``_fasthttp``) has of its own:
   the socket's timeout afresh, so a head trickled a byte at a time could outlast any
   deadline; a watchdog thread shuts the socket down when the deadline passes, and the
   read fails as a read timeout. :func:`guard` does the same for any read.
-* **Given back.** An answer dropped before its connection was released (a caller
-  interrupted by a signal between two bytecodes) closes the connection and frees its
-  place in the pool when it is collected.
+
+(Its managers never block waiting for a connection: urllib3 keeps its places in a queue
+that a caller interrupted by a signal between two bytecodes can leave short for good, and
+the client's own pool already bounds the calls in flight.)
 """
 
 from __future__ import annotations
@@ -30,7 +31,6 @@ from typing import Any, Iterator
 from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 from urllib3.exceptions import ReadTimeoutError
-from urllib3.response import HTTPResponse
 
 __all__ = ["POOL_CLASSES", "attempt", "guard", "was_written"]
 
@@ -169,29 +169,12 @@ class _HTTPSConnection(_Written, HTTPSConnection):
     pass
 
 
-class _Response(HTTPResponse):
-    """An answer that gives its connection's place back if it is dropped unreleased."""
-
-    def __del__(self) -> None:
-        conn, pool = self._connection, self._pool
-        if conn is not None and pool is not None:
-            self._connection = None
-            try:
-                conn.close()
-                pool._put_conn(None)  # the slot, without the connection
-            except Exception:  # noqa: BLE001 - a finalizer never raises
-                pass
-        super().__del__()
-
-
 class _HTTPPool(HTTPConnectionPool):
     ConnectionCls = _HTTPConnection
-    ResponseCls = _Response
 
 
 class _HTTPSPool(HTTPSConnectionPool):
     ConnectionCls = _HTTPSConnection
-    ResponseCls = _Response
 
 
 #: set as a urllib3 manager's ``pool_classes_by_scheme``
