@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import re
+import ssl
 import time
 from typing import Any, Mapping
 from urllib.parse import urljoin
@@ -42,6 +43,7 @@ from .._errors import (
 )
 from ._fasthttp import FastResponse
 from ._http_options import _EDGE, origin_of
+from ._tls import refusal
 
 def translate(exc: BaseException, url: str, *, connecting: bool = False, fatal: bool = True) -> MCPError:
     """Map a urllib3 / socket exception to the mcpsync error tree (not raised).
@@ -56,12 +58,16 @@ def translate(exc: BaseException, url: str, *, connecting: bool = False, fatal: 
     reason: BaseException = exc
     if isinstance(exc, MaxRetryError) and exc.reason is not None:
         reason = exc.reason
+    said = refusal(reason)
+    if said is not None:  # a TLS alert: the server's side of the handshake failed, the request unread
+        return ConnectError(f"TLS failure talking to {url}: {said}")
     if isinstance(reason, (NewConnectionError, ConnectTimeoutError, ProxyError)):
         return ConnectError(f"cannot connect to {url}: {reason}")
     if isinstance(reason, EmptyPoolError):
         return RequestTimeout(f"no free connection to {url} in time: every pooled connection is busy")
     if isinstance(reason, SSLError):
-        return ConnectError(f"TLS failure talking to {url}: {reason}")
+        eof = isinstance(reason.args[0] if reason.args else None, ssl.SSLEOFError)
+        return ConnectError(f"TLS failure talking to {url}: {reason}{_tls_hint(url) if eof else ''}")
     if isinstance(reason, ReadTimeoutError) or isinstance(reason, TimeoutError):
         return RequestTimeout(f"no data from {url} within the read timeout")
     if isinstance(reason, (Urllib3ProtocolError, ConnectionError)):
@@ -69,7 +75,7 @@ def translate(exc: BaseException, url: str, *, connecting: bool = False, fatal: 
             # the connection was up and the request written (or being written) when it
             # broke: the server may have acted on it, so it must not count as unsent;
             # and one broken exchange does not end the transport
-            return NetworkError(f"connection to {url} broke before the answer: {reason}", sent=True)
+            return NetworkError(f"connection to {url} broke before the answer: {reason}{_tls_hint(url)}", sent=True)
         if not fatal:
             return NetworkError(f"connection to {url} dropped mid-response: {reason}")
         return ConnectionClosed(f"connection to {url} dropped: {reason}")
@@ -78,6 +84,14 @@ def translate(exc: BaseException, url: str, *, connecting: bool = False, fatal: 
             return NetworkError(f"HTTP failure talking to {url}: {reason}")
         return ConnectionClosed(f"HTTP failure talking to {url}: {reason}")
     return NetworkError(f"HTTP failure talking to {url}: {reason!r}")
+
+
+def _tls_hint(url: str) -> str:
+    """A TLS server that refuses the client's certificate may close without an alert (Python's
+    asyncio servers do): the connection ends before the answer, and this says why it may."""
+    if url[:6].lower() != "https:":
+        return ""
+    return " (TLS: a server that requires a client certificate, cert=, closes so when it is shown none it accepts)"
 
 
 MAX_REDIRECTS = 3
