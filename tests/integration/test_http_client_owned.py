@@ -134,3 +134,30 @@ def test_transports_of_one_client_share_pools_and_cookies() -> None:
             first.close()
             second.close()
         assert not conns._pools  # the last close gave the sockets back
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="needs fork")
+def test_a_forked_child_opens_its_own_sockets_for_the_same_client() -> None:
+    """After os.fork() the parent's pooled sockets stay the parent's: the client's pools
+    are forgotten in the child, whose calls on the same client connect anew."""
+    from tests.helpers import run_in_child
+
+    with WireServer() as server:
+        client = Client.http(server.url, mode="legacy", headers={"Authorization": "parent"})
+        try:
+            _seen(client)  # the parent holds idle pooled sockets now
+            with server.lock:
+                before = {n: len(reqs) for n, reqs in server.seen.items()}
+
+            def child() -> bytes:
+                return b"ok" if _seen(client)["authorization"] == "parent" else b"crossed"
+
+            assert run_in_child(child, timeout=20) == b"ok"
+            with server.lock:
+                after = {n: len(reqs) for n, reqs in server.seen.items()}
+            # the child connected anew: nothing it sent went over a socket the parent holds
+            assert {n: after[n] for n in before} == before, (before, after)
+            assert len(after) > len(before)
+            assert _seen(client)["authorization"] == "parent"
+        finally:
+            client.close()
