@@ -80,9 +80,10 @@ def translate(exc: BaseException, url: str, *, connecting: bool = False, fatal: 
             return NetworkError(f"connection to {url} dropped mid-response: {reason}")
         return ConnectionClosed(f"connection to {url} dropped: {reason}")
     if isinstance(reason, (HTTPError, OSError)):
+        hint = _tls_hint(url) if isinstance(reason, ssl.SSLEOFError) else ""  # a TLS connection cut
         if not fatal:
-            return NetworkError(f"HTTP failure talking to {url}: {reason}")
-        return ConnectionClosed(f"HTTP failure talking to {url}: {reason}")
+            return NetworkError(f"HTTP failure talking to {url}: {reason}{hint}")
+        return ConnectionClosed(f"HTTP failure talking to {url}: {reason}{hint}")
     return NetworkError(f"HTTP failure talking to {url}: {reason!r}")
 
 

@@ -76,7 +76,15 @@ class WireServer:
         conn.settimeout(30)
         try:
             if self.tls is not None:
-                conn = self.tls.wrap_socket(conn, server_side=True)
+                conn = self.tls.wrap_socket(conn, server_side=True, do_handshake_on_connect=False)
+                try:
+                    conn.do_handshake()
+                except ssl.SSLError:
+                    # the alert is on its way: close a moment later, as servers that linger do,
+                    # so that the client's request (already sent, in TLS 1.3) does not turn the
+                    # close into a reset that could overtake the alert
+                    self._stop.wait(0.5)
+                    return
             buf = b""
             while not self._stop.is_set():
                 while b"\r\n\r\n" not in buf:
