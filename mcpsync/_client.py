@@ -35,7 +35,7 @@ from ._subscriptions import Subscription, Subscriptions
 from ._tasks import Tasks
 from ._tools import Tools
 from .transports._base import Transport
-from .transports._factory import TRANSPORT_OPTIONS, TransportFactory, build as build_transport, single_use
+from .transports._factory import TRANSPORT_OPTIONS, TransportFactory, Verify, build as build_transport, single_use
 
 __all__ = ["Client", "ServerSession", "MODERN_VERSIONS", "LEGACY_VERSIONS", "LATEST_MODERN", "LATEST_LEGACY"]
 
@@ -186,28 +186,28 @@ class Client:
 
     @classmethod
     def http(
-        cls, url: str, *, headers: Mapping[str, str] | None = None, auth: Any = None, verify: bool | str = True,
-        pool_size: int = 10, max_message_size: int | None = None, sse_fallback: bool = True,
-        profile: str | None = None, **options: Any,
+        cls, url: str, *, headers: Mapping[str, str] | None = None, auth: Any = None, verify: Verify = True,
+        cert: str | tuple[str, str] | None = None, proxy: str | None = None, pool_size: int = 10,
+        max_message_size: int | None = None, sse_fallback: bool = True, profile: str | None = None, **options: Any,
     ) -> "Client":
-        """A client for a remote server at ``url``: Streamable HTTP (both eras), falling
-        back to HTTP+SSE (2024-11-05) when the URL refuses POSTs (unless ``sse_fallback``
-        is False). ``headers`` go with every request; ``auth`` is a hook such as
-        :class:`mcpsync.auth.OAuth` (``headers(url, method)`` before each request,
-        ``on_response(...)`` on 401/403); ``verify``: True, False or a CA bundle path;
-        ``pool_size``: HTTP connections per origin."""
-        options.update(headers=headers, auth=auth, verify=verify, pool_size=pool_size,
+        """A client for a remote server at ``url``: Streamable HTTP (both eras), falling back to HTTP+SSE
+        (2024-11-05) when the URL refuses POSTs (unless ``sse_fallback`` is False). ``headers`` go with every
+        request; ``auth`` is a hook such as :class:`mcpsync.auth.OAuth`; ``verify``: True, False, ``"system"``, a CA
+        file or directory, or an ``ssl.SSLContext``; ``cert``: a client certificate (a PEM file, or ``(certfile,
+        keyfile)``); ``proxy``: a forward proxy URL; ``pool_size``: sockets per origin, the client's own."""
+        options.update(headers=headers, auth=auth, verify=verify, cert=cert, proxy=proxy, pool_size=pool_size,
                        max_message_size=max_message_size, sse_fallback=sse_fallback)
         return cls._build("http", url, profile, options)
 
     @classmethod
     def sse(
-        cls, url: str, *, headers: Mapping[str, str] | None = None, auth: Any = None, verify: bool | str = True,
-        pool_size: int = 10, max_message_size: int | None = None, profile: str | None = None, **options: Any,
+        cls, url: str, *, headers: Mapping[str, str] | None = None, auth: Any = None, verify: Verify = True,
+        cert: str | tuple[str, str] | None = None, proxy: str | None = None, pool_size: int = 10,
+        max_message_size: int | None = None, profile: str | None = None, **options: Any,
     ) -> "Client":
-        """A client for a server speaking HTTP+SSE (2024-11-05) at the stream ``url``.
-        Options as for :meth:`http`."""
-        options.update(headers=headers, auth=auth, verify=verify, pool_size=pool_size, max_message_size=max_message_size)
+        """A client for a server speaking HTTP+SSE (2024-11-05) at the stream ``url``; options as for :meth:`http`."""
+        options.update(headers=headers, auth=auth, verify=verify, cert=cert, proxy=proxy, pool_size=pool_size,
+                       max_message_size=max_message_size)
         return cls._build("sse", url, profile, options)
 
     @classmethod

@@ -16,7 +16,10 @@ A file names servers; each is either a command to run (stdio) or a remote URL::
 Fields of a stdio entry: ``command`` (required), ``args``, ``env``, ``cwd``. Of a remote
 entry: ``url`` (required), ``headers``, ``type`` (``"http"``/``"streamable-http"``,
 ``"sse"``, ``"websocket"``, ``"grpc"``; inferred from the URL scheme when absent). Both may
-carry ``timeout`` (seconds per request) and ``disabled``. A remote server run as several
+carry ``timeout`` (seconds per request) and ``disabled``. An ``http`` or ``sse`` entry may
+also set ``verify`` (``false``, ``"system"`` or a CA file or directory), ``cert`` (a client
+certificate: a PEM file, or ``[certfile, keyfile]``) and ``proxy`` (a forward proxy URL),
+the options of :meth:`~mcpsync.Client.http`. A remote server run as several
 nodes or regions lists them instead of one ``url``: ``"endpoints": [{"name": "eu", "url":
 "https://eu.example.com/mcp", "region": "eu"}, ...]`` (``name`` defaults to ``endpoint-N``,
 ``region`` is optional) and may set ``"region"``, the region to prefer; its Client is
@@ -29,7 +32,7 @@ Cline's ``transportType``. A key that looks like a misspelling of one mcpsync re
 (``"enviroment"``, ``"arguments"``, ``"URL"``) is an error that names the key meant.
 A configuration may also be given as a dict instead of a file.
 
-Strings in ``command``, ``args``, ``env``, ``cwd``, ``url`` and ``headers`` expand
+Strings in ``command``, ``args``, ``env``, ``cwd``, ``url``, ``headers``, ``verify``, ``cert`` and ``proxy`` expand
 ``${VAR}`` and ``${VAR:-default}`` from the environment (``$${`` is a literal ``${``). A
 variable that is unset (and has no default) makes that one server unusable, not the
 file: the error is raised when the server is asked for. Expanded values are never shown:
@@ -109,6 +112,9 @@ class ServerConfig:
             for a server with one ``url``.
         region: the region to prefer among the endpoints.
         headers: headers sent on every request (remote; gRPC metadata).
+        verify: whom TLS trusts (http, sse): True, False, ``"system"``, a CA file or directory.
+        cert: a client certificate (http, sse): a PEM file, or ``(certfile, keyfile)``.
+        proxy: a forward proxy URL (http, sse); None: the environment's.
         timeout: seconds per request, when the entry sets one.
         disabled: the entry says ``"disabled": true``.
         extra: keys of the entry mcpsync does not use (``autoApprove`` ...).
@@ -132,6 +138,9 @@ class ServerConfig:
     cwd: str | None = None
     url: str | None = None
     headers: Mapping[str, str] = field(default_factory=dict, hash=False, compare=True)
+    verify: bool | str = True
+    cert: str | tuple[str, str] | None = None
+    proxy: str | None = None
     timeout: float | None = None
     disabled: bool = False
     endpoints: tuple[Any, ...] = ()
@@ -147,6 +156,8 @@ class ServerConfig:
             object.__setattr__(self, name, MappingProxyType(dict(getattr(self, name))))
         object.__setattr__(self, "args", tuple(self.args))
         object.__setattr__(self, "endpoints", tuple(self.endpoints))
+        if isinstance(self.cert, list):
+            object.__setattr__(self, "cert", tuple(self.cert))
 
     def __repr__(self) -> str:
         t = self.templates
@@ -169,6 +180,12 @@ class ServerConfig:
             parts.append(f"url={_mask_url(str(t.get('url', self.url)))!r}")
             if self.headers:
                 parts.append("headers={" + ", ".join(f"{k!r}: '***'" for k in self.headers) + "}")
+        if self.verify is not True:
+            parts.append(f"verify={t.get('verify', self.verify)!r}")
+        if self.cert is not None:
+            parts.append(f"cert={t.get('cert', self.cert)!r}")
+        if self.proxy is not None:
+            parts.append(f"proxy={_mask_url(str(t.get('proxy', self.proxy)))!r}")
         if self.timeout is not None:
             parts.append(f"timeout={self.timeout!r}")
         if self.disabled:
@@ -301,11 +318,19 @@ def _resolve(name: str, kind: str, raw: dict[str, Any], extra: dict[str, Any], w
         for k, v in headers.items():
             if "\r" in v or "\n" in v:
                 raise ConfigError("header values must not contain line breaks", field=f"{where}.headers.{k}")
+        verify, cert, proxy = raw.get("verify", True), raw.get("cert"), raw.get("proxy")
+        if isinstance(verify, str):
+            verify = x(verify, f"{where}.verify")
+        if cert is not None:
+            cert = x(cert, f"{where}.cert") if isinstance(cert, str) else tuple(x(c, f"{where}.cert[{i}]") for i, c in enumerate(cert))
         return ServerConfig(
             name=name,
             transport=kind,
             url=url,
             headers=headers,
+            verify=verify,
+            cert=cert,
+            proxy=x(proxy, f"{where}.proxy") if proxy is not None else None,
             endpoints=tuple(endpoints),
             region=raw.get("region"),
             timeout=raw.get("timeout"),
@@ -476,6 +501,9 @@ def client_plan(server: ServerConfig, *, allow_disabled: bool = False, **options
             options["metadata"] = [(k.lower(), v) for k, v in server.headers.items()]
         else:
             options["headers"] = dict(server.headers)
+    for key, default in (("verify", True), ("cert", None), ("proxy", None)):
+        if getattr(server, key) != default:
+            options.setdefault(key, getattr(server, key))
     target = _target(server.transport, server.url or "", options)
     if not server.endpoints:
         return ClientPlan(server.transport, target, options)

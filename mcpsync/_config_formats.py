@@ -33,7 +33,10 @@ _TYPE_ALIASES = {
     "grpc": "grpc",
 }
 
-_KNOWN = {"type", "transport", "command", "args", "env", "cwd", "url", "headers", "timeout", "disabled", "endpoints", "region"}
+_KNOWN = {"type", "transport", "command", "args", "env", "cwd", "url", "headers", "timeout", "disabled", "endpoints", "region",
+          "verify", "cert", "proxy"}
+#: Keys only the HTTP transports (``http``, ``sse``) read: TLS trust, client certificate, proxy.
+HTTP_KEYS = ("verify", "cert", "proxy")
 
 #: Other editors' names for keys mcpsync reads, read as those keys: Windsurf's ``serverUrl``,
 #: Gemini CLI's ``httpUrl`` (a Streamable HTTP URL), Cline's ``transportType``.
@@ -48,6 +51,8 @@ _SYNONYMS = {
     "header": "headers", "workingdirectory": "cwd", "working_directory": "cwd", "workdir": "cwd",
     "directory": "cwd", "timeoutseconds": "timeout", "timeout_seconds": "timeout",
     "disable": "disabled", "enabled": "disabled", "kind": "type",
+    "ca": "verify", "cafile": "verify", "ca_bundle": "verify", "cabundle": "verify", "ssl_verify": "verify",
+    "client_cert": "cert", "clientcert": "cert", "certificate": "cert", "http_proxy": "proxy", "https_proxy": "proxy",
 }
 #: Keys editors and other clients write that mcpsync does not use: never reported.
 EDITOR_KEYS = frozenset({
@@ -243,7 +248,7 @@ def _check_entry(name: str, entry: Any, where: str) -> tuple[str, dict[str, Any]
     if kind == "stdio":
         if not has_command:
             raise ConfigError("missing \"command\" (required for a stdio server)", field=where)
-        for key in ("url", "headers"):
+        for key in ("url", "headers", *HTTP_KEYS):
             if key in entry:
                 raise ConfigError(f"\"{key}\" belongs to remote servers, not to a stdio server", field=f"{where}.{key}")
         raw["command"] = _expect_str(entry["command"], f"{where}.command")
@@ -280,6 +285,12 @@ def _check_entry(name: str, entry: Any, where: str) -> tuple[str, dict[str, Any]
             if not isinstance(k, str) or not k or any(c in k for c in ":\r\n "):
                 raise ConfigError("header names must be non-empty, without spaces, colons or line breaks", field=f"{where}.headers")
             raw["headers"][k] = _expect_str(v, f"{where}.headers.{k}")
+        for key in HTTP_KEYS:
+            if entry.get(key) is not None:
+                if kind not in ("http", "sse"):
+                    raise ConfigError(f"\"{key}\" belongs to http and sse servers, not to a {kind} server",
+                                      field=f"{where}.{key}")
+                raw[key] = _check_http_key(key, entry[key], f"{where}.{key}")
     if "timeout" in entry and entry["timeout"] is not None:
         t = entry["timeout"]
         if isinstance(t, bool) or not isinstance(t, (int, float)):
@@ -294,6 +305,21 @@ def _check_entry(name: str, entry: Any, where: str) -> tuple[str, dict[str, Any]
         raw["disabled"] = d
     raw["_where"] = where
     return kind, raw
+
+
+def _check_http_key(key: str, value: Any, where: str) -> Any:
+    """``verify``: true, false or a string (``"system"``, a CA file or directory);
+    ``cert``: a PEM file's path, or ``[certfile, keyfile]``; ``proxy``: a URL string."""
+    if key == "verify" and isinstance(value, bool):
+        return value
+    if key == "cert" and isinstance(value, (list, tuple)):
+        if len(value) != 2:
+            raise ConfigError(f"expected a file or [certfile, keyfile], got {_describe(value)}", field=where)
+        return [_expect_str(v, f"{where}[{i}]") for i, v in enumerate(value)]
+    if not isinstance(value, str):
+        expected = {"verify": "true, false or a string", "cert": "a string or [certfile, keyfile]", "proxy": "a string"}[key]
+        raise ConfigError(f"expected {expected}, got {_describe(value)}", field=where)
+    return value
 
 
 def _check_endpoints(value: Any, where: str) -> list[dict[str, Any]]:

@@ -32,6 +32,7 @@ import logging
 import os
 import pickle
 import re
+import ssl
 import sys
 import threading
 from dataclasses import dataclass
@@ -78,7 +79,9 @@ class ClientSpec:
     :meth:`from_config`; send it to workers; call :meth:`client` there.
 
     Every option must pickle (policies, strings, numbers, module-level functions);
-    a lambda or a live object is refused when the spec is made, naming the option.
+    a lambda or a live object (an ``ssl.SSLContext`` as ``verify``, say) is refused when
+    the spec is made, naming the option. Paths (``verify``, ``cert``) travel as they
+    are: each worker reads them on its own machine.
     Two specs are equal when they build the same client, and each process keeps one
     client per distinct spec.
 
@@ -118,6 +121,12 @@ class ClientSpec:
                         f"ClientSpec: header {k!r} holds a literal credential, which would travel with the spec; "
                         f"write it as '${{VAR}}' (read from the worker's environment) or use oauth= (OS keyring)"
                     )
+        for name, value in (("verify", opts.get("verify")), ("oauth's verify", dict(opts.get("oauth") or {}).get("verify"))):
+            if isinstance(value, ssl.SSLContext):
+                raise TypeError(
+                    f"ClientSpec: {name} is an ssl.SSLContext, which cannot travel to workers; pass what it is made "
+                    "from instead: a CA file or directory, verify='system', and cert=(certfile, keyfile)"
+                )
         for name, value in self.options:
             try:
                 pickle.dumps(value)

@@ -26,10 +26,46 @@ log = logging.getLogger("mcpsync.auth")
 ASSERTION_TYPE_JWT = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
 
 
-def new_session() -> Any:
+def new_session(verify: Any = True, cert: Any = None, proxy: str | None = None) -> Any:
+    """A ``requests.Session`` for the OAuth requests that trusts, shows and goes through
+    what the HTTP transports do: the TLS context of
+    :func:`mcpsync.transports._tls.tls_context` (``verify``, ``cert``), and ``proxy``
+    (None: requests reads ``HTTP(S)_PROXY`` / ``NO_PROXY`` as always).
+
+    Raises:
+        TypeError, ValueError, ImportError: as :func:`~mcpsync.transports._tls.check_tls`.
+    """
     import requests
 
-    return requests.Session()
+    from ..transports._http_options import check_proxy
+    from ..transports._tls import check_tls, tls_context
+
+    verify, pair = check_tls(verify, cert)
+    session = requests.Session()
+    session.mount("https://", _tls_adapter(tls_context(verify, pair)))
+    if proxy is not None:
+        proxy = check_proxy(proxy)
+        session.proxies = {"http": proxy, "https": proxy}
+        session.trust_env = False  # else requests lets HTTP(S)_PROXY win over the session's own
+    return session
+
+
+def _tls_adapter(context: Any) -> Any:
+    """requests' ``HTTPAdapter`` whose every https pool uses ``context`` as it is."""
+    from requests.adapters import HTTPAdapter
+
+    class TLSAdapter(HTTPAdapter):
+        def build_connection_pool_key_attributes(self, request: Any, verify: Any, cert: Any = None) -> Any:
+            host, _ = super().build_connection_pool_key_attributes(request, True, None)
+            pool = {"ssl_context": context, "cert_reqs": context.verify_mode}
+            if not context.check_hostname:
+                pool["assert_hostname"] = False
+            return host, pool
+
+        def cert_verify(self, conn: Any, url: str, verify: Any, cert: Any) -> None:
+            pass  # the context decides: no CA bundle or certificate loaded into it per request
+
+    return TLSAdapter()
 
 
 def refused(what: str, url: str, status: int, error: str | None, description: str | None) -> TokenEndpointError:

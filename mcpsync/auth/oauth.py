@@ -33,7 +33,7 @@ from typing import Any, Iterable, Iterator, Mapping
 
 from .._errors import AuthError, PermissionDenied
 from ._dpop import DPoPBinding, DPoPKey
-from ._endpoint import TokenEndpoint
+from ._endpoint import TokenEndpoint, new_session
 from ._grants import (
     AuthorizationCode,
     AuthorizationRequest,
@@ -80,7 +80,15 @@ class OAuth:
         refresh_margin: refresh this many seconds before expiry (at most; at least a fifth of a
             short token's lifetime is kept as margin).
         max_step_up: step-up authorizations allowed per scope set.
-        session: a ``requests.Session`` for the OAuth requests.
+        session: a ``requests.Session`` for the OAuth requests (then ``verify``, ``cert`` and
+            ``proxy`` are its own business).
+        verify: whom TLS trusts on the OAuth requests, as for ``Client.http``: True (the CA
+            bundle the environment names, else certifi's), False, ``"system"`` (the
+            operating system's store, through ``truststore``), a CA file or directory, or an
+            ``ssl.SSLContext``.
+        cert: a client certificate for the OAuth requests (mTLS): a PEM file with its key,
+            or ``(certfile, keyfile)``.
+        proxy: a forward proxy for the OAuth requests (None: ``HTTP(S)_PROXY`` / ``NO_PROXY``).
 
     Example:
         >>> from mcpsync.auth import MemoryTokenStore
@@ -104,6 +112,9 @@ class OAuth:
         refresh_margin: float = 60.0,
         max_step_up: int = 2,
         session: Any = None,
+        verify: Any = True,
+        cert: Any = None,
+        proxy: str | None = None,
     ) -> None:
         if grant is None:
             grant = AuthorizationCode()
@@ -118,6 +129,11 @@ class OAuth:
         self._store: TokenStore = storage if storage is not None else default_store()
         self._scopes = tuple(scopes) if scopes is not None else None
         self._dpop = DPoPBinding(dpop)
+        if session is not None and (verify is not True or cert is not None or proxy is not None):
+            raise ValueError("OAuth(session=...) sends through that session: set verify, cert and proxy on it "
+                             "(or pass verify=/cert=/proxy= without a session)")
+        if session is None:
+            session = new_session(verify, cert, proxy)
         self._endpoint = TokenEndpoint(session, timeout, self._dpop, grant.signing_key())
         self._registrar = Registrar(
             client_id=resolve(grant.client_id),

@@ -10,9 +10,10 @@ Kinds and targets:
 kind            target                                         options (all optional)
 ==============  =============================================  ==============================================
 ``stdio``       ``(command, args)``                            env, cwd, max_message_size
-``http``        the MCP endpoint URL                           headers, auth, verify, pool_size,
-                                                               max_message_size, sse_fallback
-``sse``         the HTTP+SSE stream URL                        headers, auth, verify, pool_size, max_message_size
+``http``        the MCP endpoint URL                           headers, auth, verify, cert, proxy,
+                                                               pool_size, max_message_size, sse_fallback
+``sse``         the HTTP+SSE stream URL                        headers, auth, verify, cert, proxy,
+                                                               pool_size, max_message_size
 ``websocket``   a ``ws://`` / ``wss://`` URL                   headers, token, auth, sslopt, max_message_size
 ``grpc``        ``host:port``                                  token, auth, metadata, secure,
                                                                root_certificates, scope, max_message_size
@@ -20,6 +21,11 @@ kind            target                                         options (all opti
                 SDK / FastMCP server object
 ``inprocess``   an SDK / FastMCP server object                 (none)
 ==============  =============================================  ==============================================
+
+Each built HTTP or HTTP+SSE factory owns one
+:class:`~mcpsync.transports._http_pools.ClientConnections` (connection pools and a
+cookie jar), shared by every transport it makes and by no other factory's: one client's
+sockets and cookies never serve another client.
 
 Example:
     >>> built = build("stdio", ("python", ["-m", "mcpsync.server.demo"]))
@@ -39,8 +45,9 @@ from urllib.parse import urlsplit
 from .._channel import Channel
 from .._policies import PoolLimits, Timeouts
 from ._base import Transport
+from ._tls import Verify
 
-__all__ = ["KINDS", "TRANSPORT_OPTIONS", "Built", "TransportFactory", "build", "single_use"]
+__all__ = ["KINDS", "TRANSPORT_OPTIONS", "Built", "TransportFactory", "Verify", "build", "single_use"]
 
 #: A zero-argument callable returning a fresh, unconnected transport (or in-process channel).
 TransportFactory = Callable[[], Union[Transport, Channel]]
@@ -48,8 +55,8 @@ TransportFactory = Callable[[], Union[Transport, Channel]]
 #: The keyword options each kind's transport takes (the rest are the Client's).
 TRANSPORT_OPTIONS: Mapping[str, frozenset[str]] = {
     "stdio": frozenset({"env", "cwd", "max_message_size"}),
-    "http": frozenset({"headers", "auth", "verify", "pool_size", "max_message_size", "sse_fallback"}),
-    "sse": frozenset({"headers", "auth", "verify", "pool_size", "max_message_size"}),
+    "http": frozenset({"headers", "auth", "verify", "cert", "proxy", "pool_size", "max_message_size", "sse_fallback"}),
+    "sse": frozenset({"headers", "auth", "verify", "cert", "proxy", "pool_size", "max_message_size"}),
     "websocket": frozenset({"headers", "token", "auth", "sslopt", "max_message_size"}),
     "grpc": frozenset({"token", "auth", "metadata", "secure", "root_certificates", "scope", "max_message_size"}),
     "local": frozenset(),
@@ -128,17 +135,25 @@ def _stdio(target: Any, opts: dict[str, Any], timeouts: Timeouts) -> Built:
 
 
 def _http_kwargs(opts: Mapping[str, Any], timeouts: Timeouts) -> dict[str, Any]:
+    """The transports' keywords: one :class:`HTTPOptions` (checked here, once: a bad
+    ``verify``, ``cert`` or ``proxy`` fails the constructor) and one
+    :class:`ClientConnections`, both shared by every transport of the client."""
+    from ._http_options import HTTPOptions
+    from ._http_pools import ClientConnections
+
     kw: dict[str, Any] = {
         "headers": dict(opts.get("headers") or {}),
         "auth": opts.get("auth"),
         "verify": True if opts.get("verify") is None else opts["verify"],
+        "cert": opts.get("cert"),
+        "proxy": opts.get("proxy"),
         "connect_timeout": timeouts.connect,
         "read_timeout": timeouts.idle,
         "pool_size": _pool_size(opts),
     }
     if opts.get("max_message_size") is not None:
         kw["max_message_size"] = opts["max_message_size"]
-    return kw
+    return {"options": HTTPOptions(**kw), "connections": ClientConnections()}
 
 
 def _pool_size(opts: Mapping[str, Any]) -> int:

@@ -73,7 +73,7 @@ from ._fastconn import (
     _rest_of_head,
 )
 
-__all__ = ["FastPoolManager", "FastResponse", "MAX_FIELDS", "MAX_HEAD", "MAX_LINE", "http_path", "tls_context"]
+__all__ = ["FastPoolManager", "FastResponse", "MAX_FIELDS", "MAX_HEAD", "MAX_LINE", "http_path"]
 
 _METHODS = {"POST": b"POST", "GET": b"GET", "DELETE": b"DELETE"}
 
@@ -87,26 +87,6 @@ def http_path(proxy: str | None) -> str:
     if proxy or httptools is None or os.environ.get("MCPSYNC_HTTP", "").strip().lower() == "urllib3":
         return "urllib3"
     return "fast"
-
-
-def tls_context(verify: bool | str) -> ssl.SSLContext:
-    """The TLS context of the fast path for a transport's ``verify`` option.
-
-    ``False`` checks nothing; a string is a CA bundle's path; ``True`` uses certifi's
-    bundle where it is installed (as the urllib3 path does), else the system's.
-    """
-    if verify is False:
-        context = ssl.create_default_context()
-        context.check_hostname = False
-        context.verify_mode = ssl.CERT_NONE
-        return context
-    if isinstance(verify, str):
-        return ssl.create_default_context(cafile=verify)
-    try:
-        import certifi
-    except ImportError:  # pragma: no cover - certifi ships with requests
-        return ssl.create_default_context()
-    return ssl.create_default_context(cafile=certifi.where())
 
 
 def _wire(headers: Mapping[str, str]) -> tuple[bytes, bool]:

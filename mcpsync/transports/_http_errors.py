@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import re
+import ssl
 import time
 from typing import Any, Mapping
 from urllib.parse import urljoin
@@ -41,8 +42,9 @@ from .._errors import (
     error_from_http_status,
 )
 from ._fastconn import FastResponse
-from ._urllib3_path import guard
 from ._http_options import _EDGE, origin_of, wire_url
+from ._tls import refusal
+from ._urllib3_path import guard
 
 def translate(
     exc: BaseException, url: str, *, connecting: bool = False, fatal: bool = True, written: bool | None = None
@@ -62,14 +64,20 @@ def translate(
     reason: BaseException = exc
     if isinstance(exc, MaxRetryError) and exc.reason is not None:
         reason = exc.reason
+    said = refusal(reason)
+    if said is not None:  # a TLS alert: the server's side of the handshake failed, the request unread
+        return ConnectError(f"TLS failure talking to {url}: {said}")
     if isinstance(reason, (NewConnectionError, ConnectTimeoutError, ProxyError)):
         return ConnectError(f"cannot connect to {url}: {_describe(reason)}")
     if isinstance(reason, EmptyPoolError):
         return RequestTimeout(f"no free connection to {url} in time: every pooled connection is busy")
     if isinstance(reason, SSLError):
+        hint = _tls_hint(url) if isinstance(reason.args[0] if reason.args else None, ssl.SSLEOFError) else ""
         if written:
-            return NetworkError(f"TLS failure talking to {url} after the request was sent: {_describe(reason)}", sent=True)
-        return ConnectError(f"TLS failure talking to {url}: {_describe(reason)}")
+            return NetworkError(
+                f"TLS failure talking to {url} after the request was sent: {_describe(reason)}{hint}", sent=True
+            )
+        return ConnectError(f"TLS failure talking to {url}: {_describe(reason)}{hint}")
     if isinstance(reason, ReadTimeoutError) or isinstance(reason, TimeoutError):
         return RequestTimeout(f"no data from {url} within the read timeout")
     if isinstance(reason, (Urllib3ProtocolError, ConnectionError)):
@@ -77,14 +85,15 @@ def translate(
             # the connection was up and the request written (or being written) when it
             # broke: the server may have acted on it, so it must not count as unsent;
             # and one broken exchange does not end the transport
-            return NetworkError(f"connection to {url} broke before the answer: {_describe(reason)}", sent=True)
+            return NetworkError(f"connection to {url} broke before the answer: {_describe(reason)}{_tls_hint(url)}", sent=True)
         if not fatal:
             return NetworkError(f"connection to {url} dropped mid-response: {_describe(reason)}")
         return ConnectionClosed(f"connection to {url} dropped: {_describe(reason)}")
     if isinstance(reason, (HTTPError, OSError)):
+        hint = _tls_hint(url) if isinstance(reason, ssl.SSLEOFError) else ""  # a TLS connection cut
         if not fatal:
-            return NetworkError(f"HTTP failure talking to {url}: {_describe(reason)}")
-        return ConnectionClosed(f"HTTP failure talking to {url}: {_describe(reason)}")
+            return NetworkError(f"HTTP failure talking to {url}: {_describe(reason)}{hint}")
+        return ConnectionClosed(f"HTTP failure talking to {url}: {_describe(reason)}{hint}")
     return NetworkError(f"HTTP failure talking to {url}: {_describe(reason)}")
 
 
@@ -95,6 +104,14 @@ def _describe(exc: BaseException) -> str:
         return f"{type(exc).__name__} ({getattr(exc, 'reason', '')})"
     text = redact(str(exc))
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _tls_hint(url: str) -> str:
+    """A TLS server that refuses the client's certificate may close without an alert (Python's
+    asyncio servers do): the connection ends before the answer, and this says why it may."""
+    if url[:6].lower() != "https:":
+        return ""
+    return " (TLS: a server that requires a client certificate, cert=, closes so when it is shown none it accepts)"
 
 
 MAX_REDIRECTS = 3

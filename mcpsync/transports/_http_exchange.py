@@ -29,6 +29,8 @@ from ._http_errors import (
     translate,
 )
 from ._http_headers import auth_retry, call_auth_headers, dpop_nonce_challenge, MAX_DPOP_NONCE_RETRIES
+from ._fastconn import _dict_get
+from ._http_cookies import set_cookie_values
 from ._http_options import HTTPOptions, headers_problem, wire_url
 from ._http_pools import Pools
 from ._urllib3_path import attempt, was_written
@@ -64,7 +66,9 @@ def http_options(
     *,
     headers: Mapping[str, str] | None,
     auth: Any,
-    verify: bool | str,
+    verify: Any,
+    cert: Any,
+    proxy: str | None,
     connect_timeout: float,
     read_timeout: float,
     pool_size: int,
@@ -82,6 +86,8 @@ def http_options(
             "headers": dict(headers or {}),
             "auth": auth,
             "verify": verify,
+            "cert": cert,
+            "proxy": proxy,
             "connect_timeout": connect_timeout,
             "read_timeout": read_timeout,
             "pool_size": pool_size,
@@ -166,6 +172,7 @@ class HTTPExchange(Transport):
         if pools is None:
             raise ConnectionClosed("transport is closed")
         pool = pools.control if control else pools.main
+        fast, cookies = pools.fast, pools.cookies
         auth = self.options.auth
         retried = False
         nonces = 0
@@ -173,8 +180,10 @@ class HTTPExchange(Transport):
         while True:
             # never changed once sent (quoted nowhere): without a hook, the headers as given
             send_headers = headers if auth is None else {**headers, **call_auth_headers(auth, url, method)}
+            if cookies.held:  # the client's cookies: nothing to ask while it has none
+                send_headers = cookies.headers(url, send_headers)
             try:
-                if pools.fast:  # plain timeouts: no urllib3.Timeout to make and read
+                if fast:  # plain timeouts: no urllib3.Timeout to make and read
                     if deadline is None:  # time_left(deadline), inline: every request
                         wait = None
                     else:
@@ -213,6 +222,8 @@ class HTTPExchange(Transport):
                     raise ConnectionClosed("transport is closed") from exc
                 raise translate(exc, url, connecting=True, written=None if pools.fast else was_written()) from exc
             resp._mcpsync_sent = send_headers  # quoted nowhere
+            if (_dict_get(resp.headers, "set-cookie") if fast else resp.headers.get("set-cookie")) is not None:
+                cookies.store(url, set_cookie_values(resp))
             if resp.status == 200:
                 return resp  # the common answer: no redirect, no auth challenge
             if resp.status < 200:

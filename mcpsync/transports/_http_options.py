@@ -19,6 +19,7 @@ from typing import Any, Mapping, Protocol
 from urllib.parse import quote, unquote, urlsplit
 
 from .._speedups import DEFAULT_MAX_MESSAGE_SIZE
+from ._tls import Verify, check_tls
 
 log = logging.getLogger("mcpsync.http")
 
@@ -41,7 +42,16 @@ class HTTPOptions:
         headers: static headers sent on every request (e.g. an API key).
         auth: an :class:`AuthHook`, asked for headers before every request and told of
             every 401 / 403.
-        verify: TLS verification: True (system / certifi bundle), False, or a CA bundle path.
+        verify: whom to trust (see :mod:`~mcpsync.transports._tls`): True (the CA bundle the
+            environment names, ``REQUESTS_CA_BUNDLE`` / ``CURL_CA_BUNDLE`` / ``SSL_CERT_FILE`` /
+            ``SSL_CERT_DIR``, else certifi's), False (nothing checked), ``"system"`` (the
+            operating system's trust store, through ``truststore``), a CA bundle file or
+            directory, or an :class:`ssl.SSLContext`.
+        cert: a client certificate (mTLS): a PEM file with the certificate and its key, or
+            ``(certfile, keyfile)``; kept as ``(certfile, keyfile or None)``.
+        proxy: an HTTP(S) forward proxy (``http://host:port``, credentials as
+            ``http://user:password@host:port``) for every request, whatever
+            ``HTTP(S)_PROXY`` / ``NO_PROXY`` say; None: those variables decide.
         connect_timeout: TCP (+TLS) connect timeout; a failed connect is retried once.
         read_timeout: longest silence tolerated on a response or stream before it is
             treated as dead (a stream is then resumed or re-issued where the era allows).
@@ -52,7 +62,9 @@ class HTTPOptions:
 
     headers: Mapping[str, str] = field(default_factory=dict)
     auth: Any = None
-    verify: bool | str = True
+    verify: Verify = True
+    cert: Any = None
+    proxy: str | None = None
     connect_timeout: float = 10.0
     read_timeout: float = 300.0
     pool_size: int = 10
@@ -62,6 +74,28 @@ class HTTPOptions:
     def __post_init__(self) -> None:
         check_headers(self.headers, "headers")
         check_headers({"User-Agent": self.user_agent}, "user_agent")
+        object.__setattr__(self, "cert", check_tls(self.verify, self.cert)[1])
+        if self.proxy is not None:
+            object.__setattr__(self, "proxy", check_proxy(self.proxy))
+
+
+def check_proxy(proxy: Any) -> str:
+    """``proxy`` checked: an ``http://`` or ``https://`` URL with a host.
+
+    Raises:
+        ValueError: anything else (the message never repeats a password).
+    """
+    if not isinstance(proxy, str):
+        raise TypeError(f"proxy= takes a URL such as 'http://127.0.0.1:3128', not {type(proxy).__name__}")
+    parts = urlsplit(proxy)
+    try:
+        parts.port
+    except ValueError:
+        raise ValueError(f"proxy at {parts.hostname!r}: the port is not a number") from None
+    if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"proxy with scheme {parts.scheme!r} and host {parts.hostname!r}: "
+                         "an http:// or https:// URL with a host is expected")
+    return proxy
 
 
 # --------------------------------------------------------------------------- header checks

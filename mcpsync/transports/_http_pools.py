@@ -1,9 +1,13 @@
-"""Shared HTTP connection pools and the daemon threads that read response streams.
+"""One client's HTTP connection pools and the daemon threads that read response streams.
 
-* :func:`acquire_pool` / :func:`release_pool` — one urllib3 pool manager per origin
-  (and TLS / proxy settings), shared by every transport and thread talking to it,
-  reference counted so the last user closes it. Proxies come from the environment
-  (``HTTP(S)_PROXY`` / ``NO_PROXY``) as requests reads them.
+* :class:`ClientConnections` — what one client owns, as a ``requests.Session`` or an
+  ``httpx.Client`` does: its pool managers (one pair per origin, and TLS / proxy
+  settings), shared by every transport and thread of that client, reference counted so
+  the last transport's close closes their idle sockets, and its cookie jar. Nothing is
+  shared between clients: two clients of one origin (say with different credentials)
+  never hand each other a socket, so no framing fault can give one client's answer to
+  another. Proxies are the ``proxy`` option's, else the environment's
+  (``HTTP(S)_PROXY`` / ``NO_PROXY``, read as requests reads them).
 * :class:`StreamThreads` — each transport reads its response streams on its own
   reusable daemon threads, all ended (bounded join) when the transport closes.
 """
@@ -12,42 +16,129 @@ from __future__ import annotations
 
 import os
 import queue
+import ssl
 import threading
 import time
 import weakref
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 import urllib3
 
-from .._errors import ConnectionClosed
-from ._fasthttp import FastPoolManager, http_path, tls_context
+from .._errors import ConnectError, ConnectionClosed
+from ._fasthttp import FastPoolManager, http_path
+from ._http_cookies import Cookies
 from ._urllib3_path import POOL_CLASSES
 from ._http_options import HTTPOptions, log, origin_of
+from ._tls import tls_context
 
 class Pools:
-    """The two pool managers of one origin.
+    """The two pool managers of one origin, and the cookie jar of the client they serve.
 
     Attributes:
-        main: requests; at most ``pool_size`` connections, a caller waits (up to its
-            timeout) for a free one.
+        main: requests; at most ``pool_size`` connections on the fast path, where a
+            caller waits (up to its timeout) for a free one; urllib3's keeps ``pool_size``
+            and never blocks (the client's own pool bounds the calls in flight).
         control: long-lived streams (the standalone GET stream, the HTTP+SSE stream),
             replies to server requests, notifications and DELETE. Never blocks, so an
             answer a server waits for is never stuck behind the streams awaiting it.
+        cookies: the client's :class:`~._http_cookies.Cookies` (every origin's alike).
+        key: what the owner files these pools under.
     """
 
-    __slots__ = ("main", "control", "refs", "fast")
+    __slots__ = ("main", "control", "refs", "fast", "cookies", "key")
 
-    def __init__(self, main: Any, control: Any) -> None:  # urllib3's or the fast path's managers
-        self.main = main
+    def __init__(self, main: Any, control: Any, cookies: Cookies, key: tuple[Any, ...] = ()) -> None:
+        self.main = main  # urllib3's or the fast path's managers
         self.control = control
         self.refs = 0
         #: both are the fast path's (``FastPoolManager.exchange`` takes plain timeouts)
         self.fast = isinstance(main, FastPoolManager)
+        self.cookies = cookies
+        self.key = key
 
 
-_pools: dict[tuple[Any, ...], Pools] = {}
-_pools_lock = threading.Lock()
+#: every live owner, told when the process forks (their sockets are the parent's)
+_owners: "weakref.WeakSet[ClientConnections]" = weakref.WeakSet()
+
+
+class ClientConnections:
+    """One client's connection pools (per origin) and cookie jar.
+
+    The transport factory of one client makes one of these and hands it to every
+    transport it makes (its HTTP+SSE fallback included); a transport made on its own
+    makes its own. Sockets, and cookies, never cross from one owner to another.
+
+    Example:
+        >>> conns = ClientConnections()
+        >>> pools = conns.acquire("http://127.0.0.1:8000/mcp", HTTPOptions())
+        >>> pools is conns.acquire("http://127.0.0.1:8000/other", HTTPOptions())
+        True
+        >>> pools is ClientConnections().acquire("http://127.0.0.1:8000/mcp", HTTPOptions())
+        False
+        >>> conns.release(pools); conns.release(pools)
+    """
+
+    __slots__ = ("_pools", "_lock", "_tls", "cookies", "__weakref__")
+
+    def __init__(self) -> None:
+        self._pools: dict[tuple[Any, ...], Pools] = {}
+        self._lock = threading.Lock()
+        self._tls: dict[Any, ssl.SSLContext] = {}  # one context per (verify, cert): made once
+        self.cookies = Cookies()
+        _owners.add(self)
+
+    def acquire(self, url: str, opts: HTTPOptions) -> Pools:
+        """This client's pools for ``url``'s origin; pair every call with :meth:`release`.
+
+        Raises:
+            ConnectError: the TLS settings cannot be loaded (a bundle or certificate that
+                cannot be read).
+        """
+        proxy = opts.proxy or _env_proxy(url)
+        key = (origin_of(url), proxy, opts.pool_size, http_path(proxy), opts.verify, opts.cert)
+        with self._lock:
+            entry = self._pools.get(key)
+            if entry is not None:
+                entry.refs += 1
+                return entry
+        tls = self._tls_context(opts) if urlsplit(url).scheme.lower() == "https" else None
+        made = Pools(_make_manager(proxy, opts, tls, block=True), _make_manager(proxy, opts, tls, block=False),
+                     self.cookies, key)
+        with self._lock:
+            entry = self._pools.setdefault(key, made)
+            entry.refs += 1
+        if entry is not made:  # another thread made them first
+            made.main.clear()
+            made.control.clear()
+        return entry
+
+    def release(self, pools: Pools) -> None:
+        """Drop one reference to ``pools``; the last one closes their idle connections."""
+        with self._lock:
+            if self._pools.get(pools.key) is not pools:
+                return  # a forked child's stale reference, or released already
+            pools.refs -= 1
+            if pools.refs > 0:
+                return
+            del self._pools[pools.key]
+        pools.main.clear()
+        pools.control.clear()
+
+    def _tls_context(self, opts: HTTPOptions) -> ssl.SSLContext:
+        key = (opts.verify, opts.cert)
+        context = self._tls.get(key)
+        if context is None:
+            try:
+                context = tls_context(opts.verify, opts.cert)
+            except (OSError, ValueError) as exc:  # ssl.SSLError is an OSError
+                raise ConnectError(f"TLS settings cannot be loaded: {exc}") from exc
+            self._tls[key] = context
+        return context
+
+    def _after_fork(self) -> None:
+        self._pools = {}  # the sockets are the parent's; dropped, never shut down
+        self._lock = threading.Lock()
 
 
 def _env_proxy(url: str) -> str | None:
@@ -58,47 +149,11 @@ def _env_proxy(url: str) -> str | None:
     return proxies.get(scheme) or proxies.get("all")
 
 
-def _pool_key(url: str, opts: HTTPOptions) -> tuple[Any, ...]:
-    proxy = _env_proxy(url)
-    return (origin_of(url), str(opts.verify), proxy, opts.pool_size, http_path(proxy))
-
-
-def acquire_pool(url: str, opts: HTTPOptions) -> tuple[tuple[Any, ...], Pools]:
-    """The shared pools for ``url``'s origin; pair every call with :func:`release_pool`.
-
-    Returns:
-        (key, pools): pass ``key`` to :func:`release_pool`.
-    """
-    key = _pool_key(url, opts)
-    with _pools_lock:
-        entry = _pools.get(key)
-        if entry is None:
-            entry = Pools(_make_manager(url, opts, block=True), _make_manager(url, opts, block=False))
-            _pools[key] = entry
-        entry.refs += 1
-        return key, entry
-
-
-def release_pool(key: tuple[Any, ...]) -> None:
-    """Drop one reference; the last one closes the pools' idle connections."""
-    with _pools_lock:
-        entry = _pools.get(key)
-        if entry is None:
-            return
-        entry.refs -= 1
-        if entry.refs > 0:
-            return
-        del _pools[key]
-    entry.main.clear()
-    entry.control.clear()
-
-
-def _make_manager(url: str, opts: HTTPOptions, *, block: bool) -> Any:
-    """A pool manager for ``url``: the fast path's, or urllib3's where the fast path does
-    not fit (a proxy; ``MCPSYNC_HTTP=urllib3``; see :func:`_fasthttp.http_path`)."""
-    proxy = _env_proxy(url)
+def _make_manager(proxy: str | None, opts: HTTPOptions, tls: ssl.SSLContext | None, *, block: bool) -> Any:
+    """A pool manager: the fast path's, or urllib3's where the fast path does not fit (a
+    proxy; ``MCPSYNC_HTTP=urllib3``; see :func:`_fasthttp.http_path`). ``tls`` (the
+    client's context, for an https origin) is what both verify with."""
     if http_path(proxy) == "fast":
-        tls = tls_context(opts.verify) if urlsplit(url).scheme == "https" else None
         return FastPoolManager(maxsize=opts.pool_size, block=block, tls=tls)
     kwargs: dict[str, Any] = {
         "num_pools": 4,
@@ -108,21 +163,22 @@ def _make_manager(url: str, opts: HTTPOptions, *, block: bool) -> Any:
         "block": False,
         "retries": urllib3.Retry(total=None, connect=1, read=0, redirect=0, status=0, other=0),
     }
-    if urlsplit(url).scheme == "https":
-        if opts.verify is False:
-            kwargs["cert_reqs"] = "CERT_NONE"
-        else:
-            kwargs["cert_reqs"] = "CERT_REQUIRED"
-            if isinstance(opts.verify, str):
-                kwargs["ca_certs"] = opts.verify
-            else:
-                try:
-                    import certifi
-
-                    kwargs["ca_certs"] = certifi.where()
-                except ImportError:  # pragma: no cover - certifi ships with requests
-                    pass
-    manager = urllib3.ProxyManager(proxy, **kwargs) if proxy else urllib3.PoolManager(**kwargs)
+    if tls is not None:
+        # urllib3 sets the context's verify_mode from cert_reqs, and checks the host
+        # itself unless told not to: both as the context says
+        kwargs["ssl_context"] = tls
+        kwargs["cert_reqs"] = tls.verify_mode
+        if not tls.check_hostname:
+            kwargs["assert_hostname"] = False
+    if proxy:
+        parts = urlsplit(proxy)
+        headers = None
+        if parts.username is not None:  # requests sends a proxy's credentials so too
+            headers = urllib3.make_headers(proxy_basic_auth=f"{unquote(parts.username)}:{unquote(parts.password or '')}")
+            proxy = parts._replace(netloc=parts.netloc.rpartition("@")[2]).geturl()
+        manager: urllib3.PoolManager = urllib3.ProxyManager(proxy, proxy_headers=headers, **kwargs)
+    else:
+        manager = urllib3.PoolManager(**kwargs)
     manager.pool_classes_by_scheme = POOL_CLASSES  # what mcpsync adds (see _urllib3_path)
     return manager
 
@@ -251,9 +307,8 @@ class StreamThreads:
 
 def _after_fork_in_child() -> None:
     """A forked child shares none of the parent's connections or stream threads."""
-    global _pools_lock
-    _pools.clear()  # the sockets are the parent's; dropped, never shut down
-    _pools_lock = threading.Lock()
+    for owner in list(_owners):
+        owner._after_fork()
     for threads in list(_all_threads):
         threads._after_fork()
 

@@ -29,8 +29,9 @@ from .._errors import ConnectError, ConnectionClosed, MCPError, ProtocolError
 from ._http_errors import read_body, status_error, translate
 from ._http_exchange import _JSON, _SSE, ACCEPT_ENCODING, HTTPExchange, _finish as _drop, _secrets, http_options
 from ._http_options import HTTPOptions, media_type, origin_of, wire_url
+from ._tls import Cert, Verify
 from ._inbox import ENDED, Inbox
-from ._http_pools import acquire_pool, Pools, release_pool
+from ._http_pools import ClientConnections, Pools
 from ._sse import _Oversized, SSEParser
 
 __all__ = ["SSETransport"]
@@ -45,12 +46,15 @@ class SSETransport(HTTPExchange):
         url: the SSE stream URL, e.g. ``http://127.0.0.1:3001/sse``.
         headers: static headers for every request.
         auth: an auth hook (``headers(url, method)`` / ``on_response(...)``).
-        verify: TLS verification (True, False or a CA bundle path).
+        verify: whom TLS trusts (as for :class:`~.streamable_http.StreamableHTTPTransport`).
+        cert: a client certificate: a PEM file with its key, or ``(certfile, keyfile)``.
+        proxy: a forward proxy URL for every request (None: ``HTTP(S)_PROXY`` / ``NO_PROXY``).
         connect_timeout: TCP connect timeout in seconds (retried once).
         read_timeout: the longest silence tolerated on the stream (servers ping).
         pool_size: pooled connections per origin.
         max_message_size: the largest message accepted, in bytes.
         options: all of the above as one :class:`HTTPOptions` (overrides them).
+        connections: the client's pools and cookies (None: its own).
     """
 
     kind = "sse"
@@ -61,23 +65,27 @@ class SSETransport(HTTPExchange):
         *,
         headers: Mapping[str, str] | None = None,
         auth: Any = None,
-        verify: bool | str = True,
+        verify: Verify = True,
+        cert: Cert = None,
+        proxy: str | None = None,
         connect_timeout: float = 10.0,
         read_timeout: float = 300.0,
         pool_size: int = 10,
         max_message_size: int | None = None,
         options: HTTPOptions | None = None,
+        connections: ClientConnections | None = None,
     ) -> None:
         self.url, self.options = http_options(
-            url, options, headers=headers, auth=auth, verify=verify, connect_timeout=connect_timeout,
-            read_timeout=read_timeout, pool_size=pool_size, max_message_size=max_message_size,
+            url, options, headers=headers, auth=auth, verify=verify, cert=cert, proxy=proxy,
+            connect_timeout=connect_timeout, read_timeout=read_timeout, pool_size=pool_size,
+            max_message_size=max_message_size,
         )
         self.endpoint: str | None = None
         self._lock = threading.Lock()
         self._inbox = Inbox()
         self._closed = False
         self._ended: MCPError | None = None
-        self._pool_key: Any = None
+        self._connections = connections if connections is not None else ClientConnections()
         self._pool: Pools | None = None
         self._stream: Any = None
         self._reader: threading.Thread | None = None
@@ -99,7 +107,7 @@ class SSETransport(HTTPExchange):
         if self._reader is not None:
             return
         if self._pool is None:
-            self._pool_key, self._pool = acquire_pool(self.url, self.options)
+            self._pool = self._connections.acquire(self.url, self.options)
         deadline = time.monotonic() + timeout
         headers = self._headers({"Accept": _SSE, "Cache-Control": "no-cache"})
         resp = self._open("GET", headers, None, max(0.01, timeout), control=True, deadline=deadline)
@@ -213,9 +221,8 @@ class SSETransport(HTTPExchange):
                 pass
         if self._reader is not None and self._reader is not threading.current_thread():
             self._reader.join(2.0)
-        if self._pool_key is not None:
-            release_pool(self._pool_key)
-            self._pool_key = None
+        if self._pool is not None:
+            self._connections.release(self._pool)
         self._inbox.end()
 
     def alive(self) -> bool:

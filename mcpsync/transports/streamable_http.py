@@ -89,7 +89,8 @@ from ._fastconn import _dict_get, _Headers, FastResponse
 from ._http_exchange import _JSON, _SSE, ACCEPT_ENCODING, _finish, _secrets, _shutdown, http_options, session_id
 from ._http_headers import encode_header_value
 from ._http_options import HeaderBlock, HTTPOptions, media_type
-from ._http_pools import acquire_pool, release_pool, Pools, StreamThreads
+from ._tls import Cert, Verify
+from ._http_pools import ClientConnections, Pools, StreamThreads
 from ._http_streams import _WAKE, _ErrorPeek, _Exchange, _In, _Message, ResponseStreams, _peek_error, _peek_in
 from ._sse import _Oversized
 
@@ -136,7 +137,10 @@ class StreamableHTTPTransport(ResponseStreams):
         url: the MCP endpoint, e.g. ``https://example.com/mcp``.
         headers: static headers for every request.
         auth: an auth hook (``headers(url, method)`` / ``on_response(...)``).
-        verify: TLS verification (True, False or a CA bundle path).
+        verify: whom TLS trusts: True, False, ``"system"``, a CA bundle file or directory,
+            or an ``ssl.SSLContext`` (see :class:`HTTPOptions`).
+        cert: a client certificate: a PEM file with its key, or ``(certfile, keyfile)``.
+        proxy: a forward proxy URL for every request (None: ``HTTP(S)_PROXY`` / ``NO_PROXY``).
         connect_timeout: TCP connect timeout in seconds (retried once).
         read_timeout: the longest silence tolerated on a response or stream.
         pool_size: pooled connections per origin.
@@ -146,6 +150,8 @@ class StreamableHTTPTransport(ResponseStreams):
         get_stream_idle: reconnect the GET stream after this many seconds of silence.
         options: the HTTP options as one :class:`HTTPOptions` (then the individual
             HTTP arguments above are ignored).
+        connections: the client's :class:`~._http_pools.ClientConnections` (its pools and
+            cookies), shared with the other transports of the same client; None: its own.
 
     Example:
         >>> with StreamableHTTPTransport("http://127.0.0.1:8000/mcp") as t:  # doctest: +SKIP
@@ -157,7 +163,7 @@ class StreamableHTTPTransport(ResponseStreams):
     # an instance's own values (past that each access goes through a dict)
     __slots__ = (
         "url", "options", "sse_fallback", "get_stream_enabled", "get_stream_idle", "request_scoped", "_lock", "_queue",
-        "_put", "_closed", "_dead", "_closed_event", "_pool_key", "_pool", "_delegate", "_succeeded", "_session_id",
+        "_put", "_closed", "_dead", "_closed_event", "_connections", "_pool", "_delegate", "_succeeded", "_session_id",
         "_protocol_version", "on_session_lost", "_ids", "_inflight", "_header_blocks", "_get_generation", "_get_resp",
         "_get_thread", "_get_last_id", "_failure_handler", "_poked", "_threads", "_loose",
     )
@@ -168,7 +174,9 @@ class StreamableHTTPTransport(ResponseStreams):
         *,
         headers: Mapping[str, str] | None = None,
         auth: Any = None,
-        verify: bool | str = True,
+        verify: Verify = True,
+        cert: Cert = None,
+        proxy: str | None = None,
         connect_timeout: float = 10.0,
         read_timeout: float = 300.0,
         pool_size: int = 10,
@@ -177,10 +185,12 @@ class StreamableHTTPTransport(ResponseStreams):
         get_stream: bool = True,
         get_stream_idle: float = 60.0,
         options: HTTPOptions | None = None,
+        connections: ClientConnections | None = None,
     ) -> None:
         self.url, self.options = http_options(
-            url, options, headers=headers, auth=auth, verify=verify, connect_timeout=connect_timeout,
-            read_timeout=read_timeout, pool_size=pool_size, max_message_size=max_message_size,
+            url, options, headers=headers, auth=auth, verify=verify, cert=cert, proxy=proxy,
+            connect_timeout=connect_timeout, read_timeout=read_timeout, pool_size=pool_size,
+            max_message_size=max_message_size,
         )
         self.sse_fallback = sse_fallback
         self.get_stream_enabled = get_stream
@@ -194,7 +204,7 @@ class StreamableHTTPTransport(ResponseStreams):
         self._closed = False
         self._dead: MCPError | None = None
         self._closed_event = threading.Event()
-        self._pool_key: Any = None
+        self._connections = connections if connections is not None else ClientConnections()
         self._pool: Pools | None = None
         self._delegate: Transport | None = None
         self._succeeded = False
@@ -223,7 +233,7 @@ class StreamableHTTPTransport(ResponseStreams):
     # ------------------------------------------------------------- Transport API
 
     def connect(self, timeout: float) -> None:
-        """Get the shared pool for the URL's origin (no request is made yet).
+        """Get the client's pools for the URL's origin (no request is made yet).
 
         When the URL is already known to speak HTTP+SSE only, the SSE stream is opened
         here. Raises :class:`ConnectError` on failure.
@@ -231,7 +241,7 @@ class StreamableHTTPTransport(ResponseStreams):
         if self._closed:
             raise ConnectionClosed("transport is closed")
         if self._pool is None:
-            self._pool_key, self._pool = acquire_pool(self.url, self.options)
+            self._pool = self._connections.acquire(self.url, self.options)
         if self.sse_fallback and known_kind(self.url) == "sse" and self._delegate is None:
             self._switch_to_sse(timeout)
 
@@ -347,6 +357,8 @@ class StreamableHTTPTransport(ResponseStreams):
         elif session is not None and self._pool is not None:
             try:
                 headers = self._headers(None, "DELETE")
+                if self._pool.cookies.held:  # a balancer pins the session by cookie: DELETE goes there too
+                    headers = self._pool.cookies.headers(self.url, headers)
                 resp = self._pool.control.request(
                     "DELETE",
                     self.url,
@@ -365,9 +377,8 @@ class StreamableHTTPTransport(ResponseStreams):
             get_thread.join(1.0)
         if not self._threads.close(_THREADS_JOIN):
             log.debug("stream threads for %s still running after close", self.url)
-        if self._pool_key is not None:
-            release_pool(self._pool_key)
-            self._pool_key = None
+        if self._pool is not None:
+            self._connections.release(self._pool)
         self._queue.put(_WAKE)  # wakes the waiting receivers (the mark stays: see receive)
 
     @property
@@ -607,7 +618,7 @@ class StreamableHTTPTransport(ResponseStreams):
     def _switch_to_sse(self, timeout: float) -> None:
         from .sse import SSETransport
 
-        delegate = SSETransport(self.url, options=self.options)
+        delegate = SSETransport(self.url, options=self.options, connections=self._connections)
         if self._failure_handler is not None:
             delegate.set_failure_handler(self._failure_handler)
         delegate.connect(timeout)

@@ -282,3 +282,82 @@ def test_a_restarted_balancer_loses_its_stick_table_and_the_session_carries_on(t
             client.close()
     records = [k for _, k in _lines(log, "record")]
     assert "while-down" not in records and records.count("across-restart") == 1, records
+
+
+def _replica_of_a_fresh_initialize(url: str) -> str:
+    """The replica HAProxy gives a request that carries no cookie (X-Replica)."""
+    import urllib3
+
+    body = ('{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25",'
+            '"capabilities":{},"clientInfo":{"name":"probe","version":"1"}}}')
+    resp = urllib3.PoolManager(retries=False).request(
+        "POST", url, body=body, headers={"Content-Type": "application/json", "Accept": "application/json, text/event-stream"},
+        timeout=10)
+    assert "SRV=" in resp.headers.get("set-cookie", ""), resp.headers
+    return str(resp.headers["x-replica"])
+
+
+@needs_haproxy
+def test_haproxy_cookie_stickiness_keeps_a_legacy_session_on_its_replica(tmp_path: Path) -> None:
+    """Issue 29: a balancer that pins sessions by a cookie it inserts (HAProxy's
+    ``cookie SRV insert``, AWS ALB's AWSALB ...) and deals everything else round-robin:
+    the client sends back what the first answer set, so every request of its legacy-era
+    session (initialize, notifications, the GET stream, calls from many threads, DELETE)
+    lands on the replica that holds the session."""
+    log = tmp_path / "calls.log"
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/mcp"
+    with Replicas(2, log, stateless=False) as reps, haproxy(reps.ports, port, tmp_path / "haproxy", stick="cookie"):
+        # without the cookie the balancer deals requests round-robin over both replicas
+        assert {_replica_of_a_fresh_initialize(url) for _ in range(4)} == {"r0", "r1"}
+        with Client.http(url, mode="legacy", name="cookie-sticky", timeouts=Timeouts(connect=5, request=TIMEOUT)) as client:
+            first = client.call_tool("session").text
+            session_id = client.diagnostics().session_id
+            seen: set[str] = set()
+            errors: list[BaseException] = []
+
+            def call(n: int) -> None:
+                try:
+                    for _ in range(n):
+                        seen.add(client.call_tool("session").text)
+                except BaseException as exc:  # noqa: BLE001
+                    errors.append(exc)
+
+            callers = [threading.Thread(target=call, args=(10,)) for _ in range(4)]
+            for th in callers:
+                th.start()
+            for th in callers:
+                th.join(60)
+            assert not errors, errors[:3]
+            assert seen == {first}, f"the session left its replica: {seen}"
+            assert client.diagnostics().session_id == session_id  # never renewed
+            assert first.split(":")[0] in reps.names
+
+
+@needs_haproxy
+def test_haproxy_cookie_stickiness_carries_an_http_sse_session(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """HTTP+SSE (2024-11-05) behind the same balancer: the stream's GET and the POSTs to its
+    endpoint must reach one replica (the other knows no such session); the cookie the
+    stream's answer set takes them there. Without cookies the first POST goes to the
+    other replica and fails."""
+    from tests.servers import http_support as hs
+    from mcpsync.transports import _http_cookies
+
+    ports = [free_port(), free_port()]
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/sse"
+    with hs.run_server(hs.sdk_server_argv(ports[0], "--transport", "sse"), ports[0]), \
+            hs.run_server(hs.sdk_server_argv(ports[1], "--transport", "sse"), ports[1]), \
+            haproxy(ports, port, tmp_path / "haproxy", stick="cookie"):
+        with Client.sse(url, name="sse-sticky", timeouts=Timeouts(connect=5, request=TIMEOUT)) as client:
+            assert [client.call_tool("echo", {"message": str(i)}).text for i in range(10)] == [f"Echo: {i}" for i in range(10)]
+        # the same client without a cookie jar (what this test guards against)
+        monkeypatch.setattr(_http_cookies.Cookies, "store", lambda self, url, values: None)
+        client = Client.sse(url, name="sse-no-cookies", timeouts=Timeouts(connect=5, request=TIMEOUT),
+                            breaker=BreakerPolicy.DISABLED)
+        try:
+            with pytest.raises(MCPError):
+                for i in range(4):
+                    client.call_tool("echo", {"message": str(i)}, timeout=TIMEOUT)
+        finally:
+            client.close()

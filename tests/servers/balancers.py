@@ -176,18 +176,28 @@ def nginx_round_robin(ports: Sequence[int], port: int) -> str:
 
 
 @contextmanager
-def haproxy(backend_servers: Sequence[int], port: int, tmp: Path) -> Iterator[Path]:
+def haproxy(backend_servers: Sequence[int], port: int, tmp: Path, *, stick: str = "session") -> Iterator[Path]:
     """HAProxy at ``127.0.0.1:port`` in front of ``backend_servers``, sticking each MCP
-    session to the replica that created it (``Mcp-Session-Id`` learnt from the response).
-    A replica that fails its health check is taken out; a session whose replica is down is
-    redispatched (``option redispatch``), and that replica answers 404 for it."""
+    session to the replica that created it: by ``Mcp-Session-Id`` learnt from the response
+    (``stick="session"``), or by a cookie it inserts in the first answer, ``SRV=r<i>``
+    (``stick="cookie"``, as AWS ALB and many ingresses do; requests without it are
+    dealt round-robin). A replica that fails its health check is taken out; a session
+    whose replica is down is redispatched (``option redispatch``), and that replica answers
+    404 for it. Every answer names its replica in ``X-Replica``."""
     exe = binary("haproxy")
     if exe is None:
         raise RuntimeError("haproxy is not installed (tests/setup/50-balancers.sh)")
     tmp.mkdir(parents=True, exist_ok=True)
     servers = "\n".join(
-        f"    server r{i} 127.0.0.1:{p} check inter 300ms fall 1 rise 2" for i, p in enumerate(backend_servers)
+        f"    server r{i} 127.0.0.1:{p} check inter 300ms fall 1 rise 2" + (f" cookie r{i}" if stick == "cookie" else "")
+        for i, p in enumerate(backend_servers)
     )
+    if stick == "cookie":
+        rule = "    cookie SRV insert indirect nocache"
+    else:
+        rule = ("    stick-table type string len 128 size 100k expire 1h\n"
+                "    stick store-response res.hdr(mcp-session-id)\n"
+                "    stick match req.hdr(mcp-session-id)")
     cfg = tmp / "haproxy.cfg"
     cfg.write_text(f"""
 global
@@ -206,9 +216,7 @@ frontend mcp
     default_backend replicas
 backend replicas
     balance roundrobin
-    stick-table type string len 128 size 100k expire 1h
-    stick store-response res.hdr(mcp-session-id)
-    stick match req.hdr(mcp-session-id)
+{rule}
     http-response set-header X-Replica %s
 {servers}
 """)

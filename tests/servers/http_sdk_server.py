@@ -3,7 +3,9 @@
 Used by the HTTP transport tests as a real peer. Run as::
 
     python http_sdk_server.py --port 8123 [--transport streamable|sse] [--json]
-        [--stateless] [--event-store] [--retry-ms 100] [--tls CERT KEY]
+        [--stateless] [--event-store] [--retry-ms 100] [--tls CERT KEY [--client-ca CA]]
+
+``--client-ca``: TLS that requires a client certificate signed by CA (mTLS).
 
 Tools:
     echo(message)          -> "Echo: <message>"
@@ -172,6 +174,7 @@ def main() -> None:
     parser.add_argument("--retry-ms", type=int, default=None)
     parser.add_argument("--idle-timeout", type=float, default=None)
     parser.add_argument("--tls", nargs=2, metavar=("CERT", "KEY"), default=None)
+    parser.add_argument("--client-ca", default=None, help="require a client certificate signed by this CA")
     args = parser.parse_args()
 
     server = build_server()
@@ -189,7 +192,11 @@ def main() -> None:
             host="127.0.0.1",
             **kwargs,
         )
-    tls = {"ssl_certfile": args.tls[0], "ssl_keyfile": args.tls[1]} if args.tls else {}
+    tls: dict[str, Any] = {"ssl_certfile": args.tls[0], "ssl_keyfile": args.tls[1]} if args.tls else {}
+    if args.client_ca:
+        import ssl
+
+        tls.update(ssl_cert_reqs=ssl.CERT_REQUIRED, ssl_ca_certs=args.client_ca)
     uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning", timeout_graceful_shutdown=1, **tls)
 
 
