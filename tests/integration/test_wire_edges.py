@@ -34,6 +34,8 @@ import functools
 import gzip
 import itertools
 import logging
+import os
+import signal
 import socket
 import sys
 import threading
@@ -306,6 +308,44 @@ def two_clients(run: Run) -> None:
         t.join(run.edge.timeout + 10)
 
 
+def interrupted(times: int) -> Callable[[Run], None]:
+    """Ctrl-C while a call reads its answer, ``times`` over: the server sends SIGINT to this
+    process once half the body is out, and the test's handler raises KeyboardInterrupt in
+    the calling (main) thread, as Python's own does. Every socket must come back."""
+
+    def act(run: Run) -> None:
+        assert threading.current_thread() is threading.main_thread()
+        client = run.client()
+        run.warm(client)
+        armed = threading.Event()  # only a call in progress is interrupted
+
+        def on_sigint(signum: int, frame: Any) -> None:
+            if armed.is_set():
+                armed.clear()
+                raise KeyboardInterrupt
+
+        previous = signal.signal(signal.SIGINT, on_sigint)
+        try:
+            for n in range(times):
+                call = Call("edge", run._who[id(client)], f"interrupted-{n}", run.edge.timeout)
+                start = time.monotonic()
+                armed.set()
+                try:
+                    call.text = client.call_tool("edge", {"message": call.message}, timeout=call.timeout).text
+                except KeyboardInterrupt as exc:
+                    call.error = exc
+                except Exception as exc:  # noqa: BLE001 - judged by verify()
+                    call.error = exc
+                finally:
+                    armed.clear()
+                    call.elapsed = time.monotonic() - start
+                run.calls.append(call)
+        finally:
+            signal.signal(signal.SIGINT, previous)
+
+    return act
+
+
 def close_in_flight(run: Run) -> None:
     """``close()`` while a POST waits for its answer: the call ends, and none of the
     client's sockets stays open at the server, within :data:`SLACK` of ``close()``
@@ -523,6 +563,16 @@ def cut_mid_body(kind: str) -> Callable[[Wire, Request], bool]:
         return False
 
     return serve
+
+
+def interrupt_mid_body(wire: Wire, request: Request) -> bool:
+    """Half the answer, then SIGINT to the test process (the client's Ctrl-C), then held."""
+    data = answer(200, _result(wire, request), _JSON)
+    wire.send(data[: len(data) // 2])
+    wire.pause(0.05)
+    os.kill(os.getpid(), signal.SIGINT)
+    wire.hold(HOLD)
+    return False
 
 
 def cut_after_request(kind: str) -> Callable[[Wire, Request], bool]:
@@ -774,6 +824,7 @@ D1U = ("issue 29 defect 1 (urllib3 path): mcpsync puts the socket of a 1xx answe
        "so the real answer still coming reaches the next request")
 U1XX = "urllib3's own behaviour: http.client skips 100 only and returns 102 / 103 as the final answer"
 D2 = "issue 29 defect 2: a body cut off (stalled past the timeout / reset) keeps its pooled socket for good"
+D2K = "issue 29 defect 2: a KeyboardInterrupt while the body is read keeps the pooled socket for good"
 D3 = "issue 29 defect 3: header names and values are written raw (CR / LF / NUL reach the wire)"
 D3U = "issue 29 defect 3 (urllib3 path): http.client refuses CR / LF only; a NUL reaches the wire"
 D3Q = "issue 29 defect 6 (urllib3 path): the refusal's message quotes the header value (http.client's ValueError, repr'd)"
@@ -815,7 +866,7 @@ TODAY: dict[tuple[str, str], str] = {
     ("userinfo-never-quoted", "fast"): D12Q, ("userinfo-never-quoted", "urllib3"): D12Q,
     ("non-ascii-path", "fast"): D10,
     ("tls-cut-after-request-via-proxy", "fast"): D13, ("tls-cut-after-request-via-proxy", "urllib3"): D13,
-    ("ten-stalled-bodies", "fast"): D2, ("ten-reset-bodies", "fast"): D2,
+    ("ten-stalled-bodies", "fast"): D2, ("ten-reset-bodies", "fast"): D2, ("interrupted-mid-body-x12", "fast"): D2K,
     ("crossing-100", "fast"): D1, ("crossing-103", "fast"): D1, ("crossing-103", "urllib3"): D1U,
     ("close-in-flight-held", "fast"): D9, ("close-in-flight-held", "urllib3"): D9,
     ("close-in-flight-answered", "fast"): D9,
@@ -916,6 +967,7 @@ ROWS = [
     *row("ten-stalled-bodies", Edge(cut_mid_body("stall"), ERROR, errors=(RequestTimeout,), timeout=0.5, act=repeat(12)),
          slow=True),
     *row("ten-reset-bodies", Edge(cut_mid_body("rst"), ERROR, errors=(NetworkError,), timeout=2, act=repeat(12))),
+    *row("interrupted-mid-body-x12", Edge(interrupt_mid_body, ERROR, errors=(KeyboardInterrupt,), act=interrupted(12))),
     *row("crossing-100", Edge(interim(b"100 Continue", pause=0.3), EITHER, timeout=3, act=two_clients)),
     *row("crossing-103", Edge(interim(b"103 Early Hints", pause=0.3), EITHER, timeout=3, act=two_clients)),
     *row("close-in-flight-held", Edge(held, ERROR, timeout=6, then=False, act=close_in_flight)),
