@@ -164,7 +164,7 @@ class Plan:
         elif self.end == "rst":
             wire.reset()
         elif self.end == "stall":
-            wire.hold(3)
+            wire.hold(1.2)  # past the first exchange's deadline (1 s)
 
 
 _PLAIN = re.compile(rb"[\x21-\x7e]*")  # a field value with no framing meaning and nothing to refuse
