@@ -322,7 +322,7 @@ def _call(client: Client, who: str, tool: str, message: str, timeout: float) -> 
 
 
 @_TODAY
-@settings(max_examples=12, **_SETTINGS)  # type: ignore[arg-type]
+@settings(max_examples=25, **_SETTINGS)  # type: ignore[arg-type]
 @given(plan=plans(huge=False))
 def test_two_clients_never_get_each_others_answers(plan: Plan, fast_path: None) -> None:
     fuzzed = _Fuzzed(plan)
