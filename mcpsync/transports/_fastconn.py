@@ -127,7 +127,10 @@ class _Answer:
     # ------------------------------------------------------------- httptools callbacks
 
     def on_header(self, name: bytes, value: bytes) -> None:
-        self.raw += (name, value)  # counted and measured by the reader (fields_problem)
+        raw = self.raw
+        raw += (name, value)  # measured by the reader (fields_problem); counted here, so never kept many
+        if len(raw) > _MAX_RAW:
+            raise ProtocolError(f"the answer has more than {MAX_FIELDS} header fields")
 
     def on_message_complete(self) -> None:
         parser = self.parser
@@ -260,9 +263,7 @@ class FastResponse:
         self.connection: _Conn | None = conn
         self.status: int = conn.parser.get_status_code()
         self.headers = headers = _Headers()
-        raw = conn.raw
-        if len(raw) > _MAX_RAW:  # (longer fields cannot come in the one read of a head; later reads are measured)
-            raise ProtocolError(f"the answer has more than {MAX_FIELDS} header fields")
+        raw = conn.raw  # (counted as it came; longer fields cannot come in one read of a head, later reads are measured)
         for name, data in zip(raw[::2], raw[1::2]):  # under lower-case names, repeats joined
             key = _dict_get(_NAMES, name)
             if key is None:

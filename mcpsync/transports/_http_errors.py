@@ -67,6 +67,12 @@ def translate(
     said = refusal(reason)
     if said is not None:  # a TLS alert: the server's side of the handshake failed, the request unread
         return ConnectError(f"TLS failure talking to {url}: {said}")
+    if written and isinstance(reason, ProxyError) and not isinstance(reason.original_error, TimeoutError):
+        # urllib3 calls a tunnel that broke after the request went through it "unable to
+        # connect to proxy": it was written, so it may have been acted on
+        return NetworkError(
+            f"connection to {url} broke before the answer: {_describe(reason.original_error)}{_tls_hint(url)}", sent=True
+        )
     if isinstance(reason, (NewConnectionError, ConnectTimeoutError, ProxyError)):
         return ConnectError(f"cannot connect to {url}: {_describe(reason)}")
     if isinstance(reason, EmptyPoolError):

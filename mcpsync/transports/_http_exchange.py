@@ -227,14 +227,11 @@ class HTTPExchange(Transport):
             if resp.status == 200:
                 return resp  # the common answer: no redirect, no auth challenge
             if resp.status < 200:
-                # urllib3 reads past 100 only: a 102 / 103 taken for the answer would leave
-                # the real one on the socket for the next request. Never reused (the fast
-                # path reads past every interim answer and never gets here)
+                # a 101 (both paths read past the interim answers): whatever follows on the
+                # socket is not HTTP any more. Closed, never reused
                 _finish(resp, reusable=False)
-                raise ProtocolError(
-                    f"{url} sent an interim answer (HTTP {resp.status}) this HTTP path cannot read past",
-                    status=resp.status,
-                )
+                raise ProtocolError(f"{url} switched protocols (HTTP {resp.status}), which was not asked for",
+                                    status=resp.status)
             target = redirect_target(url, resp)
             if target is not None:
                 redirects += 1

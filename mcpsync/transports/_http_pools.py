@@ -28,7 +28,7 @@ import urllib3
 from .._errors import ConnectError, ConnectionClosed
 from ._fasthttp import FastPoolManager, http_path
 from ._http_cookies import Cookies
-from ._urllib3_path import POOL_CLASSES
+from ._urllib3_path import POOL_CLASSES, close_manager
 from ._http_options import HTTPOptions, log, origin_of
 from ._tls import tls_context
 
@@ -122,8 +122,8 @@ class ClientConnections:
             if pools.refs > 0:
                 return
             del self._pools[pools.key]
-        pools.main.clear()
-        pools.control.clear()
+        _close(pools.main)
+        _close(pools.control)
 
     def _tls_context(self, opts: HTTPOptions) -> ssl.SSLContext:
         key = (opts.verify, opts.cert)
@@ -139,6 +139,14 @@ class ClientConnections:
     def _after_fork(self) -> None:
         self._pools = {}  # the sockets are the parent's; dropped, never shut down
         self._lock = threading.Lock()
+
+
+def _close(manager: Any) -> None:
+    """Close a manager: its idle sockets, and the ones in use shut down (their calls end now)."""
+    if isinstance(manager, FastPoolManager):
+        manager.clear()
+    else:
+        close_manager(manager)
 
 
 def _env_proxy(url: str) -> str | None:

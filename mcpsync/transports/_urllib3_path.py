@@ -7,6 +7,8 @@ and answers add what the fast path (``_fasthttp``) has of its own:
   failure: urllib3 wraps a TLS failure the same way whether it came in the handshake or
   after the request went out, and only the second may have reached the server (a
   side-effecting call must then not be sent again).
+* **Past interim answers.** ``http.client`` reads past ``100`` only; ``102`` and ``103``
+  are read past too (:class:`_ReadsPastInterim`), so the real answer is the request's own.
 * **One deadline for the head.** ``http.client`` gives every read of an answer's head
   the socket's timeout afresh, so a head trickled a byte at a time could outlast any
   deadline; a watchdog thread shuts the socket down when the deadline passes, and the
@@ -20,11 +22,13 @@ the client's own pool already bounds the calls in flight.)
 from __future__ import annotations
 
 import heapq
+import http.client
 import itertools
 import os
 import socket
 import threading
 import time
+import weakref
 from contextlib import contextmanager
 from typing import Any, Iterator
 
@@ -32,7 +36,7 @@ from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 from urllib3.exceptions import ReadTimeoutError
 
-__all__ = ["POOL_CLASSES", "attempt", "guard", "was_written"]
+__all__ = ["POOL_CLASSES", "attempt", "close_manager", "guard", "was_written"]
 
 _local = threading.local()
 
@@ -144,6 +148,32 @@ def guard(deadline: float | None, sock: Any) -> Iterator[None]:
 # --------------------------------------------------------------------------- urllib3's classes
 
 
+_INTERIM_FIELDS = 100  # http.client's own limits on a head
+_LINE = 65536
+_MAX_INTERIM = 16
+
+
+class _ReadsPastInterim(http.client.HTTPResponse):
+    """``http.client``'s answer, reading past every interim answer (it skips ``100`` only:
+    a ``102`` or ``103`` would be taken for the answer, and the real one left on the socket
+    for the next request). ``101`` stays the answer (and is refused above)."""
+
+    def _read_status(self) -> tuple[str, int, str]:
+        for _ in range(_MAX_INTERIM):
+            version, status, reason = super()._read_status()  # type: ignore[misc]  # (private: http.client's own)
+            if not 101 < status < 200:
+                return version, status, reason
+            for _ in range(_INTERIM_FIELDS + 1):  # the interim answer's fields: read, bounded, dropped
+                line = self.fp.readline(_LINE + 1)
+                if len(line) > _LINE:
+                    raise http.client.LineTooLong("interim answer's field")
+                if line in (b"\r\n", b"\n", b""):
+                    break
+            else:
+                raise http.client.HTTPException(f"an interim answer with over {_INTERIM_FIELDS} fields")
+        raise http.client.HTTPException(f"more than {_MAX_INTERIM} interim answers")
+
+
 class _Written:
     """A connection that notes when it starts to write a request, and whose answer's
     head is read within this thread's deadline (:func:`attempt`)."""
@@ -162,19 +192,50 @@ class _Written:
 
 
 class _HTTPConnection(_Written, HTTPConnection):
-    pass
+    response_class = _ReadsPastInterim
 
 
 class _HTTPSConnection(_Written, HTTPSConnection):
-    pass
+    response_class = _ReadsPastInterim
 
 
-class _HTTPPool(HTTPConnectionPool):
+class _Tracked:
+    """A pool that knows its connections (weakly: made rarely, gone when collected), so
+    that closing the client can wake the calls still waiting on them."""
+
+    _made: weakref.WeakSet[Any]
+
+    def _new_conn(self) -> Any:
+        conn = super()._new_conn()  # type: ignore[misc]
+        made = getattr(self, "_made", None)
+        if made is None:
+            made = self._made = weakref.WeakSet()
+        made.add(conn)
+        return conn
+
+
+class _HTTPPool(_Tracked, HTTPConnectionPool):
     ConnectionCls = _HTTPConnection
 
 
-class _HTTPSPool(HTTPSConnectionPool):
+class _HTTPSPool(_Tracked, HTTPSConnectionPool):
     ConnectionCls = _HTTPSConnection
+
+
+def close_manager(manager: Any) -> None:
+    """Close a urllib3 manager: its idle connections (urllib3's ``clear``) and, first, the
+    ones still in use, shut down so that their readers wake now and fail."""
+    pools = manager.pools
+    for key in list(pools.keys()):
+        pool = pools.get(key)
+        for conn in list(getattr(pool, "_made", ())):
+            sock = getattr(conn, "sock", None)
+            if sock is not None:
+                try:
+                    sock.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+    manager.clear()
 
 
 #: set as a urllib3 manager's ``pool_classes_by_scheme``

@@ -9,8 +9,10 @@ fixture); these tests pin what the transports take for granted of it.
 from __future__ import annotations
 
 import socket
+import sys
 import threading
 import time
+from pathlib import Path
 from typing import Callable
 
 import pytest
@@ -19,71 +21,20 @@ from urllib3.exceptions import ClosedPoolError, EmptyPoolError, NewConnectionErr
 from mcpsync.transports._fasthttp import FastPoolManager, http_path
 from mcpsync.transports._http_options import HeaderBlock
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "servers"))
+
+from wire_edges import ScriptedServer  # noqa: E402  (reply(sock, n) -> keep serving)
+
 pytest.importorskip("httptools")
 
 Script = Callable[[socket.socket, int], bool]  # (connection, request number) -> keep serving
-
-
-class ScriptedServer:
-    """Accepts connections on 127.0.0.1 and answers each request with a scripted reply."""
-
-    def __init__(self, reply: Script) -> None:
-        self.reply = reply
-        self.sock = socket.create_server(("127.0.0.1", 0))
-        self.port = self.sock.getsockname()[1]
-        self.accepted = 0
-        self.requests: list[bytes] = []
-        self._threads: list[threading.Thread] = []
-        self._stop = threading.Event()
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/mcp"
-
-    def _accept(self) -> None:
-        while not self._stop.is_set():
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            self.accepted += 1
-            t = threading.Thread(target=self._serve, args=(conn,), daemon=True)
-            t.start()
-            self._threads.append(t)
-
-    def _serve(self, conn: socket.socket) -> None:
-        buf = b""
-        with conn:
-            while True:
-                while b"\r\n\r\n" not in buf:
-                    data = conn.recv(65536)
-                    if not data:
-                        return
-                    buf += data
-                head, _, buf = buf.partition(b"\r\n\r\n")
-                length = 0
-                for line in head.split(b"\r\n")[1:]:
-                    name, _, value = line.partition(b":")
-                    if name.strip().lower() == b"content-length":
-                        length = int(value)
-                while len(buf) < length:
-                    buf += conn.recv(65536)
-                self.requests.append(head + b"\r\n\r\n" + buf[:length])
-                buf = buf[length:]
-                if not self.reply(conn, len(self.requests)):
-                    return
-
-    def close(self) -> None:
-        self._stop.set()
-        self.sock.close()
 
 
 @pytest.fixture
 def serve():
     made: list[ScriptedServer] = []
 
-    def start(reply: Script) -> ScriptedServer:
+    def start(reply) -> ScriptedServer:
         server = ScriptedServer(reply)
         made.append(server)
         return server
