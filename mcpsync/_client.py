@@ -17,6 +17,7 @@ from ._breaker import BreakerState, CircuitBreaker
 from ._cache import CacheHits, ResultCache, ToolCache
 from ._channel import ProgressCallback
 from ._diagnostics import Diagnostics, snapshot as _diagnostics_snapshot
+from ._extensions import Extension, wire_extensions
 from ._errors import METHOD_NOT_FOUND, InvalidParams, RemoteError, ResourceNotFound, ServerUnavailable
 from ._guard import Recorder
 from ._handlers import LEVELS, Handlers
@@ -32,7 +33,7 @@ from ._routing import Endpoint, Router
 from ._session import Session
 from ._skills import Skill, SkillInfo, list_skills, read_skill
 from ._subscriptions import Subscription, Subscriptions
-from ._tasks import Tasks
+from ._tasks import Tasks, ToolTask
 from ._tools import Tools
 from .transports._base import Transport
 from .transports._factory import TRANSPORT_OPTIONS, TransportFactory, build as build_transport, single_use
@@ -82,6 +83,8 @@ class Client:
         credential: the authorization context ``private`` cache entries are keyed by.
         metrics: record per-call metrics for :meth:`metrics`.
         push_updates: False refuses ``subscribe`` (resources then live by TTL alone).
+        extensions: the :class:`~mcpsync.Extension` values (or identifiers) declared in the
+            client capabilities; default :attr:`Extension.DEFAULTS` (tasks and skills).
 
     Example:
         >>> with Client.stdio("python", ["-m", "mcpsync.server.demo"]) as client:   # doctest: +SKIP
@@ -110,6 +113,7 @@ class Client:
         on_breaker_change: Callable[[BreakerState, BreakerState], None] | None = None,
         on_unavailable: Callable[[ServerUnavailable], None] | None = None, telemetry: Any = None,
         credential: Any = None, metrics: bool = True, push_updates: bool = True,
+        extensions: Sequence[Extension | str] | None = None,
     ) -> None:
         if mode not in ("auto", "modern", "legacy"):
             raise ValueError(f"mode must be 'auto', 'modern' or 'legacy', not {mode!r}")
@@ -145,15 +149,17 @@ class Client:
         sink = fan_out(*sinks) if any(x is not None for x in sinks) else None
         self._tool_cache = ToolCache(metrics=CacheHits(sink))
         self._resources: ResourceManager | None = None
-        self._handlers = Handlers(self)
+        self._handlers = Handlers(self, wire_extensions(extensions))
         self._subscriptions = Subscriptions(self)
         self._results = ResultCache()
         self._tools = Tools(self)
-        self._tasks = Tasks(self)
-        self._session = Session(
+        self._session = session = Session(
             self, factory, reconnect=reconnect, record=sink, on_breaker_change=on_breaker_change,
             on_unavailable=on_unavailable, telemetry=self._telemetry,
         )
+        self._tasks = Tasks(server=self.name, request=self.request, answer=self._handlers.answer,
+                            era=lambda: self.session.era, default_timeout=timeouts.request,
+                            stopping=session.stopping, background=lambda fn: session.worker.submit(fn))
 
     def __setattr__(self, name: str, value: Any) -> None:
         # set once, by __init__ before _session (reading self.__dict__ here slows every read on 3.11)
@@ -428,17 +434,19 @@ class Client:
         task: bool | None = None, validate: bool = True,
     ) -> CallToolResult:
         """Call a tool and return its result (``result.is_error``: the tool itself failed).
+        A task the server makes of the call (tasks extension) is followed to its end.
 
         Args:
-            timeout: seconds (default ``timeouts.request``); on expiry the server is told
-                to cancel and :class:`RequestTimeout` is raised.
+            timeout: seconds (default ``timeouts.request``) for the whole call, a task's
+                polls included; on expiry the server is told to cancel (the request, or
+                the task) and :class:`RequestTimeout` is raised.
             progress: ``progress(progress, total, message)``; each resets the timer, up
                 to ``timeouts.progress_cap``.
             meta: extra ``_meta`` for the request.
             retry_safe: retry even after the request may have reached the server (tools
                 annotated ``readOnlyHint`` or ``idempotentHint`` are anyway).
-            task: True returns a task-capable tool's task handle; None runs task-only
-                tools as tasks transparently.
+            task: True returns a :class:`~mcpsync.ToolTask` (as :meth:`call_tool_task`);
+                None runs 2025-11-25 task-only tools as tasks transparently.
             validate: check ``structured_content`` against the tool's ``outputSchema``
                 (else :class:`OutputSchemaError`).
         """
@@ -452,27 +460,19 @@ class Client:
     def call_tool_task(
         self, name: str, arguments: Mapping[str, Any] | None = None, *, ttl: int | None = None,
         timeout: float | None = None, meta: Mapping[str, Any] | None = None,
-    ) -> Task:
-        """Start a tool call as a task (``io.modelcontextprotocol/tasks``) for :meth:`wait_task`."""
+    ) -> ToolTask:
+        """Call a tool and hand back its :class:`~mcpsync.ToolTask` to poll, cancel or wait
+        on (finished at once when the server answered without a task). 2025-11-25 servers
+        are asked for a task (``ttl`` ms); in the 2026-07-28 era the server decides."""
         return self._tasks.start(name, arguments, ttl=ttl, timeout=timeout, meta=meta)
 
-    def get_task(self, task: Task | str, *, timeout: float | None = None) -> Task:
-        """The task's current status (``tasks/get``)."""
-        return self._tasks.get(task, timeout)
-
-    def cancel_task(self, task: Task | str, *, timeout: float | None = None) -> Task:
-        """Ask the server to cancel the task (``tasks/cancel``)."""
-        return self._tasks.cancel(task, timeout)
+    def task(self, task_id: str, *, tool: str | None = None) -> ToolTask:
+        """A :class:`~mcpsync.ToolTask` for a task id kept from earlier (e.g. before a restart)."""
+        return self._tasks.resume(task_id, tool)
 
     def list_tasks(self, *, timeout: float | None = None) -> list[Task]:
-        """The tasks the server keeps for this client (``tasks/list``, every page)."""
+        """The tasks the server keeps for this client (``tasks/list``: 2025-11-25 servers only)."""
         return self._tasks.list_tasks(timeout)
-
-    def wait_task(self, task: Task | str, *, timeout: float | None = None) -> CallToolResult:
-        """Poll ``tasks/get`` until the task ends or needs input, then fetch ``tasks/result``;
-        on ``timeout`` it is cancelled (:class:`RequestTimeout`). Raises :class:`Cancelled`
-        or :class:`RemoteError` if it was cancelled or failed."""
-        return self._tasks.wait(task, timeout)
 
     # ------------------------------------------------------------------ resources, prompts, completion, skills
 

@@ -72,8 +72,10 @@ def fill_defaults(params: Mapping[str, Any], result: Any) -> Any:
 class Handlers:
     """The client side of server→client requests and notifications, for one Client."""
 
-    def __init__(self, client: Any) -> None:
+    def __init__(self, client: Any, extensions: Mapping[str, Mapping[str, Any]] | None = None) -> None:
         self._client = client
+        #: the ``extensions`` the client declares (identifier → settings), fixed at construction
+        self.extensions: dict[str, dict[str, Any]] = {k: dict(v) for k, v in (extensions or {}).items()}
         self._notification_handlers: dict[str, list[Callable[[Mapping[str, Any] | None], None]]] = {}
 
     def add_notification_handler(self, method: str, handler: Callable[[Mapping[str, Any] | None], None]) -> None:
@@ -101,7 +103,8 @@ class Handlers:
                 log.exception("handler for %s raised", method)
 
     def capabilities(self) -> dict[str, Any]:
-        """Capabilities declared to the server: only those whose handler was given."""
+        """Capabilities declared to the server: only those whose handler was given, and
+        the extensions (SEP-2133) the client was built with."""
         c = self._client
         caps: dict[str, Any] = {}
         if c.sampling_handler is not None:
@@ -110,6 +113,8 @@ class Handlers:
             caps["elicitation"] = {"form": {}, "url": {}}
         if c.roots is not None:
             caps["roots"] = {"listChanged": True}
+        if self.extensions:
+            caps["extensions"] = {k: dict(v) for k, v in self.extensions.items()}
         return caps
 
     def answer(self, method: str, params: Mapping[str, Any]) -> Any:

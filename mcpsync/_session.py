@@ -642,6 +642,8 @@ class Session:
         if rt is None or rt == "complete":
             return result
         if rt != "input_required":
+            if rt == "task" and method == "tools/call" and hasattr(result, "task_id"):
+                return result  # SEP-2663: a task, which the tools layer follows (mcpsync._tasks)
             raise ProtocolError(
                 f"{c.name} answered {method} with resultType {rt!r}, which this client cannot handle", code=-32600
             )

@@ -13,7 +13,8 @@ Usage: skills_server.py [--tamper digest|size|frontmatter|supporting] [--page-si
   supporting   references/FORMS.md's body
 --page-size splits ``skills/list`` into pages of N skills (``nextCursor``).
 
-The request ``test/reads`` answers ``{"reads": [uri, ...]}``: every ``resources/read`` so far.
+The request ``test/reads`` answers ``{"reads": [uri, ...]}``: every ``resources/read`` so far;
+``test/handshake`` answers ``{"params": ...}``: the params of the last initialize or server/discover.
 """
 
 from __future__ import annotations
@@ -97,6 +98,7 @@ def main() -> None:
               ["skill://release-notes/SKILL.md"]),
     ]
     reads: list[str] = []
+    handshake: dict = {}
     caps = {"resources": {}, "extensions": {EXT: {}}}
 
     def write(obj: dict) -> None:
@@ -118,6 +120,8 @@ def main() -> None:
             continue
         params = msg.get("params") or {}
         modern = "io.modelcontextprotocol/protocolVersion" in (params.get("_meta") or {})
+        if method in ("server/discover", "initialize"):
+            handshake["params"] = params
         if method == "server/discover":
             result(rid, {"supportedVersions": [MODERN], "capabilities": caps, "ttlMs": 0, "cacheScope": "public",
                          "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "skills", "version": "1"}}}, True)
@@ -143,6 +147,8 @@ def main() -> None:
             result(rid, {"contents": [item]}, modern)
         elif method == "test/reads":
             result(rid, {"reads": reads}, modern)
+        elif method == "test/handshake":
+            result(rid, dict(handshake), modern)
         else:
             write({"jsonrpc": "2.0", "id": rid, "error": {"code": -32601, "message": "Method not found"}})
 
