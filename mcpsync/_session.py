@@ -639,11 +639,9 @@ class Session:
             return raw
         result = decode_result(method, raw)
         rt = result.get("resultType") if type(result) is dict else getattr(result, "result_type", None)
-        if rt is None or rt == "complete":
-            return result
+        if rt is None or rt == "complete" or (rt == "task" and method == "tools/call"):
+            return result  # (a task, SEP-2663: the tools layer follows it, mcpsync._tasks)
         if rt != "input_required":
-            if rt == "task" and method == "tools/call" and hasattr(result, "task_id"):
-                return result  # SEP-2663: a task, which the tools layer follows (mcpsync._tasks)
             raise ProtocolError(
                 f"{c.name} answered {method} with resultType {rt!r}, which this client cannot handle", code=-32600
             )
