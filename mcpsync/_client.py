@@ -149,7 +149,7 @@ class Client:
         sink = fan_out(*sinks) if any(x is not None for x in sinks) else None
         self._tool_cache = ToolCache(metrics=CacheHits(sink))
         self._resources: ResourceManager | None = None
-        self._handlers = Handlers(self, wire_extensions(extensions))
+        self._handlers = Handlers(self, wire_extensions(extensions), self._telemetry)
         self._subscriptions = Subscriptions(self)
         self._results = ResultCache()
         self._tools = Tools(self)
