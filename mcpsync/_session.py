@@ -122,6 +122,7 @@ class Session:
             maintenance_interval=min(timeouts.keepalive, timeouts.idle) / 4,
         )
         self.borrow_wait = limits.borrow_timeout  # None: each call waits up to its own timeout
+        self.judges = client.retry.retry_result is not None  # the fast path asks the policy of each result
         #: a routed client's :class:`~mcpsync._routing.Router` and per-endpoint breakers
         self.router: Any = None
         self.endpoint_breakers: dict[str, CircuitBreaker] | None = None
@@ -504,6 +505,8 @@ class Session:
             return self._guarded(method, params, t, progress, safe_to_retry, tool, retry, start, exc)
         if entry is not None:
             pool.give_back_idle(entry)
+        if (retry is not None or self.judges) and (transient := guard.judge(result, retry)) is not None:
+            return self._guarded(method, params, t, progress, safe_to_retry, tool, retry, start, transient)
         guard.succeeded(tool, start)
         return result
 
