@@ -16,7 +16,8 @@ transparently), polls ``tasks/get`` and fetches the result with ``tasks/result``
 requests made meanwhile reach the handlers as server→client requests.
 
 One public API over both: ``Client.call_tool`` follows a task transparently within its
-timeout (on expiry, or any other way out, the task is cancelled in the background), and
+timeout (on expiry, or any other way out, the task is cancelled: within the call's time,
+keeping a share of it for ``tasks/cancel``; after an interrupt, in the background), and
 ``call_tool(..., task=True)`` gives a :class:`ToolTask` handle to poll, cancel or wait on
 (with a status callback). ``Client.task(task_id)`` makes a handle for a task id kept from
 an earlier run.
@@ -59,6 +60,9 @@ DEFAULT_POLL = 1.0
 MIN_POLL = 0.01
 #: Seconds a ``tasks/cancel`` sent in the background may take.
 CANCEL_TIMEOUT = 5.0
+#: A wait that cancels on timeout keeps this share of its time (at most ``CANCEL_RESERVE`` s)
+#: to send ``tasks/cancel`` before it returns: the call's timeout bounds the cancel too.
+CANCEL_SHARE, CANCEL_RESERVE = 0.2, 1.0
 
 
 class ToolTask:
@@ -225,9 +229,19 @@ class Tasks:
         Any way out before the task ended (timeout, a failed input request, an interrupt)
         cancels it in the background."""
         handle = answer if isinstance(answer, ToolTask) else self.handle_for(answer, tool)
+        end = time.monotonic() + (self._default if timeout is None else timeout)
         try:
             return self.wait(handle, timeout, None, True)
-        except BaseException:
+        except Exception:
+            if not handle.done and not handle._cancel_sent and handle.task_id is not None:
+                try:  # (what is left of the call's time, at most CANCEL_RESERVE)
+                    self.cancel(handle, max(min(end - time.monotonic(), CANCEL_RESERVE), 0.05))
+                except MCPError as exc:
+                    log.info("%s: tasks/cancel of %s failed: %s; trying again", self.server, handle.task_id, exc)
+                    handle._cancel_sent = False
+                    self.cancel_later(handle)
+            raise
+        except BaseException:  # an interrupt: the cancel goes off this thread
             if not handle.done:
                 self.cancel_later(handle)
             raise
@@ -298,28 +312,30 @@ class Tasks:
         if handle._result is not None:
             return handle._result
         limit = self._default if timeout is None else timeout
-        deadline = time.monotonic() + limit
+        end = time.monotonic() + limit
+        cancel = end if cancel_on_timeout else None  # when the wait gives up: tasks/cancel, by ``end``
+        deadline = end - (min(CANCEL_SHARE * limit, CANCEL_RESERVE) if cancel_on_timeout else 0.0)
         task = handle.task
         assert task is not None
         if task.created_at is None and task.status == "working" and task.poll_after is None:
-            task = self._poll(handle, deadline, limit, cancel_on_timeout)  # a resumed id: its state first
+            task = self._poll(handle, deadline, limit, cancel)  # a resumed id: its state first
         shown: tuple[str, str | None] | None = None
         while True:
             if on_status is not None and (task.status, task.status_message) != shown:
                 shown = (task.status, task.status_message)
                 on_status(task)
             if task.done or (not handle.modern and task.status == "input_required"):
-                return self._outcome(handle, task, deadline, limit, cancel_on_timeout)
+                return self._outcome(handle, task, deadline, limit, cancel)
             if handle.modern and task.status == "input_required":
-                self._answer_inputs(handle, task, self._left(handle, deadline, limit, cancel_on_timeout))
-            left = self._left(handle, deadline, limit, cancel_on_timeout)
+                self._answer_inputs(handle, task, self._left(handle, deadline, limit, cancel))
+            left = self._left(handle, deadline, limit, cancel)
             pause = task.poll_after
             pause = min(max(DEFAULT_POLL if pause is None else pause, MIN_POLL), left)
             if self._stopping.wait(pause):
                 raise ConnectionClosed(f"client for {self.server} closed while task {task.task_id} ran")
-            task = self._poll(handle, deadline, limit, cancel_on_timeout)
+            task = self._poll(handle, deadline, limit, cancel)
 
-    def _poll(self, handle: ToolTask, deadline: float, limit: float, cancel: bool) -> Task:
+    def _poll(self, handle: ToolTask, deadline: float, limit: float, cancel: float | None) -> Task:
         """One ``tasks/get`` in what is left of the wait; one that the wait's end cut short
         is the task's timeout (:meth:`_left`), not the poll's."""
         try:
@@ -333,21 +349,27 @@ class Tasks:
                 raise timeout from exc
             raise
 
-    def _left(self, handle: ToolTask, deadline: float, limit: float, cancel: bool) -> float:
-        """Seconds left of the wait; past it, :class:`RequestTimeout` (and the task is
-        cancelled in the background when ``cancel``)."""
+    def _left(self, handle: ToolTask, deadline: float, limit: float, cancel: float | None) -> float:
+        """Seconds left of the wait; past it, :class:`RequestTimeout`, the task cancelled
+        first when ``cancel`` (the instant that cancel must be sent by)."""
         left = deadline - time.monotonic()
         if left > 0:
             return left
-        if cancel:
-            self.cancel_later(handle)
+        if cancel is not None and not handle._cancel_sent and handle.task_id is not None:
+            try:
+                self.cancel(handle, max(cancel - time.monotonic(), 0.05))
+            except MCPError as exc:  # tried again off the caller's thread
+                log.info("%s: tasks/cancel of %s failed: %s; trying again", self.server, handle.task_id, exc)
+                handle._cancel_sent = False
+                self.cancel_later(handle)
         raise RequestTimeout(
             f"task {handle.task_id} ({handle.tool or 'tools/call'}) on {self.server} did not finish within {limit:.3g} s"
             + ("; the server was asked to cancel it" if cancel else ""),
             method="tools/call", timeout=limit, task_id=handle.task_id,
         )
 
-    def _outcome(self, handle: ToolTask, task: Task, deadline: float, limit: float, cancel: bool) -> CallToolResult:
+    def _outcome(self, handle: ToolTask, task: Task, deadline: float, limit: float,
+                 cancel: float | None) -> CallToolResult:
         """The result of a task that ended (or, 2025-11-25, of one that needs input)."""
         if task.status == "cancelled":
             raise Cancelled(f"task {task.task_id} ({handle.tool or 'tools/call'}) on {self.server} was cancelled",
