@@ -185,6 +185,8 @@ class _TaskScenario(Scenario):
     def __init__(self, version: str = MODERN) -> None:
         super().__init__(version)
         self.tasks: dict[str, _Task] = {}
+        self.answered: dict[str, float] = {}  # input request key -> when its answer came
+        self.answers: dict[str, Any] = {}
 
     def capabilities(self) -> dict[str, Any]:
         return {"tools": {}, "extensions": {TASKS: {}}}
@@ -315,11 +317,6 @@ class TaskInputRequests(_TaskScenario):
     context = {"toolCalls": [{"name": "greet", "arguments": {}}], "elicitation": {"name": "Luca"}}
     poll_ms = 50
     LAG = 0.3  # an answer takes effect this long after tasks/update: polls meanwhile show it again
-
-    def created(self, task: _Task, params: dict[str, Any]) -> None:
-        task.extra = {}
-        self.answered: dict[str, float] = {}
-        self.answers: dict[str, Any] = {}
 
     def _outstanding(self) -> dict[str, Any]:
         for key in ("name", "city"):
@@ -588,8 +585,8 @@ class SkillsInvalidEntries(_SkillsScenario):
                                         "size": len(self.files["skill://good/SKILL.md"])})
         no_resources = {"uri": "skill://no-resources/SKILL.md", "frontmatter": {"name": "no-resources", "description": "d"}}
         mismatch = self.entry("skill://mismatch/SKILL.md", "other", "d", ["skill://mismatch/SKILL.md"])
-        self.listed = [self.entry("skill://good/SKILL.md", "good", "d", ["skill://good/SKILL.md"]),
-                       no_resources, mismatch, bad_escape]
+        self.listed = [no_resources, mismatch, bad_escape,  # the valid one last: a client that stops early fails
+                       self.entry("skill://good/SKILL.md", "good", "d", ["skill://good/SKILL.md"])]
         self.served = {e["uri"]: e for e in self.listed}
 
     def checks(self) -> list[dict[str, Any]]:
