@@ -51,7 +51,7 @@ class Extension:
     """
 
     id: str
-    settings: Mapping[str, Any] = field(default_factory=dict)
+    settings: Mapping[str, Any] = field(default_factory=dict, hash=False)
     #: the tasks extension (SEP-2663), which mcpsync implements
     TASKS: ClassVar["Extension"]
     #: the skills extension (SEP-2640), which mcpsync implements
@@ -72,6 +72,9 @@ class Extension:
 
     def __repr__(self) -> str:
         return f"Extension(id={self.id!r}, settings={dict(self.settings)!r})"
+
+    def __reduce__(self) -> Any:  # (a read-only mapping does not pickle: its dict does; a ClientSpec sends it)
+        return (Extension, (self.id, dict(self.settings)))
 
 
 Extension.TASKS = Extension(TASKS_EXTENSION)

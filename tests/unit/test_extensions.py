@@ -45,3 +45,12 @@ def test_one_extension_declared_twice_is_refused() -> None:
         wire_extensions([Extension.TASKS, "io.modelcontextprotocol/tasks"])
     with pytest.raises(ValueError, match="neither"):
         wire_extensions([3])  # type: ignore[list-item]
+
+
+def test_an_extension_hashes_by_id_and_pickles() -> None:
+    import pickle
+
+    ext = Extension("com.example/audit", {"level": "full"})
+    assert {ext, Extension("com.example/audit", {"level": "full"})} == {ext}
+    back = pickle.loads(pickle.dumps(ext))
+    assert back == ext and dict(back.settings) == {"level": "full"}
