@@ -226,20 +226,15 @@ class Tasks:
     def follow(self, answer: Any, tool: str, timeout: float | None) -> CallToolResult:
         """``call_tool``'s transparent path: wait for the task the server made of the call
         (``answer``: its ``tools/call`` answer, or a :class:`ToolTask`) within ``timeout``.
-        Any way out before the task ended (timeout, a failed input request, an interrupt)
-        cancels it in the background."""
+        Any way out before the task ended cancels it: a timeout or a failed input request
+        within the call's time, an interrupt in the background."""
         handle = answer if isinstance(answer, ToolTask) else self.handle_for(answer, tool)
         end = time.monotonic() + (self._default if timeout is None else timeout)
         try:
             return self.wait(handle, timeout, None, True)
         except Exception:
-            if not handle.done and not handle._cancel_sent and handle.task_id is not None:
-                try:  # (what is left of the call's time, at most CANCEL_RESERVE)
-                    self.cancel(handle, max(min(end - time.monotonic(), CANCEL_RESERVE), 0.05))
-                except MCPError as exc:
-                    log.info("%s: tasks/cancel of %s failed: %s; trying again", self.server, handle.task_id, exc)
-                    handle._cancel_sent = False
-                    self.cancel_later(handle)
+            if not handle.done:
+                self._cancel_by(handle, min(end, time.monotonic() + CANCEL_RESERVE))
             raise
         except BaseException:  # an interrupt: the cancel goes off this thread
             if not handle.done:
@@ -280,6 +275,18 @@ class Tasks:
             log.info("%s: the client is closing: task %s is not cancelled", self.server, handle.task_id)
             return
         self._background(cancel)
+
+    def _cancel_by(self, handle: ToolTask, end: float) -> None:
+        """``tasks/cancel`` on the caller's thread, by ``end`` (at least a moment); one that
+        fails is tried again in the background. Once per handle."""
+        if handle._cancel_sent or handle.task_id is None:
+            return
+        try:
+            self.cancel(handle, max(end - time.monotonic(), 0.05))
+        except MCPError as exc:
+            log.info("%s: tasks/cancel of %s failed: %s; trying again", self.server, handle.task_id, exc)
+            handle._cancel_sent = False
+            self.cancel_later(handle)
 
     def _answer_inputs(self, handle: ToolTask, task: Task, timeout: float | None) -> None:
         """Answer the task's input requests not answered before, then ``tasks/update``.
@@ -355,13 +362,8 @@ class Tasks:
         left = deadline - time.monotonic()
         if left > 0:
             return left
-        if cancel is not None and not handle._cancel_sent and handle.task_id is not None:
-            try:
-                self.cancel(handle, max(cancel - time.monotonic(), 0.05))
-            except MCPError as exc:  # tried again off the caller's thread
-                log.info("%s: tasks/cancel of %s failed: %s; trying again", self.server, handle.task_id, exc)
-                handle._cancel_sent = False
-                self.cancel_later(handle)
+        if cancel is not None:
+            self._cancel_by(handle, cancel)
         raise RequestTimeout(
             f"task {handle.task_id} ({handle.tool or 'tools/call'}) on {self.server} did not finish within {limit:.3g} s"
             + ("; the server was asked to cancel it" if cancel else ""),
