@@ -248,7 +248,7 @@ def _scalar_value(text: str, lines: _Lines, indent: int, number: int, depth: int
     if text[:1] in ('"', "'"):
         return _quoted(text, lines, indent, number)
     if text[:1] in ("[", "{"):
-        whole = _gather(text, lines, indent, number, _flow_closed, "an unclosed flow collection")
+        whole = _gather(text, lines, indent, number, _flow_end, "an unclosed flow collection")
         value, end = _flow(whole, 0, number, depth)
         tail = whole[end:].strip()
         if tail and not tail.startswith("#"):
@@ -273,21 +273,24 @@ def _scalar_value(text: str, lines: _Lines, indent: int, number: int, depth: int
 
 
 def _quoted_end(text: str, start: int) -> int:
-    """Index of the quote closing the scalar opened at ``start`` (-1: not on this text)."""
+    """Index of the quote closing the scalar opened at ``start`` (-1: not in ``text``)."""
     quote = text[start]
     i = start + 1
-    while i < len(text):
-        ch = text[i]
-        if quote == '"' and ch == "\\":
-            i += 2
-            continue
-        if ch == quote:
-            if quote == "'" and i + 1 < len(text) and text[i + 1] == "'":
-                i += 2
+    while True:
+        i = text.find(quote, i)
+        if i < 0:
+            return -1
+        if quote == "'":
+            if text.startswith("''", i):
+                i += 2  # an escaped quote
                 continue
             return i
+        j = i - 1
+        while j > start and text[j] == "\\":
+            j -= 1
+        if (i - 1 - j) % 2 == 0:  # an even run of backslashes: the quote is not escaped
+            return i
         i += 1
-    return -1
 
 
 def _unquote(token: str, number: int) -> str:
@@ -319,23 +322,26 @@ def _unquote(token: str, number: int) -> str:
     return "".join(out)
 
 
-def _gather(text: str, lines: _Lines, indent: int, number: int, done: Any, what: str) -> str:
-    """``text`` and the raw lines after it (blank ones included) until ``done(whole)``."""
-    whole = text
-    while not done(whole):
-        if lines.pos >= len(lines.items):
-            raise _malformed(f"line {number}: {what}")
-        at, more, _n = lines.items[lines.pos]
-        if more and at <= indent:
-            raise _malformed(f"line {number}: {what}")
-        lines.pos += 1
-        whole += "\n" + " " * at + more
-    return whole
+def _gather(text: str, lines: _Lines, indent: int, number: int, find_end: Any, what: str) -> str:
+    """``text`` and the raw lines after it (blank ones included) up to the line where
+    ``find_end(whole)`` finds the construct's end: the lines it may span (those indented
+    more than ``indent``) are joined once and searched once, so a long one costs linear time."""
+    stop = lines.pos
+    while stop < len(lines.items) and (not lines.items[stop][1] or lines.items[stop][0] > indent):
+        stop += 1
+    rows = [text] + [" " * at + more for at, more, _n in lines.items[lines.pos:stop]]
+    candidate = "\n".join(rows)
+    end = find_end(candidate)
+    if end < 0:
+        raise _malformed(f"line {number}: {what}")
+    used = candidate.count("\n", 0, end)  # the lines after the first that the construct spans
+    lines.pos += used
+    return "\n".join(rows[: used + 1])
 
 
 def _quoted(text: str, lines: _Lines, indent: int, number: int) -> str:
     """A quoted scalar, folded over lines until its closing quote."""
-    whole = _gather(text, lines, indent, number, lambda w: _quoted_end(w, 0) >= 0, "an unclosed quoted scalar")
+    whole = _gather(text, lines, indent, number, lambda w: _quoted_end(w, 0), "an unclosed quoted scalar")
     end = _quoted_end(whole, 0)
     tail = whole[end + 1:].strip()
     if tail and not tail.startswith("#"):
@@ -419,32 +425,32 @@ def _block_scalar(text: str, lines: _Lines, indent: int, number: int) -> str:
     return value + "\n" + ("\n" * trailing if chomp == "+" else "")
 
 
-def _flow_closed(text: str) -> bool:
-    """Whether the brackets of a flow collection starting ``text`` are balanced (a quote
-    opens a quoted scalar only where a node starts: inside a plain scalar it is text)."""
+def _flow_end(text: str) -> int:
+    """The index of the bracket that closes the flow collection starting ``text`` (-1: not
+    closed). A quote opens a quoted scalar only where a node starts: in a plain scalar it is text."""
     level, i, prev = 0, 0, ""
     while i < len(text):
         ch = text[i]
         if ch in "\"'" and prev in ("", "[", "{", ",", ":"):
             end = _quoted_end(text, i)
             if end < 0:
-                return False
+                return -1
             i, prev = end + 1, ch
             continue
         if ch == "#" and (i == 0 or text[i - 1] in " \t\n"):
-            while i < len(text) and text[i] != "\n":
-                i += 1
+            nl = text.find("\n", i)
+            i = len(text) if nl < 0 else nl
             continue
         if ch in "[{":
             level += 1
         elif ch in "]}":
             level -= 1
             if level == 0:
-                return True
+                return i
         if ch not in " \t\n":
             prev = ch
         i += 1
-    return False
+    return -1
 
 
 def _space(text: str, i: int) -> int:

@@ -79,6 +79,8 @@ MAX_SKILL_FILES = 512
 #: Bytes per skill every host accepts (the sum of the manifest's sizes; for a dynamic skill,
 #: of what is read).
 MAX_SKILL_BYTES = 16 * 1024 * 1024
+#: Characters of frontmatter read at most (a hostile server's SKILL.md is bounded before parsing).
+MAX_FRONTMATTER = 256 * 1024
 _DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
 _FRONTMATTER = re.compile(r"\A(?:\ufeff)?---[ \t]*\r?\n(.*?)^---[ \t]*(?:\r?\n|\Z)", re.DOTALL | re.MULTILINE)
 
@@ -410,6 +412,9 @@ def parse_frontmatter(text: str) -> tuple[dict[str, Any], str]:
     if m is None:
         raise _refuse("frontmatter", "SKILL.md has no YAML frontmatter")
     block, body = m.group(1), text[m.end():]
+    if len(block) > MAX_FRONTMATTER:
+        raise _refuse("frontmatter", f"SKILL.md frontmatter is {len(block):,} characters, more than the "
+                      f"{MAX_FRONTMATTER:,} read (a name, a description and some metadata take far less)")
     try:
         parsed: Any = parse_yaml(block)
     except SkillIntegrityError as exc:

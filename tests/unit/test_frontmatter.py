@@ -112,3 +112,19 @@ def test_reads_what_pyyaml_writes_as_pyyaml_reads_it(seed: int) -> None:
         assert mine == yaml.safe_load(text), text
         checked += 1
     assert checked > 380
+
+
+def test_long_constructs_cost_linear_time_and_the_frontmatter_is_bounded() -> None:
+    """A hostile SKILL.md: multi-line scalars are joined and searched once (not once per
+    line), and a frontmatter over 256 KiB is refused before it is parsed."""
+    import time
+
+    from mcpsync._skills import parse_frontmatter
+
+    began = time.process_time()
+    text = "a: 'x\n" + "  ''y'' z\n" * 5000 + "  end'\nb: [\n" + "  'q', w,\n" * 5000 + "  e]\n"
+    value = parse_yaml(text)
+    assert value["a"].startswith("x 'y' z") and value["b"][-1] == "e" and len(value["b"]) == 10001
+    assert time.process_time() - began < 10  # (seconds of CPU; quadratic scanning took minutes)
+    with pytest.raises(SkillIntegrityError, match="more than the 262,144"):
+        parse_frontmatter("---\n" + "a: b\n" * 60000 + "---\n")
