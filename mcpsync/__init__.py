@@ -52,6 +52,8 @@ from ._messages import (
     UnknownContent,
 )
 from ._skills import Skill, SkillFile, SkillInfo
+from ._extensions import Extension
+from ._tasks import ToolTask
 from ._cache import ToolCache
 from ._breaker import BreakerState
 from ._metrics import MetricsRecorder, MetricsSnapshot
@@ -160,6 +162,8 @@ __all__ = [
     "GetPromptResult",
     "Completion",
     "Task",
+    "ToolTask",
+    "Extension",
     "Subscription",
     "InputRequestError",
     "OutputSchemaError",

@@ -23,8 +23,13 @@ __all__ = [
     "message_facts",
 ]
 
-#: the params member whose value a modern-era request repeats in ``Mcp-Name``
-NAME_KEYS = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
+#: the params member whose value a modern-era request repeats in ``Mcp-Name`` (the tasks
+#: extension, SEP-2663: a ``tasks/*`` request names its task, so that a balancer can route
+#: it to the instance that holds the task)
+NAME_KEYS = {
+    "tools/call": "name", "prompts/get": "name", "resources/read": "uri",
+    "tasks/get": "taskId", "tasks/update": "taskId", "tasks/cancel": "taskId",
+}
 
 #: Requests that are safe to send again: they read, or set a state to the same value, so
 #: a repeat duplicates no side effect. The Client retries them after any transient

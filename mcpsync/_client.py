@@ -17,6 +17,7 @@ from ._breaker import BreakerState, CircuitBreaker
 from ._cache import CacheHits, ResultCache, ToolCache
 from ._channel import ProgressCallback
 from ._diagnostics import Diagnostics, snapshot as _diagnostics_snapshot
+from ._extensions import SKILLS_EXTENSION, Extension, wire_extensions
 from ._errors import METHOD_NOT_FOUND, InvalidParams, RemoteError, ResourceNotFound, ServerUnavailable
 from ._guard import Recorder
 from ._handlers import LEVELS, Handlers
@@ -30,9 +31,9 @@ from ._protocol_types import CompleteResult, Completion, GetPromptResult, Prompt
 from ._protocol_types import ResourceTemplate, Task, completion_params
 from ._routing import Endpoint, Router
 from ._session import Session
-from ._skills import Skill, SkillInfo, list_skills, read_skill
+from ._skills import Skill, SkillInfo, Skills
 from ._subscriptions import Subscription, Subscriptions
-from ._tasks import Tasks
+from ._tasks import Tasks, ToolTask
 from ._tools import Tools
 from .transports._base import Transport
 from .transports._factory import TRANSPORT_OPTIONS, TransportFactory, Verify, build as build_transport, single_use
@@ -82,6 +83,8 @@ class Client:
         credential: the authorization context ``private`` cache entries are keyed by.
         metrics: record per-call metrics for :meth:`metrics`.
         push_updates: False refuses ``subscribe`` (resources then live by TTL alone).
+        extensions: the :class:`~mcpsync.Extension` values (or identifiers) declared in the
+            client capabilities; default :attr:`Extension.DEFAULTS` (tasks and skills).
 
     Example:
         >>> with Client.stdio("python", ["-m", "mcpsync.server.demo"]) as client:   # doctest: +SKIP
@@ -110,6 +113,7 @@ class Client:
         on_breaker_change: Callable[[BreakerState, BreakerState], None] | None = None,
         on_unavailable: Callable[[ServerUnavailable], None] | None = None, telemetry: Any = None,
         credential: Any = None, metrics: bool = True, push_updates: bool = True,
+        extensions: Sequence[Extension | str] | None = None,
     ) -> None:
         if mode not in ("auto", "modern", "legacy"):
             raise ValueError(f"mode must be 'auto', 'modern' or 'legacy', not {mode!r}")
@@ -145,15 +149,19 @@ class Client:
         sink = fan_out(*sinks) if any(x is not None for x in sinks) else None
         self._tool_cache = ToolCache(metrics=CacheHits(sink))
         self._resources: ResourceManager | None = None
-        self._handlers = Handlers(self)
+        self._handlers = Handlers(self, wire_extensions(extensions), self._telemetry)
         self._subscriptions = Subscriptions(self)
         self._results = ResultCache()
         self._tools = Tools(self)
-        self._tasks = Tasks(self)
-        self._session = Session(
+        self._session = session = Session(
             self, factory, reconnect=reconnect, record=sink, on_breaker_change=on_breaker_change,
             on_unavailable=on_unavailable, telemetry=self._telemetry,
         )
+        self._tasks = Tasks(server=self.name, request=self.request, answer=self._handlers.answer, era=lambda: self.era,
+                            default_timeout=timeouts.request, stopping=session.stopping,
+                            background=lambda fn: session.worker.submit(fn))
+        self._skills = Skills(server=self.name, request=self.request, read_resource=self.read_resource,
+                              declaration=lambda: (self.capabilities.extensions or {}).get(SKILLS_EXTENSION))
 
     def __setattr__(self, name: str, value: Any) -> None:
         # set once, by __init__ before _session (reading self.__dict__ here slows every read on 3.11)
@@ -268,17 +276,13 @@ class Client:
         cls, endpoints: Sequence[Endpoint | str], make: Callable[[Endpoint], Transport], *, region: str | None = None,
         probe: bool = True, router_options: Mapping[str, Any] | None = None, **options: Any,
     ) -> "Client":
-        """A client for a server with several ``endpoints`` (:class:`mcpsync.Endpoint`
-        values or names), ``make(endpoint)`` building a fresh transport for one.
-
-        Each new connection goes to the nearest available endpoint (the client's
-        ``region`` first, else by measured round-trip; ``probe`` measures each with a
-        real MCP round-trip first). Each endpoint has its own breaker (the ``breaker``
-        policy; :attr:`endpoint_breakers`): calls fail over when one opens, and move back
-        when a recovered or nearer endpoint becomes the best. ``router_options`` go to
-        the :class:`~mcpsync._routing.Router`. Calls raise :class:`NoEndpointAvailable`
-        when every endpoint is unreachable or behind an open breaker.
-        """
+        """A client for a server with several ``endpoints`` (:class:`mcpsync.Endpoint` values
+        or names), ``make(endpoint)`` building a fresh transport for one. New connections go
+        to the nearest available endpoint (``region`` first, else by round-trip, measured
+        first if ``probe``); each endpoint has its own breaker (:attr:`endpoint_breakers`):
+        calls fail over when one opens and move back when a better one recovers.
+        ``router_options`` go to the :class:`~mcpsync._routing.Router`; calls raise
+        :class:`NoEndpointAvailable` when no endpoint is usable."""
         from ._routing import routed_client
 
         client: Client = routed_client(cls, endpoints, make, region=region, probe=probe, router_options=router_options, **options)
@@ -286,9 +290,8 @@ class Client:
 
     @classmethod
     def _build(cls, kind: str, target: Any, profile: str | None, options: dict[str, Any]) -> "Client":
-        """Every constructor's body: the profile's options under the caller's, the
-        transport's options to :func:`~mcpsync.transports._factory.build`, the rest to
-        the Client."""
+        """Every constructor's body: the profile's options under the caller's, the transport's
+        options to :func:`~mcpsync.transports._factory.build`, the rest to the Client."""
         if profile is not None:
             from ._profiles import resolve
 
@@ -395,11 +398,8 @@ class Client:
         progress: ProgressCallback | None = None, safe_to_retry: bool | None = None, tool: str | None = None,
         retry: RetryPolicy | None = None,
     ) -> Any:
-        """Send any request and return its decoded result (typed where mcpsync has a type).
-
-        Under the circuit breaker, retried per the retry policy (requests without side
-        effects always, others if ``safe_to_retry`` or never sent) within ``timeout``.
-        """
+        """Send any request and return its decoded result (typed where mcpsync has a type), under
+        the breaker, retried per the retry policy (safe requests, or never sent) within ``timeout``."""
         return self._session.request(method, params, timeout, progress, safe_to_retry, tool, retry)
 
     def notify(self, method: str, params: Mapping[str, Any] | None = None) -> None:
@@ -427,18 +427,19 @@ class Client:
         progress: ProgressCallback | None = None, meta: Mapping[str, Any] | None = None, retry_safe: bool = False,
         task: bool | None = None, validate: bool = True,
     ) -> CallToolResult:
-        """Call a tool and return its result (``result.is_error``: the tool itself failed).
+        """Call a tool and return its result (``result.is_error``: the tool itself failed); a
+        task the server makes of the call (tasks extension) is followed to its end.
 
         Args:
-            timeout: seconds (default ``timeouts.request``); on expiry the server is told
-                to cancel and :class:`RequestTimeout` is raised.
+            timeout: seconds (default ``timeouts.request``) for all of it, a task's polls
+                included; on expiry the request or task is cancelled (:class:`RequestTimeout`).
             progress: ``progress(progress, total, message)``; each resets the timer, up
                 to ``timeouts.progress_cap``.
             meta: extra ``_meta`` for the request.
             retry_safe: retry even after the request may have reached the server (tools
                 annotated ``readOnlyHint`` or ``idempotentHint`` are anyway).
-            task: True returns a task-capable tool's task handle; None runs task-only
-                tools as tasks transparently.
+            task: True returns a :class:`~mcpsync.ToolTask` (as :meth:`call_tool_task`);
+                None runs 2025-11-25 task-only tools as tasks transparently.
             validate: check ``structured_content`` against the tool's ``outputSchema``
                 (else :class:`OutputSchemaError`).
         """
@@ -452,27 +453,19 @@ class Client:
     def call_tool_task(
         self, name: str, arguments: Mapping[str, Any] | None = None, *, ttl: int | None = None,
         timeout: float | None = None, meta: Mapping[str, Any] | None = None,
-    ) -> Task:
-        """Start a tool call as a task (``io.modelcontextprotocol/tasks``) for :meth:`wait_task`."""
+    ) -> ToolTask:
+        """Call a tool and hand back its :class:`~mcpsync.ToolTask` to poll, cancel or wait
+        on (finished at once when the server answered without a task). 2025-11-25 servers
+        are asked for a task (``ttl`` ms); in the 2026-07-28 era the server decides."""
         return self._tasks.start(name, arguments, ttl=ttl, timeout=timeout, meta=meta)
 
-    def get_task(self, task: Task | str, *, timeout: float | None = None) -> Task:
-        """The task's current status (``tasks/get``)."""
-        return self._tasks.get(task, timeout)
-
-    def cancel_task(self, task: Task | str, *, timeout: float | None = None) -> Task:
-        """Ask the server to cancel the task (``tasks/cancel``)."""
-        return self._tasks.cancel(task, timeout)
+    def task(self, task_id: str, *, tool: str | None = None) -> ToolTask:
+        """A :class:`~mcpsync.ToolTask` for a task id kept from earlier (e.g. before a restart)."""
+        return self._tasks.resume(task_id, tool)
 
     def list_tasks(self, *, timeout: float | None = None) -> list[Task]:
-        """The tasks the server keeps for this client (``tasks/list``, every page)."""
+        """The tasks the server keeps for this client (``tasks/list``: 2025-11-25 servers only)."""
         return self._tasks.list_tasks(timeout)
-
-    def wait_task(self, task: Task | str, *, timeout: float | None = None) -> CallToolResult:
-        """Poll ``tasks/get`` until the task ends or needs input, then fetch ``tasks/result``;
-        on ``timeout`` it is cancelled (:class:`RequestTimeout`). Raises :class:`Cancelled`
-        or :class:`RemoteError` if it was cancelled or failed."""
-        return self._tasks.wait(task, timeout)
 
     # ------------------------------------------------------------------ resources, prompts, completion, skills
 
@@ -518,13 +511,21 @@ class Client:
         return res.completion
 
     def list_skills(self, *, timeout: float | None = None) -> list[SkillInfo]:
-        """Every skill the server lists (``skills/list``, every page; reads no file)."""
-        return list_skills(self, timeout)
+        """Every valid skill the server lists (``skills/list``, every page); reads no file."""
+        return self._skills.list_skills(timeout)
+
+    def get_skill(self, uri: str, *, timeout: float | None = None) -> SkillInfo:
+        """The entry of the skill whose ``SKILL.md`` is at ``uri`` (``skills/get``), listed or not."""
+        return self._skills.get_skill(uri, timeout)
 
     def read_skill(self, skill: str | SkillInfo, *, timeout: float | None = None) -> Skill:
-        """Load one skill's ``SKILL.md``, checked against the listing (else
-        :class:`SkillIntegrityError`); :class:`ResourceNotFound` if none is listed."""
-        return read_skill(self, skill, timeout)
+        """Load one skill (a :class:`SkillInfo`, its ``SKILL.md`` URI, or a listed name): its
+        ``SKILL.md`` read and checked against the entry (else :class:`SkillIntegrityError`)."""
+        return self._skills.load(skill, timeout)
+
+    def read_directory(self, uri: str, *, timeout: float | None = None) -> list[Resource]:
+        """A directory's children (``resources/directory/read``; the skills ``directoryRead``)."""
+        return self._skills.read_directory(uri, timeout)
 
     def _cached(self, method: str, params: Mapping[str, Any] | None, timeout: float | None, refresh: bool) -> Any:
         """A request whose result may be kept for its ``ttlMs`` (``cache_results``)."""
@@ -565,9 +566,8 @@ class Client:
         self._subscriptions.unsubscribe(uri, callback, timeout)
 
     def on_list_changed(self, kind: str, callback: Callable[[str], None], *, timeout: float | None = None) -> None:
-        """Call ``callback(kind)`` (on the worker, after cached lists are dropped) whenever the
-        server's ``"tools"``, ``"prompts"`` or ``"resources"`` list changes. Registered before
-        the first connect, it does not connect (``timeout``: the modern listen's ack)."""
+        """Call ``callback(kind)`` (on the worker, after cached lists are dropped) whenever the server's
+        ``"tools"``, ``"prompts"`` or ``"resources"`` list changes (``timeout``: a modern listen's ack)."""
         self._subscriptions.on_list_changed(kind, callback, timeout)
 
     def remove_list_changed(self, kind: str, callback: Callable[[str], None]) -> None:
@@ -575,7 +575,7 @@ class Client:
         self._subscriptions.remove_list_changed(kind, callback)
 
     def client_capabilities(self) -> dict[str, Any]:
-        """Capabilities declared to the server: only those whose handler was given."""
+        """Capabilities declared to the server: those whose handler was given, and the extensions."""
         return self._handlers.capabilities()
 
     def set_roots(self, roots: Sequence[Mapping[str, Any]] | Callable[[], Sequence[Mapping[str, Any]]]) -> None:

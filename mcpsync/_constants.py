@@ -29,6 +29,7 @@ __all__ = [
     "META_LOG_LEVEL",
     "META_SUBSCRIPTION_ID",
     "SKILLS_EXTENSION",
+    "TASKS_EXTENSION",
     "HEADER_SESSION_ID",
     "HEADER_PROTOCOL_VERSION",
     "HEADER_METHOD",
@@ -57,6 +58,8 @@ META_LOG_LEVEL = "io.modelcontextprotocol/logLevel"
 META_SUBSCRIPTION_ID = "io.modelcontextprotocol/subscriptionId"
 #: The skills extension's identifier (capabilities and ``_meta``).
 SKILLS_EXTENSION = "io.modelcontextprotocol/skills"
+#: The tasks extension's identifier (SEP-2663: ``resultType: "task"``, ``tasks/get|update|cancel``).
+TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
 
 # --- Streamable HTTP headers --------------------------------------------------------
 

@@ -30,7 +30,8 @@ Every call ends in a result or one of these. The tree is shallow on purpose::
     ├── AuthError                    authentication / authorization failed (never retried)
     │   ├── PermissionDenied
     │   └── TokenEndpointError       the authorization server refused a token request
-    └── Cancelled                    the call was cancelled by the caller
+    ├── Cancelled                    the call was cancelled by the caller
+    └── TransientResult              a result ``RetryPolicy.retry_result`` judged transient (internal)
 
 Outside :class:`MCPError`, for what goes wrong before any server is involved::
 
@@ -58,7 +59,7 @@ __all__ = [
     "RequestTimeout", "ServerUnavailable", "CircuitOpen", "ProtocolError", "MessageTooLarge",
     "SkillIntegrityError", "RemoteError", "ToolError", "ToolNotFound", "InvalidParams", "ResourceError",
     "ResourceNotFound", "MethodNotFound", "UnsupportedProtocolVersion", "AuthError", "PermissionDenied",
-    "Cancelled", "ERROR_CODE_TABLE", "error_from_code",
+    "Cancelled", "TransientResult", "ERROR_CODE_TABLE", "error_from_code",
 ]
 
 # JSON-RPC 2.0 and MCP error codes.
@@ -242,6 +243,18 @@ class Cancelled(MCPError):
     """The call was cancelled by the caller."""
 
 
+class TransientResult(MCPError):
+    """A result that ``RetryPolicy.retry_result`` judged transient: the retry loop's signal
+    to try again (never raised to a caller: when the retries end, the result is returned).
+
+    Attributes:
+        result: the result. ``retry_after``: seconds to wait at least (None: the schedule's).
+    """
+
+    result: Any
+    retry_after: float | None
+
+
 #: JSON-RPC error code → exception class. Change it in place to map new codes.
 ERROR_CODE_TABLE: dict[int, type[RemoteError]] = {
     METHOD_NOT_FOUND: MethodNotFound,
@@ -371,11 +384,9 @@ __all__ += [
 NOT_SENT_ERRORS: tuple[type[MCPError], ...] = (ConnectError, CircuitOpen, ServerUnavailable, PoolTimeout, PoolClosed)
 
 
-#: JSON-RPC error codes that mark a *transient* fault: an error answer with one of these
-#: is retried (per the retry policy) and counts towards the circuit breaker. Every other
-#: error answer proves the server alive: it is raised at once and counts for nothing.
-#: Empty by default (an SDK server answers a handler that raised with -32603, which a
-#: retry would only repeat); add the codes your servers use for "busy, try again".
+#: Deprecated: set ``RetryPolicy(transient_codes=...)``, where policies live. JSON-RPC error
+#: codes that mark a *transient* fault for every client (retried, counted by the breaker);
+#: still honoured, together with each policy's own. Empty by default.
 TRANSIENT_CODES: set[int] = set()
 
 
@@ -422,16 +433,17 @@ def is_server_error(exc: BaseException) -> bool:
 
 
 def is_transient(exc: BaseException) -> bool:
-    """A failure that another attempt may not repeat: transport errors and server faults.
+    """A failure that another attempt may not repeat: transport errors, server faults and
+    results judged transient (:class:`TransientResult`).
 
     Never transient: :class:`StartFailed` (the command cannot run), :class:`PoolClosed`
     (the client was closed: nothing may run after that), :class:`AuthError`,
     :class:`Cancelled`, every JSON-RPC error answer whose code is not in
-    :data:`TRANSIENT_CODES`, :class:`ProtocolError`.
+    :data:`TRANSIENT_CODES` (a policy adds its own: ``RetryPolicy.is_transient``), :class:`ProtocolError`.
     """
     if isinstance(exc, NetworkError):
         return not isinstance(exc, (StartFailed, PoolClosed))
-    return is_server_error(exc)
+    return isinstance(exc, TransientResult) or is_server_error(exc)
 
 
 def counts_as_breaker_failure(exc: BaseException) -> bool:

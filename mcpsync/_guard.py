@@ -25,7 +25,7 @@ import time
 from typing import Callable, TypeVar
 
 from ._breaker import ERROR, SUCCESS, TIMEOUT, BreakerListener, BreakerState, CircuitBreaker
-from ._errors import MCPError, RequestTimeout
+from ._errors import MCPError, RequestTimeout, TransientResult, counts_as_breaker_failure
 from ._policies import BreakerPolicy, RetryPolicy
 from ._retry import ReconnectSchedule, retry_call
 from ._speedups import FastPath
@@ -115,6 +115,9 @@ class Guard:
             self.breaker = breaker
             if on_breaker_change is not None:
                 breaker.add_listener(on_breaker_change)
+        elif retry.transient_codes:  # the policy's transient codes count as the server's faults too
+            self.breaker = CircuitBreaker(breaker, clock=clock, on_change=on_breaker_change, name=server,
+                                          is_failure=lambda exc: counts_as_breaker_failure(exc) or retry.is_transient(exc))
         else:
             self.breaker = CircuitBreaker(breaker, clock=clock, on_change=on_breaker_change, name=server)
         self.reconnect = reconnect
@@ -179,6 +182,9 @@ class Guard:
         if breaker._state is _CLOSED and (reconnect is None or reconnect._unavailable is None):
             try:
                 result = fn()
+                transient = self.judge(result, retry)
+                if transient is not None:
+                    raise transient
             except BaseException as exc:
                 return self.after_first_failure(exc, fn, start, safe_to_retry=safe_to_retry, tool=tool,
                                                 retry=retry, budget=budget)
@@ -187,6 +193,12 @@ class Guard:
                 self._record(tool, start, None)
             return result
         return self._retrying(fn, start, None, safe_to_retry, tool, retry, budget)
+
+    def judge(self, result: T, retry: RetryPolicy | None) -> TransientResult | None:
+        """The retry policy's verdict on a first attempt's result (see ``RetryPolicy.judge``):
+        a :class:`TransientResult` for :meth:`after_first_failure`, or None to keep it."""
+        policy = self.retry if retry is None else retry
+        return None if policy.retry_result is None else policy.judge(result)
 
     def after_first_failure(
         self,

@@ -21,6 +21,7 @@ to answer. Either way the client keeps working.
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import threading
 from typing import Any, Callable, Mapping
@@ -72,8 +73,12 @@ def fill_defaults(params: Mapping[str, Any], result: Any) -> Any:
 class Handlers:
     """The client side of server→client requests and notifications, for one Client."""
 
-    def __init__(self, client: Any) -> None:
+    def __init__(self, client: Any, extensions: Mapping[str, Mapping[str, Any]] | None = None,
+                 telemetry: Any = None) -> None:
         self._client = client
+        self._telemetry = telemetry  # a Telemetry: each notification or request from the server is a span
+        #: the ``extensions`` the client declares (identifier → settings), fixed at construction
+        self.extensions: dict[str, dict[str, Any]] = {k: dict(v) for k, v in (extensions or {}).items()}
         self._notification_handlers: dict[str, list[Callable[[Mapping[str, Any] | None], None]]] = {}
 
     def add_notification_handler(self, method: str, handler: Callable[[Mapping[str, Any] | None], None]) -> None:
@@ -84,6 +89,13 @@ class Handlers:
     def notification(self, method: str, params: Mapping[str, Any] | None) -> None:
         """Every notification from the server (on the worker): to the part it concerns
         (tool cache, log messages, subscriptions), then to the user's handlers of ``method``."""
+        tel = self._telemetry
+        if tel is not None:
+            tel.received(self._client, method, params, lambda: self._notification(method, params))
+        else:
+            self._notification(method, params)
+
+    def _notification(self, method: str, params: Mapping[str, Any] | None) -> None:
         c = self._client
         if method == "notifications/tools/list_changed":
             c._tools.list_changed()
@@ -101,7 +113,8 @@ class Handlers:
                 log.exception("handler for %s raised", method)
 
     def capabilities(self) -> dict[str, Any]:
-        """Capabilities declared to the server: only those whose handler was given."""
+        """Capabilities declared to the server: only those whose handler was given, and
+        the extensions (SEP-2133) the client was built with."""
         c = self._client
         caps: dict[str, Any] = {}
         if c.sampling_handler is not None:
@@ -110,6 +123,8 @@ class Handlers:
             caps["elicitation"] = {"form": {}, "url": {}}
         if c.roots is not None:
             caps["roots"] = {"listChanged": True}
+        if self.extensions:
+            caps["extensions"] = {k: dict(v) for k, v in self.extensions.items()}
         return caps
 
     def answer(self, method: str, params: Mapping[str, Any]) -> Any:
@@ -141,6 +156,9 @@ class Handlers:
 
     def on_request(self, method: str, params: Mapping[str, Any] | None) -> Any:
         """Answer a server→client request (legacy era); runs on the worker pool."""
+        tel = self._telemetry
+        if tel is not None:
+            return tel.received(self._client, method, params, lambda: self.answer(method, params or {}))
         return self.answer(method, params or {})
 
     def _bounded(self, fn: Callable[..., Any], params: Any, what: str) -> Any:
@@ -160,7 +178,9 @@ class Handlers:
             finally:
                 done.set()
 
-        threading.Thread(target=run, name=f"mcpsync-{what}-handler", daemon=True).start()
+        # the caller's context goes along (contextvars: e.g. the OpenTelemetry span it runs in)
+        threading.Thread(target=contextvars.copy_context().run, args=(run,), name=f"mcpsync-{what}-handler",
+                         daemon=True).start()
         if not done.wait(limit):
             raise RemoteError(f"the client's {what} handler did not answer within {limit:g} s", code=REQUEST_TIMEOUT_CODE)
         if "error" in box:

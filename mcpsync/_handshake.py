@@ -23,6 +23,7 @@ import msgspec
 from ._constants import LATEST_LEGACY, LATEST_MODERN, LEGACY_VERSIONS, MODERN_VERSIONS
 from ._constants import META_CLIENT_CAPABILITIES as _META_CAPS, META_CLIENT_INFO as _META_INFO
 from ._constants import META_LOG_LEVEL as _META_LOG, META_VERSION as _META_VERSION
+from ._channel import Channel
 from ._dispatcher import Dispatcher
 from ._errors import (
     ConnectionClosed,
@@ -111,6 +112,24 @@ class _Connection:
             log.debug("closing %s failed", self.key, exc_info=True)
 
 
+class _Opening:
+    """One connection being made off the callers' threads: callers wait up to their own
+    deadlines, the attempt goes on and its connection is kept for the next call;
+    ``phase`` (what it waits for) is named in a caller's error."""
+
+    __slots__ = ("done", "conn", "error", "phase", "started", "made", "thread", "claimed")
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
+        self.conn: _Connection | None = None
+        self.error: BaseException | None = None
+        self.phase = "starting the connection"
+        self.started = time.monotonic()
+        self.made: Transport | Channel | None = None  # what close() must close to stop it
+        self.thread: threading.Thread | None = None
+        self.claimed = False  # a borrower is waiting for it
+
+
 def default_client_info() -> dict[str, Any]:
     """The ``clientInfo`` a Client reports unless given one: mcpsync and its version."""
     try:
@@ -133,8 +152,9 @@ class Handshake:
     """Discover/initialize for the connections of one Client (read at each use:
     ``mode``, ``client_info``, ``log_level``, its declared capabilities)."""
 
-    def __init__(self, client: Any) -> None:
+    def __init__(self, client: Any, telemetry: Any = None) -> None:
         self._client = client
+        self._telemetry = telemetry  # a Telemetry: notifications/initialized is a span of its own
 
     def modern_meta(self, version: str) -> dict[str, Any]:
         c = self._client
@@ -269,7 +289,11 @@ class Handshake:
             instructions=res.instructions,
             meta=dict(res.meta or {}),
         )
-        conn.channel.notify("notifications/initialized", None)
+        if self._telemetry is not None:
+            self._telemetry.notify(c, "notifications/initialized", None,
+                                   lambda sent: conn.channel.notify("notifications/initialized", sent), conn)
+        else:
+            conn.channel.notify("notifications/initialized", None)
         if c.log_level is not None and res.capabilities.logging is not None:
             try:
                 conn.channel.request("logging/setLevel", {"level": c.log_level}, timeout)

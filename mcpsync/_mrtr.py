@@ -23,7 +23,7 @@ from typing import Any, Callable, Mapping
 from ._errors import InputRequestError, MCPError, ProtocolError, RemoteError
 from ._protocol_types import decode_input_required
 
-__all__ = ["InputRequestError", "Pending", "drive", "inside"]
+__all__ = ["InputRequestError", "Pending", "answer_all", "drive", "inside"]
 
 log = logging.getLogger("mcpsync.client")
 
@@ -83,7 +83,7 @@ def drive(
                     f"{server} answered {method} with input_required but neither inputRequests nor requestState",
                     code=-32600,
                 )
-            responses = _answer_all(server, method, ir.input_requests or {}, answer)
+            responses = answer_all(server, method, ir.input_requests or {}, answer)
             retry = {k: v for k, v in (params or {}).items() if k not in ("inputResponses", "requestState")}
             if responses:
                 retry["inputResponses"] = responses
@@ -98,10 +98,17 @@ def drive(
         _local.active = False
 
 
-def _answer_all(
+def answer_all(
     server: str, method: str, requests: Mapping[str, Any], answer: Callable[[str, Mapping[str, Any]], Any]
 ) -> dict[str, Any]:
+    """The client's answers to ``inputRequests`` (key → ``{"method", "params"}``), by key:
+    MRTR rounds here, a task's input requests in :mod:`mcpsync._tasks`.
+
+    Raises:
+        InputRequestError: one of them could not be answered (the handler's code, or -32603).
+    """
     answers: dict[str, Any] = {}
+    was = getattr(_local, "active", False)
     _local.active = False  # a handler may call the client (and meet MRTR) itself
     try:
         for key, req in requests.items():
@@ -126,5 +133,5 @@ def _answer_all(
                     request=inner,
                 ) from exc
     finally:
-        _local.active = True
+        _local.active = was
     return answers

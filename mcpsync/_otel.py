@@ -24,7 +24,13 @@ every request the client sends follows the OpenTelemetry semantic conventions fo
   propagators (by default W3C ``traceparent``/``tracestate`` and ``baggage``, unprefixed
   as the conventions ask); keys the caller put in ``_meta`` win;
 * the handshake of each connection as one more operation, named ``server/discover`` or
-  ``initialize`` by the era it settled on;
+  ``initialize`` by the era it settled on; the connection's attributes (protocol version,
+  transport, server) go on every span of the client, whichever connection carried it;
+* notifications: a CLIENT span ``{mcp.method.name}`` for each one the client sends (trace
+  context in its ``_meta`` too; timed into ``mcp.client.operation.duration``), a SERVER
+  span for each notification or request the server sends (its parent the trace context in
+  its ``_meta``, when it has one; the client's handlers run inside it), and the event
+  ``notifications/cancelled`` on a request span that timed out (the server was told);
 * the histograms ``mcp.client.operation.duration`` (per request, retries included) and
   ``mcp.client.session.duration`` (per connection, from its handshake to its end), in
   seconds, with the conventions' bucket boundaries (:data:`DURATION_BUCKETS`).
@@ -44,8 +50,20 @@ import importlib.util
 import logging
 import threading
 import time
-from typing import Any, Mapping, MutableMapping
+import weakref
+from typing import Any, Callable, Mapping, MutableMapping
 from urllib.parse import urlsplit
+
+from ._otel_instruments import (
+    DURATION_BUCKETS,
+    INSTRUMENTATION as _INSTRUMENTATION,
+    CallSpan,
+    OTelRecorder,
+    OTelTracer,
+    error_type,
+    operation_histogram as _operation_histogram,
+    version as _version,
+)
 
 __all__ = [
     "available",
@@ -65,9 +83,6 @@ log = logging.getLogger("mcpsync.otel")
 #: The ``_meta`` keys of W3C trace context and baggage.
 TRACE_KEYS = ("traceparent", "tracestate", "baggage")
 
-#: The explicit bucket boundaries (seconds) the MCP conventions give both client histograms.
-DURATION_BUCKETS = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
-
 #: ``network.transport`` (and ``network.protocol.name``) per mcpsync transport kind.
 _NETWORK = {
     "stdio": ("pipe", None),
@@ -78,7 +93,6 @@ _NETWORK = {
 }
 #: Methods whose ``params.uri`` is the resource (``mcp.resource.uri``).
 _URI_METHODS = frozenset({"resources/read", "resources/subscribe", "resources/unsubscribe"})
-_INSTRUMENTATION = "mcpsync"
 _available: bool | None = None
 
 
@@ -91,209 +105,6 @@ def available() -> bool:
         except (ImportError, ValueError):
             _available = False
     return _available
-
-
-def _version() -> str:
-    try:
-        from importlib.metadata import version
-
-        return version("mcpsync")
-    except Exception:  # pragma: no cover - not installed
-        return "0"
-
-
-def _discovery_methods() -> frozenset[str]:
-    from ._metrics import DISCOVERY_METHODS
-
-    return DISCOVERY_METHODS
-
-
-def error_type(exc: BaseException) -> str:
-    """``error.type`` of a failed request: the JSON-RPC code (``"-32602"``) when the
-    server answered with an error, ``"timeout"`` for a timeout, else the error's class."""
-    from ._errors import RemoteError, RequestTimeout
-
-    if isinstance(exc, RemoteError) and isinstance(getattr(exc, "code", None), int):
-        return str(exc.code)
-    if isinstance(exc, RequestTimeout):
-        return "timeout"
-    return type(exc).__qualname__
-
-
-class OTelRecorder:
-    """Call metrics as OpenTelemetry instruments (the Guard's and the tool cache's sink).
-
-    Args:
-        meter_provider: where the instruments live (default: the global provider).
-        operation_duration: also feed ``mcp.client.operation.duration`` from the Guard's
-            records. A :class:`Telemetry` turns this off: it records every request itself,
-            with the JSON-RPC error code the Guard does not see.
-
-    Attributes per data point: ``mcp.method.name`` (``tools/call`` for tools, the method
-    for discovery requests), ``gen_ai.tool.name``, ``mcpsync.server``,
-    ``mcpsync.outcome`` and, for failures, ``error.type`` (``timeout`` or ``error``).
-    Records of other requests (the Guard knows no method for them) only count.
-    """
-
-    def __init__(self, meter_provider: Any = None, *, operation_duration: bool = True) -> None:
-        from opentelemetry import metrics
-
-        meter = (meter_provider or metrics.get_meter_provider()).get_meter(_INSTRUMENTATION, _version())
-        self._duration = (
-            _operation_histogram(meter) if operation_duration else None
-        )
-        self._calls = meter.create_counter("mcpsync.client.calls", unit="{call}", description="Requests by outcome.")
-        self._cache = meter.create_counter(
-            "mcpsync.tool_cache.lookups", unit="{lookup}", description="Tool cache lookups (hit true/false)."
-        )
-        self._discovery = meter.create_counter(
-            "mcpsync.tool_cache.discoveries", unit="{discovery}", description="Tool listings fetched (harness overhead)."
-        )
-        self._attrs: dict[tuple[str, Any, str], dict[str, Any]] = {}
-        self._discovery_methods = _discovery_methods()
-
-    def _attributes(self, server: str, tool: str | None, outcome: str) -> dict[str, Any]:
-        key = (server, tool, outcome)
-        a = self._attrs.get(key)
-        if a is None:
-            a = {"mcpsync.server": server, "mcpsync.outcome": outcome}
-            if tool in self._discovery_methods:
-                a["mcp.method.name"] = tool
-            elif tool is not None:
-                a["mcp.method.name"] = "tools/call"
-                a["gen_ai.tool.name"] = tool
-            if outcome != "success":
-                a["error.type"] = outcome
-            if len(self._attrs) < 10_000:
-                self._attrs[key] = a
-        return a
-
-    def record(self, server: str, tool: str | None, start: float, end: float, outcome: str) -> None:
-        """The Guard's ``Recorder`` signature."""
-        a = self._attributes(server, tool, outcome)
-        if self._duration is not None and "mcp.method.name" in a:
-            self._duration.record(max(0.0, end - start), a)
-        self._calls.add(1, a)
-
-    __call__ = record
-
-    def record_cache(self, server: str, hit: bool, tool: str | None = None) -> None:
-        """Count one tool-cache lookup."""
-        a: dict[str, Any] = {"mcpsync.server": server, "hit": bool(hit)}
-        self._cache.add(1, a)
-
-    def record_discovery(self, server: str, start: float | None = None, end: float | None = None,
-                         outcome: str = "success") -> None:
-        """Count one tool listing fetched for the cache."""
-        self._discovery.add(1, {"mcpsync.server": server})
-
-
-def _operation_histogram(meter: Any) -> Any:
-    return meter.create_histogram(
-        "mcp.client.operation.duration",
-        unit="s",
-        description="The duration of the MCP request or notification as observed on the sender "
-        "from the time it was sent until the response or ack is received.",
-        explicit_bucket_boundaries_advisory=DURATION_BUCKETS,
-    )
-
-
-class CallSpan:
-    """One span made by hand (:meth:`OTelTracer.call_span`); ``meta`` holds its trace
-    context for a request's ``_meta``.
-
-    A client with telemetry traces its requests by itself; this is for callers that
-    send requests some other way.
-    """
-
-    __slots__ = ("span", "meta", "_outcome", "_ended")
-
-    def __init__(self, span: Any, meta: dict[str, str]) -> None:
-        self.span = span
-        self.meta = meta
-        self._outcome: str | None = None
-        self._ended = False
-
-    def set_outcome(self, outcome: str, error: BaseException | None = None) -> None:
-        """Say how the call ended (``success`` / ``error`` / ``timeout``) before :meth:`end`."""
-        self._outcome = outcome
-        if outcome != "success":
-            from opentelemetry.trace import Status, StatusCode
-
-            self.span.set_attribute("error.type", error_type(error) if error is not None else outcome)
-            self.span.set_status(Status(StatusCode.ERROR, str(error) if error is not None else outcome))
-            if error is not None:
-                self.span.record_exception(error)
-        self.span.set_attribute("mcpsync.outcome", outcome)
-
-    def set_tool_error(self) -> None:
-        """The tool answered with ``isError``: an error of the tool, not of the call."""
-        from opentelemetry.trace import Status, StatusCode
-
-        self.span.set_attribute("error.type", "tool_error")
-        self.span.set_status(Status(StatusCode.ERROR, "tool returned isError"))
-
-    def end(self, end_time_ns: int | None = None) -> None:
-        """End the span (once)."""
-        if self._ended:
-            return
-        self._ended = True
-        self.span.end(end_time=end_time_ns)
-
-    def __enter__(self) -> "CallSpan":
-        return self
-
-    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
-        if exc is not None and self._outcome is None:
-            from ._guard import outcome_of
-
-            self.set_outcome(outcome_of(exc), exc)
-        elif self._outcome is None:
-            self.set_outcome("success")
-        self.end()
-
-
-class OTelTracer:
-    """CLIENT spans named by the MCP conventions, with trace context for ``_meta``.
-
-    Args:
-        tracer_provider: default the global provider.
-        propagator: a ``TextMapPropagator`` (default: the globally configured one, W3C
-            trace context and baggage unless the application changed it).
-    """
-
-    def __init__(self, tracer_provider: Any = None, propagator: Any = None) -> None:
-        from opentelemetry import trace
-
-        self._trace = trace
-        self._kind = trace.SpanKind.CLIENT
-        self.tracer = (tracer_provider or trace.get_tracer_provider()).get_tracer(_INSTRUMENTATION, _version())
-        self._propagator = propagator
-
-    @property
-    def propagator(self) -> Any:
-        """The propagator that writes trace context into ``_meta``."""
-        if self._propagator is not None:
-            return self._propagator
-        from opentelemetry import propagate
-
-        return propagate.get_global_textmap()
-
-    def call_span(
-        self, server: str, tool: str | None, *, method: str = "tools/call", attributes: Mapping[str, Any] | None = None
-    ) -> CallSpan:
-        """Start the span of one call (a child of the current span) and its ``_meta``."""
-        attrs: dict[str, Any] = {"mcp.method.name": method, "mcpsync.server": server}
-        if tool is not None:
-            attrs["gen_ai.tool.name"] = tool
-            attrs["gen_ai.operation.name"] = "execute_tool"
-        if attributes:
-            attrs.update(attributes)
-        name = f"{method} {tool}" if tool is not None else method
-        span = self.tracer.start_span(name, kind=self._kind, attributes=attrs)
-        meta: dict[str, str] = {}
-        self.propagator.inject(meta, context=self._trace.set_span_in_context(span))
-        return CallSpan(span, meta)
 
 
 def _request_facts(method: str, params: Mapping[str, Any] | None) -> tuple[str | None, dict[str, Any], str | None]:
@@ -384,6 +195,9 @@ class Telemetry:
         self._local = threading.local()
         self._lock = threading.Lock()
         self._sessions: dict[int, tuple[Any, Any, _SessionClock]] = {}
+        #: client → its latest connection that finished a handshake: the facts of a
+        #: client's spans when its session connection is not set (a call off the pool)
+        self._latest: "weakref.WeakKeyDictionary[Any, Any]" = weakref.WeakKeyDictionary()
 
     def call_span(self, server: str, tool: str | None, **kw: Any) -> CallSpan:
         """A span made by hand (see :meth:`OTelTracer.call_span`)."""
@@ -414,6 +228,10 @@ class Telemetry:
             log.debug("injecting trace context failed", exc_info=True)
         if carrier:
             params = _with_meta(params, carrier)
+        progress = kw.get("progress")
+        if progress is not None:  # each progress notification: a SERVER span under this request's
+            kw["progress"] = lambda p, total, message: self.received(
+                client, "notifications/progress", None, lambda: progress(p, total, message), ctx)
         token = self._context.attach(ctx)
         self._local.active = True
         failure: str | None = None
@@ -423,6 +241,8 @@ class Telemetry:
             result = client.request(method, params, **kw)
         except BaseException as exc:
             failure, code = self._failed(span, exc)
+            if failure == "timeout" and getattr(exc, "sent", None) is not False:
+                span.add_event("notifications/cancelled", {"mcp.method.name": "notifications/cancelled"})
             raise
         else:
             if method == "tools/call" and getattr(result, "is_error", False) is True:
@@ -495,11 +315,81 @@ class Telemetry:
                 log.debug("recording the handshake's duration failed", exc_info=True)
         self.session_opened(client, conn)
 
+    # ------------------------------------------------------------------ notifications
+
+    def notify(self, client: Any, method: str, params: Mapping[str, Any] | None, send: Callable[[Any], None],
+               conn: Any = None) -> None:
+        """Send one notification (``send(params)``) as a CLIENT span ``{method}``, its trace
+        context in ``params._meta``, timed into ``mcp.client.operation.duration``."""
+        attrs: dict[str, Any] = {"mcp.method.name": method, "mcpsync.server": client.name}
+        attrs.update(self._connection_attributes(client, conn))
+        span = self.tracer.tracer.start_span(method, kind=self._trace.SpanKind.CLIENT, attributes=attrs)
+        carrier: dict[str, str] = {}
+        try:
+            self.tracer.propagator.inject(carrier, context=self._trace.set_span_in_context(span))
+        except Exception:  # noqa: BLE001 - a broken propagator must not break the notification
+            log.debug("injecting trace context failed", exc_info=True)
+        session_id = self._session_id(client, conn)
+        if session_id is not None:
+            span.set_attribute("mcp.session.id", session_id)
+        failure: str | None = None
+        start = time.perf_counter()
+        try:
+            send(_with_meta(params, carrier) if carrier else params)
+        except BaseException as exc:
+            failure, _code = self._failed(span, exc)
+            span.set_attribute("error.type", failure)
+            raise
+        finally:
+            span.end()
+            attrs.update(_error_attributes(failure, None))
+            try:
+                self._operation.record(time.perf_counter() - start, attrs)
+            except Exception:  # noqa: BLE001 - metrics never break a notification
+                log.debug("recording a notification's duration failed", exc_info=True)
+
+    def received(self, client: Any, method: str, params: Mapping[str, Any] | None, run: Callable[[], Any],
+                 parent: Any = None) -> Any:
+        """Handle a notification or request from the server (``run()``) inside a SERVER span
+        ``{method}``, a child of the trace context in its ``_meta`` (else of ``parent``, else
+        of the current one)."""
+        meta = params.get("_meta") if isinstance(params, Mapping) else None
+        if isinstance(meta, Mapping) and any(k in meta for k in ("traceparent", "baggage")):
+            try:
+                parent = self.tracer.propagator.extract(carrier={k: v for k, v in meta.items() if isinstance(v, str)})
+            except Exception:  # noqa: BLE001 - a broken carrier is no parent
+                parent = None
+        attrs: dict[str, Any] = {"mcp.method.name": method, "mcpsync.server": client.name}
+        attrs.update(self._connection_attributes(client))
+        session_id = self._session_id(client)
+        if session_id is not None:
+            attrs["mcp.session.id"] = session_id
+        span = self.tracer.tracer.start_span(method, context=parent, kind=self._trace.SpanKind.SERVER,
+                                             attributes=attrs)
+        token = self._context.attach(self._trace.set_span_in_context(span, parent))
+        try:
+            return run()
+        except BaseException as exc:
+            failure, code = self._failed(span, exc)
+            span.set_attributes(_error_attributes(failure, code))
+            raise
+        finally:
+            self._context.detach(token)
+            span.end()
+
     # ------------------------------------------------------------------ sessions
 
-    @staticmethod
-    def _connection(client: Any) -> Any:
-        return getattr(getattr(client, "_session", None), "primary", None)
+    def _connection(self, client: Any) -> Any:
+        """The connection whose facts a client's span carries: its session connection,
+        else its latest connection that finished a handshake."""
+        conn = getattr(getattr(client, "_session", None), "primary", None)
+        alive = getattr(conn, "alive", None)
+        if conn is not None and (alive is None or alive()):
+            return conn
+        try:
+            return self._latest.get(client) or conn
+        except TypeError:  # not weakly referable: no memory of it
+            return conn
 
     def _connection_attributes(self, client: Any, conn: Any = None) -> dict[str, Any]:
         """``mcp.protocol.version``, ``network.*`` and ``server.*`` of the client's session."""
@@ -551,6 +441,10 @@ class Telemetry:
         clock = _SessionClock(time.monotonic(), attrs)
         with self._lock:
             self._sessions[id(conn)] = (client, conn, clock)
+            try:
+                self._latest[client] = conn
+            except TypeError:  # not weakly referable
+                pass
         add = getattr(conn.channel, "add_close_callback", None)
         if add is not None:
             add(lambda reason: self._session_ended(conn, reason))

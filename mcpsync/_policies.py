@@ -10,9 +10,10 @@ Example:
 
 from __future__ import annotations
 
+import logging
 import random as _random
 from dataclasses import dataclass, field, replace
-from typing import Callable, ClassVar
+from typing import Any, Callable, ClassVar
 
 from ._errors import (
     AuthError,
@@ -20,11 +21,15 @@ from ._errors import (
     CircuitOpen,
     InvalidParams,
     PermissionDenied,
+    RemoteError,
     ServerUnavailable,
     ToolNotFound,
+    TransientResult,
     is_transient,
     may_have_reached_server,
 )
+
+_log = logging.getLogger("mcpsync.guard")
 
 __all__ = ["Timeouts", "RetryPolicy", "BreakerPolicy", "PoolLimits", "ReconnectPolicy", "NEVER_RETRY", "replace"]
 
@@ -102,6 +107,14 @@ class RetryPolicy:
         history: the failed attempts so far, as (error class name, seconds waited before
             that attempt) pairs.
         never_retry: error classes that end the call at once (default :data:`NEVER_RETRY`).
+        transient_codes: JSON-RPC error codes your servers answer for "busy, try again": an
+            error answer with one of them is retried and counts towards the circuit breaker
+            (any other error answer proves the server alive: raised at once, not counted).
+        retry_result: ``retry_result(result)`` judges a result of a call that is safe to
+            repeat (e.g. a tool's ``isError`` result saying "rate limited, retry after 20 s"):
+            True retries it on the schedule, a number of seconds retries no sooner than
+            that, False or None keeps it. When the retries or the call's time run out, the
+            last result is returned. A hook that raises keeps the result (and is logged).
 
     Example:
         >>> p = RetryPolicy.DEFAULT.increment(TimeoutError())
@@ -116,8 +129,38 @@ class RetryPolicy:
     fixed: bool = False
     history: tuple[tuple[str, float], ...] = field(default=(), compare=False)
     never_retry: tuple[type[BaseException], ...] = field(default=NEVER_RETRY, repr=False)
+    transient_codes: frozenset[int] = frozenset()
+    retry_result: Callable[[Any], "bool | float | None"] | None = field(default=None, compare=False, repr=False)
     DEFAULT: ClassVar["RetryPolicy"]
     NONE: ClassVar["RetryPolicy"]
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.transient_codes, frozenset):  # a set or list given: kept frozen
+            object.__setattr__(self, "transient_codes", frozenset(self.transient_codes))
+
+    def is_transient(self, error: BaseException) -> bool:
+        """:func:`~mcpsync._errors.is_transient`, plus error answers whose code is in
+        :attr:`transient_codes`."""
+        if is_transient(error):
+            return True
+        code = getattr(error, "code", None)
+        return isinstance(error, RemoteError) and isinstance(code, int) and code in self.transient_codes
+
+    def judge(self, result: Any) -> TransientResult | None:
+        """:attr:`retry_result`'s verdict on ``result``: a :class:`TransientResult` to retry
+        it (``retry_after``: the seconds it asked for), None to keep it."""
+        hook = self.retry_result
+        if hook is None:
+            return None
+        try:
+            verdict = hook(result)
+        except Exception:  # a broken hook keeps the result: the call has one
+            _log.exception("RetryPolicy.retry_result raised; the result is kept")
+            return None
+        if verdict is None or verdict is False:
+            return None
+        after = float(verdict) if not isinstance(verdict, bool) and isinstance(verdict, (int, float)) else None
+        return TransientResult("the retry policy judged the result transient", result=result, retry_after=after)
 
     def base_delay(self, retry_number: int) -> float:
         """The un-jittered wait before retry ``retry_number`` (1-based)."""
@@ -161,7 +204,7 @@ class RetryPolicy:
                 ``readOnlyHint``/``idempotentHint``, or the caller opted in). When False,
                 only attempts that never left the client are retried.
         """
-        if isinstance(error, self.never_retry) or not is_transient(error):
+        if isinstance(error, self.never_retry) or not self.is_transient(error):
             return False
         return safe or not may_have_reached_server(error)
 

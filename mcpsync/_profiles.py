@@ -227,7 +227,7 @@ def profile_options(name: str | Profile, /, **overrides: Any) -> dict[str, Any]:
 CLIENT_OPTIONS: frozenset[str] = frozenset({
     "mode", "timeouts", "retry", "breaker", "pool", "sampling_handler", "elicitation_handler", "roots",
     "logging_handler", "log_level", "client_info", "name", "reconnect", "record", "on_breaker_change",
-    "on_unavailable", "telemetry", "credential", "metrics", "push_updates",
+    "on_unavailable", "telemetry", "credential", "metrics", "push_updates", "extensions",
 })
 
 
@@ -478,7 +478,7 @@ class ProcessPerCallClient:
     # -------------------------------------------------------------- the rest of the API
 
     #: Client methods that need a session outliving one call: the profile has none.
-    _SESSION_ONLY = frozenset({"subscribe", "unsubscribe", "on_list_changed", "remove_list_changed", "get_task", "cancel_task", "list_tasks", "wait_task", "call_tool_task"})
+    _SESSION_ONLY = frozenset({"subscribe", "unsubscribe", "on_list_changed", "remove_list_changed", "task", "list_tasks", "call_tool_task"})
 
     def on_notification(self, method: str, handler: Callable[[Mapping[str, Any] | None], None]) -> None:
         """Call ``handler(params)`` for notifications ``method`` sent during any call

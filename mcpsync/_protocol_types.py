@@ -212,7 +212,14 @@ class InputRequiredResult(Struct, **_OPTS):
 
 
 class Task(Struct, **_OPTS):
-    """A server-side task (``io.modelcontextprotocol/tasks``): the handle of a long call."""
+    """A server-side task: the state of a tool call the server runs in the background.
+
+    Both tasks flows decode into it: the tasks extension of the 2026-07-28 era (SEP-2663:
+    ``ttlMs``, ``pollIntervalMs``, and in a ``tasks/get`` answer the ``inputRequests`` of an
+    ``input_required`` task, the ``result`` of a ``completed`` one, the JSON-RPC ``error``
+    of a ``failed`` one) and the experimental tasks of 2025-11-25 (``ttl``,
+    ``pollInterval``; the result is fetched with ``tasks/result``).
+    """
 
     task_id: str
     status: str = "working"
@@ -221,12 +228,23 @@ class Task(Struct, **_OPTS):
     last_updated_at: Union[str, None] = None
     ttl: Union[int, None] = None
     poll_interval: Union[int, None] = None
+    ttl_ms: Union[int, None] = None
+    poll_interval_ms: Union[int, None] = None
+    input_requests: Union[dict[str, Any], None] = None
+    result: Union[dict[str, Any], None] = None
+    error: Union[dict[str, Any], None] = None
     result_type: Union[str, None] = None
     meta: Union[dict[str, Any], None] = field(default=None, name="_meta")
 
     @property
     def done(self) -> bool:
         return self.status in TERMINAL_TASK_STATUSES
+
+    @property
+    def poll_after(self) -> float | None:
+        """Seconds the server asks between two polls (``pollIntervalMs`` or ``pollInterval``)."""
+        ms = self.poll_interval_ms if self.poll_interval_ms is not None else self.poll_interval
+        return None if ms is None or ms < 0 else ms / 1000.0
 
 
 class CreateTaskResult(Struct, **_OPTS):
@@ -258,7 +276,6 @@ RESULT_DECODERS.update(
         "prompts/get": _decode_get_prompt,
         "completion/complete": _typed(CompleteResult),
         "tasks/get": _typed(Task),
-        "tasks/cancel": _typed(Task),
         "tasks/list": _typed(ListTasksResult),
     }
 )
@@ -266,13 +283,29 @@ RESULT_DECODERS.update(
 #: Decoder for an ``input_required`` result of any method.
 decode_input_required = _typed(InputRequiredResult)
 decode_create_task = _typed(CreateTaskResult)
+decode_task = _typed(Task)
+
+
+def _decode_task_or_ack(raw: Any) -> Any:
+    """``tasks/cancel``: the task (2025-11-25) or an empty acknowledgement (SEP-2663)."""
+    try:
+        return decode_task(raw)
+    except msgspec.ValidationError:
+        ack = msgspec.json.decode(raw)
+        if not isinstance(ack, dict):
+            raise
+        return ack
+
+
+RESULT_DECODERS["tasks/cancel"] = _decode_task_or_ack
 
 _decode_plain_call = RESULT_DECODERS["tools/call"]
 _decode_call_typed = msgspec.json.Decoder(CallToolResult).decode  # the usual result, in this one frame
 
 
 def _decode_call_or_task(raw: Any) -> Any:
-    """``tools/call``: a ``CallToolResult``, or a ``CreateTaskResult`` (tasks extension).
+    """``tools/call``: a ``CallToolResult``, a :class:`Task` (SEP-2663: ``resultType: "task"``)
+    or a ``CreateTaskResult`` (2025-11-25: the task under ``task``).
 
     Only a result with no content, no structured content and a ``"task"`` member is
     looked at twice, so ordinary results pay nothing.
@@ -281,6 +314,8 @@ def _decode_call_or_task(raw: Any) -> Any:
         res = _decode_call_typed(raw)
     except msgspec.ValidationError:
         res = _decode_plain_call(raw)  # content of a kind the typed decoder does not know: block by block
+    if res.result_type == "task":  # SEP-2663: the task itself, flattened into the result
+        return decode_task(raw)
     if not res.content and res.structured_content is None and b'"task"' in bytes(raw):
         try:
             return decode_create_task(raw)

@@ -25,8 +25,8 @@ from ._errors import (
     ConnectError,
     MCPError,
     ServerUnavailable,
+    TransientResult,
     attach_fields,
-    is_transient,
     may_have_reached_server,
 )
 from ._policies import ReconnectPolicy, RetryPolicy
@@ -84,7 +84,9 @@ def retry_call(
             A callable is asked once, only when an attempt that may have reached the
             server failed (``call_tool`` learns a tool's annotations only then).
             An error's ``retry_after`` (seconds, from HTTP ``Retry-After``) lengthens
-            the wait before the next attempt.
+            the wait before the next attempt. A result the policy's ``retry_result``
+            judges transient is retried like a failure; when no retry is left, it is
+            returned.
         sleep: waits between attempts (inject for tests).
         rand: jitter source in [0, 1).
         on_retry: called ``(policy, error, wait)`` before each wait.
@@ -125,10 +127,15 @@ def retry_call(
             if pending is not None:
                 exc, pending = pending, None
                 raise exc
-            return fn()
+            result = fn()
+            if policy.retry_result is not None:  # a result judged transient is retried as a failure
+                transient = policy.judge(result)
+                if transient is not None:
+                    raise transient
+            return result
         except MCPError as exc:
             policy = policy.increment(exc, waited)
-            if safe is None and is_transient(exc) and may_have_reached_server(exc):
+            if safe is None and policy.is_transient(exc) and may_have_reached_server(exc):
                 safe = bool(safe_to_retry())  # type: ignore[operator]  # asked once, when it matters
             wait = policy.next_wait(rand) if policy.should_retry(exc, safe=bool(safe)) else None
             retry_after = getattr(exc, "retry_after", None)
@@ -137,6 +144,8 @@ def retry_call(
             if wait is not None and give_up is not None and give_up(exc, wait):
                 wait = None
             if wait is None:
+                if isinstance(exc, TransientResult):
+                    return exc.result  # type: ignore[no-any-return]  # no retry left: the last result stands
                 # (an attempt may re-raise an earlier attempt's error object: never its own)
                 attach_fields(exc, retry_history=policy.history, retried_errors=tuple(e for e in retried if e is not exc))
                 raise

@@ -44,7 +44,7 @@ from ._errors import (
 )
 from ._breaker import BreakerState, CircuitBreaker
 from ._constants import META_LOG_LEVEL as _META_LOG
-from ._handshake import Handshake, ServerSession, _Connection
+from ._handshake import Handshake, ServerSession, _Connection, _Opening
 from ._messages import STRUCT_META, decode_result
 from ._metrics import DISCOVERY_METHODS
 from ._mrtr import drive as _drive_input_rounds
@@ -59,24 +59,6 @@ from .transports._base import Transport
 __all__ = ["Session", "SAFE_METHODS"]
 
 log = logging.getLogger("mcpsync.client")
-
-
-class _Opening:
-    """One connection being made off the callers' threads: callers wait up to their own
-    deadlines, the attempt goes on and its connection is kept for the next call;
-    ``phase`` (what it waits for) is named in a caller's error."""
-
-    __slots__ = ("done", "conn", "error", "phase", "started", "made", "thread", "claimed")
-
-    def __init__(self) -> None:
-        self.done = threading.Event()
-        self.conn: _Connection | None = None
-        self.error: BaseException | None = None
-        self.phase = "starting the connection"
-        self.started = time.monotonic()
-        self.made: Transport | Channel | None = None  # what close() must close to stop it
-        self.thread: threading.Thread | None = None
-        self.claimed = False  # a borrower is waiting for it
 
 
 #: Every live Session, told when the process forks (their connections and threads are the parent's).
@@ -110,7 +92,7 @@ class Session:
         telemetry: Any,
     ) -> None:
         self._client = client
-        self._handshake = Handshake(client)
+        self._handshake = Handshake(client, telemetry)
         name, limits, timeouts = client.name, client.pool, client.timeouts
         self.factory = factory
         self.timeouts: Timeouts = timeouts
@@ -140,6 +122,7 @@ class Session:
             maintenance_interval=min(timeouts.keepalive, timeouts.idle) / 4,
         )
         self.borrow_wait = limits.borrow_timeout  # None: each call waits up to its own timeout
+        self.judges = client.retry.retry_result is not None  # the fast path asks the policy of each result
         #: a routed client's :class:`~mcpsync._routing.Router` and per-endpoint breakers
         self.router: Any = None
         self.endpoint_breakers: dict[str, CircuitBreaker] | None = None
@@ -522,6 +505,8 @@ class Session:
             return self._guarded(method, params, t, progress, safe_to_retry, tool, retry, start, exc)
         if entry is not None:
             pool.give_back_idle(entry)
+        if (retry is not None or self.judges) and (transient := guard.judge(result, retry)) is not None:
+            return self._guarded(method, params, t, progress, safe_to_retry, tool, retry, start, transient)
         guard.succeeded(tool, start)
         return result
 
@@ -639,8 +624,8 @@ class Session:
             return raw
         result = decode_result(method, raw)
         rt = result.get("resultType") if type(result) is dict else getattr(result, "result_type", None)
-        if rt is None or rt == "complete":
-            return result
+        if rt is None or rt == "complete" or (rt == "task" and method == "tools/call"):
+            return result  # (a task, SEP-2663: the tools layer follows it, mcpsync._tasks)
         if rt != "input_required":
             raise ProtocolError(
                 f"{c.name} answered {method} with resultType {rt!r}, which this client cannot handle", code=-32600
@@ -684,9 +669,15 @@ class Session:
         )
 
     def notify(self, method: str, params: Mapping[str, Any] | None = None) -> None:
-        """Send a notification to the server (on the session-scoped connection); one
-        that meets an expired session is sent again on the renewed one."""
+        """Send a notification to the server (on the session-scoped connection; with
+        telemetry, as a span); one that meets an expired session is sent again on the renewed one."""
         conn = self.primary_connection()
+        if self.telemetry is not None:
+            self.telemetry.notify(self._client, method, params, lambda sent: self._notify_on(conn, method, sent), conn)
+        else:
+            self._notify_on(conn, method, params)
+
+    def _notify_on(self, conn: _Connection, method: str, params: Mapping[str, Any] | None) -> None:
         try:
             conn.channel.notify(method, params)
         except SessionExpired as exc:

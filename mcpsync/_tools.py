@@ -35,13 +35,15 @@ from ._retry import tool_is_retry_safe
 from ._messages import CallToolResult, ListToolsResult, Tool
 from ._paging import paginate
 from ._policies import RetryPolicy
-from ._protocol_types import Task
+from ._tasks import Tasks, ToolTask
 from ._schema import validate_output
 from .transports._http_headers import header_annotation_error, header_annotations, mcp_param_headers
 
 __all__ = ["Tools", "call_facts", "call_plan"]
 
 log = logging.getLogger("mcpsync.client")
+
+_monotonic = time.monotonic
 
 #: Seconds a failed hidden discovery keeps get_tool from trying again.
 DISCOVERY_BACKOFF = 60.0
@@ -199,9 +201,10 @@ class Tools:
         retry_safe: bool,
         task: bool | None,
         validate: bool,
-    ) -> CallToolResult | Task:
+    ) -> CallToolResult | ToolTask:
         """``tools/call``, the one body (see the module's docstring)."""
         c = self._client
+        began = _monotonic()  # a task the server makes of the call is waited for in what is left
         listed = c._tool_cache.peek(c.name, c._cache_credential)  # harness work: not counted
         plan = None if listed is None else listed.plans.get(name) or call_plan(listed, name)
         definition = None
@@ -219,7 +222,7 @@ class Tools:
             # the call goes out first, and the tool cache is filled only then
             safe = self._safe_once_learned(name, ends)
         if as_task:
-            return self._as_task(name, arguments, timeout, meta, task is True, validate, definition)
+            return self._as_task(name, arguments, timeout, meta, task is True, validate, definition, began)
         params: dict[str, Any] = {"name": name, "arguments": arguments if arguments is not None else {}}
         if meta:
             params["_meta"] = dict(meta)
@@ -243,15 +246,15 @@ class Tools:
                 learned = self._learn(name, ends) if listed is None and task is None else None
                 if learned is None or not _task_only(learned):
                     raise
-                return self._as_task(name, arguments, timeout, meta, False, validate, learned)  # learned only now
-        if not isinstance(result, CallToolResult):
-            result = c._tasks.wait(result.task, timeout)  # the server made it a task
+                return self._as_task(name, arguments, timeout, meta, False, validate, learned, began)  # learned only now
+        if not isinstance(result, CallToolResult):  # the server made it a task: followed in the call's time
+            result = c._tasks.follow(result, name, self._left(timeout, began))
         elif result.is_error and listed is None and task is None:
             # some servers refuse a task-only tool called plainly with an isError result
             # (not an error): learned only now, it is run as a task
             learned = self._learn(name, ends)
             if learned is not None and _task_only(learned):
-                return self._as_task(name, arguments, timeout, meta, False, validate, learned)
+                return self._as_task(name, arguments, timeout, meta, False, validate, learned, began)
         if validate:
             if definition is not None:
                 if definition.output_schema is not None:
@@ -270,15 +273,24 @@ class Tools:
         handle_only: bool,
         validate: bool,
         definition: Tool | None,
-    ) -> CallToolResult | Task:
-        tasks = self._client._tasks
-        handle: Task = tasks.start(name, arguments, timeout=timeout, meta=meta)
+        began: float,
+    ) -> CallToolResult | ToolTask:
+        """A call run as a task: its :class:`~mcpsync._tasks.ToolTask` (``handle_only``), else
+        its result, waited for in what is left of the call's time."""
+        tasks: Tasks = self._client._tasks
+        handle = tasks.start(name, arguments, timeout=timeout, meta=meta)
         if handle_only:
             return handle
-        result: CallToolResult = tasks.wait(handle, timeout)
+        result = tasks.follow(handle, name, self._left(timeout, began))
         if validate and definition is not None:
             self.check_result(definition, result)
         return result
+
+    def _left(self, timeout: float | None, began: float) -> float:
+        """What is left of a call's time that began at ``began`` (at least a millisecond: a
+        wait with none left ends at once, cancelling the task)."""
+        bound = self._client.timeouts.request if timeout is None else timeout
+        return max(bound - (_monotonic() - began), 0.001)
 
     def _learn(self, name: str, ends: float) -> Tool | None:
         """The definition of ``name`` learned after its call's answer or failure: a

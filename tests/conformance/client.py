@@ -111,6 +111,9 @@ def exercise(scenario: str, client: Client, ctx: Mapping[str, Any]) -> None:
     if scenario.startswith("sep-2640-"):
         exercise_skills(scenario, client)
         return
+    if scenario.startswith("mcpsync/"):
+        exercise_own(scenario, client, ctx)
+        return
     tools = client.list_tools()
     if scenario in ("json-schema-ref-no-deref", "request-metadata") or scenario.startswith(
         ("auth/client-credentials", "auth/pre-registration", "auth/wif-", "auth/dpop")
@@ -173,6 +176,34 @@ def exercise_skills(scenario: str, client: Client) -> None:
             skill.read(path)
 
 
+def exercise_own(scenario: str, client: Client, ctx: Mapping[str, Any]) -> None:
+    """mcpsync's own scenarios (tests/conformance/own_scenarios.py): what a user of the
+    public API does. Skills: list them, load each (and each skill named by URI), read its
+    files; tools: make the calls, each within its timeout. A refusal is logged, not fatal:
+    the scenario judges the traffic."""
+    if "sep-2640" in scenario:
+        try:
+            targets: list[Any] = list(client.list_skills())
+        except MCPError as exc:
+            logging.info("list_skills: %s", exc)
+            targets = []
+        for target in [*targets, *ctx.get("skillUris", [])]:
+            try:
+                skill = client.read_skill(target)
+                if ctx.get("readFiles", True):
+                    for path in skill.walk():
+                        skill.read(path)
+            except MCPError as exc:
+                logging.info("skill %s: %s", getattr(target, "uri", target), exc)
+        return
+    client.list_tools()
+    for call in ctx.get("toolCalls", []):
+        try:
+            client.call_tool(call["name"], call.get("arguments") or {}, timeout=call.get("timeout", TIMEOUT))
+        except MCPError as exc:
+            logging.info("%s: %s", call["name"], exc)
+
+
 def main(argv: list[str]) -> int:
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
     url = argv[-1]
@@ -184,6 +215,9 @@ def main(argv: list[str]) -> int:
         options["elicitation_handler"] = apply_defaults
     elif scenario == "sep-2322-client-request-state":
         options["elicitation_handler"] = accept_all
+    elif scenario.startswith("mcpsync/"):
+        answer = ctx.get("elicitation") or {}
+        options["elicitation_handler"] = lambda params: {"action": "accept", "content": dict(answer)}
     auth: OAuth | None = None
     if scenario.startswith("auth/"):
         auth = oauth_for(scenario, url, ctx)

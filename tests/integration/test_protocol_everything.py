@@ -12,7 +12,7 @@ import threading
 
 import pytest
 
-from mcpsync import Client, PoolLimits, Prompt, ResourceNotFound, ResourceTemplate, Task, TextContent
+from mcpsync import Cancelled, Client, PoolLimits, Prompt, ResourceNotFound, ResourceTemplate, TextContent, ToolTask
 from tests.conftest import everything_command
 from tests.helpers import wait_until
 
@@ -234,20 +234,27 @@ def test_task_tool_polled_transparently(everything):
 
 
 def test_task_with_elicitation_and_handle(everything, handlers):
+    """The 2025-11-25 experimental flow behind the one task API: a handle asked for with
+    ``task=True``, polled, then waited on (the elicitation arrives as a server request)."""
     task = everything.call_tool("simulate-research-query", {"topic": "python", "ambiguous": True}, task=True)
-    assert isinstance(task, Task) and task.task_id and task.status == "working"
-    assert everything.get_task(task).task_id == task.task_id
-    result = everything.wait_task(task, timeout=30)
+    assert isinstance(task, ToolTask) and task.task_id and task.status == "working" and not task.modern
+    assert task.poll().task_id == task.task_id
+    seen: list[str] = []
+    result = task.wait(timeout=30, on_status=lambda t: seen.append(t.status))
     assert "Clarification" in result.text
+    assert seen and seen[0] in ("working", "input_required")
     assert any("interpretation" in e.get("requestedSchema", {}).get("properties", {}) for e in handlers.elicitations)
     assert any(t.task_id == task.task_id and t.status == "completed" for t in everything.list_tasks())
 
 
 def test_task_cancel(everything):
     task = everything.call_tool_task("simulate-research-query", {"topic": "cancel me"})
-    cancelled = everything.cancel_task(task)
-    assert cancelled.status == "cancelled"
-    assert everything.get_task(task).status == "cancelled"
+    task.cancel()
+    assert task.status == "cancelled"  # the 2025-11-25 answer is the task
+    assert task.poll().status == "cancelled"
+    with pytest.raises(Cancelled):
+        task.wait(timeout=5)
+    assert everything.task(task.task_id).poll().status == "cancelled"  # a handle from the id alone
 
 
 # ------------------------------------------------------------------ logging + subscriptions

@@ -74,3 +74,11 @@ def test_a_reissued_request_is_spliced_not_decoded() -> None:
     assert msgspec.json.decode(again) == {"jsonrpc": "2.0", "id": "mcpsync-reissue-1", "method": "tools/list", "params": {"cursor": "c"}}
     other = b'{"method":"ping","id":7,"jsonrpc":"2.0"}'  # not the dispatcher's shape: rewritten
     assert msgspec.json.decode(_reissued(other, 7, 8)) == {"method": "ping", "id": 8, "jsonrpc": "2.0"}
+
+
+def test_tasks_requests_name_their_task() -> None:
+    """SEP-2663: ``tasks/get|update|cancel`` carry ``Mcp-Name: <taskId>`` (a balancer routes on it)."""
+    for method in ("tasks/get", "tasks/update", "tasks/cancel"):
+        facts = message_facts(5, method, {"taskId": "t-42", "_meta": MODERN})
+        assert facts is not None and (facts.modern_version, facts.name) == ("2026-07-28", "t-42")
+    assert message_facts(5, "tasks/get", {"taskId": 42, "_meta": MODERN}).name is None  # not a string: no header

@@ -7,7 +7,7 @@ import hashlib
 
 import pytest
 
-from mcpsync import SkillIntegrityError
+from mcpsync import ProtocolError, SkillIntegrityError
 from mcpsync._skills import SkillFile, SkillInfo, parse_frontmatter, verify_file
 from mcpsync.transports._http_headers import dpop_nonce_challenge
 
@@ -53,21 +53,69 @@ def test_frontmatter_without_pyyaml(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(builtins, "__import__", no_yaml)
     front, _ = parse_frontmatter('---\nname: a\ndescription: "quoted: yes"\nbeta: true\n---\n')
     assert front == {"name": "a", "description": "quoted: yes", "beta": True}
-    with pytest.raises(SkillIntegrityError, match="PyYAML is not installed"):
-        parse_frontmatter("---\nname: a\nmetadata:\n  owner: x\n---\n")
+    front, _ = parse_frontmatter("---\nname: a\nmetadata:\n  owner: x\n  tags: [p, q]\n---\n")  # nested: read
+    assert front == {"name": "a", "metadata": {"owner": "x", "tags": ["p", "q"]}}
+    with pytest.raises(SkillIntegrityError, match="only with PyYAML installed"):
+        parse_frontmatter("---\nname: a\ntag: !custom x\n---\n")
+    with pytest.raises(SkillIntegrityError, match="not valid YAML"):
+        parse_frontmatter("---\nname: a\nname: b\n---\n")
+
+
+D0, D1 = "sha256:" + "0" * 64, "sha256:" + "1" * 64
+
+
+def _entry(**over: object) -> dict:
+    entry = {
+        "uri": "skill://tools/pdf/SKILL.md",
+        "frontmatter": {"name": "pdf", "description": "d"},
+        "resources": [{"uri": "skill://tools/pdf/SKILL.md", "digest": D0, "size": 3},
+                      {"uri": "skill://tools/pdf/a/b.md", "digest": D1, "size": 4}],
+    }
+    entry.update(over)
+    return entry
 
 
 def test_skill_info_from_wire() -> None:
-    info = SkillInfo.from_wire({
-        "uri": "skill://tools/pdf/SKILL.md",
-        "frontmatter": {"description": "d"},
-        "resources": [{"uri": "skill://tools/pdf/SKILL.md", "digest": "sha256:00", "size": 3},
-                      {"uri": "skill://tools/pdf/a/b.md", "digest": "sha256:11", "size": 4}],
-    })
-    assert info.name == "pdf" and info.root == "skill://tools/pdf/"
-    assert [f.path for f in info.files] == ["SKILL.md", "a/b.md"]
+    info = SkillInfo.from_wire(_entry())
+    assert info.name == "pdf" and info.root == "skill://tools/pdf" and not info.dynamic
+    assert [f.path for f in info.files] == ["SKILL.md", "a/b.md"] and info.total_size == 7 and info.refusal is None
     with pytest.raises(SkillIntegrityError, match="not in the manifest"):
         info.file("c.md")
+    dynamic = SkillInfo.from_wire(_entry(resources="dynamic"))
+    assert dynamic.dynamic and dynamic.files == ()
+
+
+@pytest.mark.parametrize("over, why", [
+    ({"resources": None}, "resources is missing"),
+    ({"resources": {"a": 1}}, "neither a manifest"),
+    ({"resources": "generated"}, "neither a manifest"),
+    ({"frontmatter": {"name": "other", "description": "d"}}, "last segment"),
+    ({"frontmatter": {"name": "pdf"}}, "no description"),
+    ({"uri": "skill://tools/pdf/README.md"}, "must name its SKILL.md"),
+    ({"resources": [{"uri": "skill://tools/pdf/a.md", "digest": D0, "size": 1}]}, "does not list its SKILL.md"),
+    ({"resources": [{"uri": "skill://tools/pdf/SKILL.md", "digest": D0, "size": 1},
+                    {"uri": "skill://tools/other/x.md", "digest": D0, "size": 1}]}, "not a file of the skill"),
+    ({"resources": [{"uri": "skill://tools/pdf/SKILL.md", "digest": D0, "size": 1},
+                    {"uri": "skill://tools/pdf/../x.md", "digest": D0, "size": 1}]}, "not a file of the skill"),
+    ({"resources": [{"uri": "skill://tools/pdf/SKILL.md", "digest": D0, "size": 1}] * 2}, "listed twice"),
+    ({"resources": [{"uri": "skill://tools/pdf/SKILL.md", "digest": "sha256:00", "size": 1}]}, "digest"),
+    ({"resources": [{"uri": "skill://tools/pdf/SKILL.md", "digest": D0, "size": -1}]}, "size"),
+])
+def test_entries_the_sep_calls_invalid(over: dict, why: str) -> None:
+    with pytest.raises(ProtocolError, match=why):
+        SkillInfo.from_wire(_entry(**over))
+
+
+def test_the_limits_are_read_from_the_entry() -> None:
+    many = [{"uri": "skill://tools/pdf/SKILL.md", "digest": D0, "size": 1}]
+    many += [{"uri": f"skill://tools/pdf/f{i}", "digest": D0, "size": 1} for i in range(511)]
+    assert SkillInfo.from_wire(_entry(resources=many)).refusal is None  # 512: accepted
+    many.append({"uri": "skill://tools/pdf/one-more", "digest": D0, "size": 1})
+    assert "513 files" in SkillInfo.from_wire(_entry(resources=many)).refusal
+    sized = [{"uri": "skill://tools/pdf/SKILL.md", "digest": D0, "size": 16 * 1024 * 1024}]
+    assert SkillInfo.from_wire(_entry(resources=sized)).refusal is None  # 16 MiB exactly: accepted
+    sized[0]["size"] += 1
+    assert "16 MiB" in SkillInfo.from_wire(_entry(resources=sized)).refusal
 
 
 def test_dpop_nonce_challenge_recognised() -> None:
