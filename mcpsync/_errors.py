@@ -30,7 +30,8 @@ Every call ends in a result or one of these. The tree is shallow on purpose::
     ├── AuthError                    authentication / authorization failed (never retried)
     │   ├── PermissionDenied
     │   └── TokenEndpointError       the authorization server refused a token request
-    └── Cancelled                    the call was cancelled by the caller
+    ├── Cancelled                    the call was cancelled by the caller
+    └── AgentToolError               a tool error or failed call, raised to an agent framework
 
 Outside :class:`MCPError`, for what goes wrong before any server is involved::
 
@@ -58,7 +59,7 @@ __all__ = [
     "RequestTimeout", "ServerUnavailable", "CircuitOpen", "ProtocolError", "MessageTooLarge",
     "SkillIntegrityError", "RemoteError", "ToolError", "ToolNotFound", "InvalidParams", "ResourceError",
     "ResourceNotFound", "MethodNotFound", "UnsupportedProtocolVersion", "AuthError", "PermissionDenied",
-    "Cancelled", "ERROR_CODE_TABLE", "error_from_code",
+    "Cancelled", "AgentToolError", "ERROR_CODE_TABLE", "error_from_code",
 ]
 
 # JSON-RPC 2.0 and MCP error codes.
@@ -240,6 +241,11 @@ class PermissionDenied(AuthError):
 
 class Cancelled(MCPError):
     """The call was cancelled by the caller."""
+
+
+class AgentToolError(MCPError):
+    """A tool error or a failed call, raised where an agent framework's tool errors are
+    exceptions (``mcpsync.integrations``): the message is the text the model reads."""
 
 
 #: JSON-RPC error code → exception class. Change it in place to map new codes.

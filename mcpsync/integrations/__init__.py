@@ -17,6 +17,7 @@ framework's shape: the schemas, results and errors come from one conversion,
 module is imported, and ``import mcpsync`` imports none of them.
 """
 
+from .._errors import AgentToolError
 from ._toolbox import Media, ToolOutput, ToolSpec, Toolbox, inline_refs
 
-__all__ = ["Toolbox", "ToolSpec", "ToolOutput", "Media", "inline_refs"]
+__all__ = ["Toolbox", "ToolSpec", "ToolOutput", "Media", "inline_refs", "AgentToolError"]

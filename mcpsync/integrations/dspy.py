@@ -5,7 +5,7 @@ server (``$ref`` s inlined: DSPy validates each argument against its schema and 
 to the model), and whose function calls the server synchronously: no async session, no
 event loop, so ``tool(...)`` and ``await tool.acall(...)`` both work. A call returns the
 result's structured content (a dict) or its text; a tool error (``isError``) or a failed
-call raises :class:`MCPToolError` with the text the model should read
+call raises :class:`~mcpsync._errors.AgentToolError` with the text the model should read
 (:func:`~mcpsync.agent_message`'s sentence for a failed call), which ``ReAct`` writes into
 its trajectory as the observation.
 
@@ -23,15 +23,13 @@ from typing import Any
 
 import dspy  # type: ignore[import-untyped]
 
+from .._errors import AgentToolError
 from ._toolbox import Source, Toolbox, ToolSpec
 
-__all__ = ["MCPToolError", "tool", "tools"]
+__all__ = ["tool", "tools"]
 
 _TYPES: dict[str, type] = {"string": str, "integer": int, "number": float, "boolean": bool, "array": list, "object": dict}
 
-
-class MCPToolError(Exception):
-    """A tool error or a failed call; its message is what the model reads."""
 
 
 def tool(toolbox: Toolbox, spec: ToolSpec) -> Any:
@@ -42,7 +40,7 @@ def tool(toolbox: Toolbox, spec: ToolSpec) -> Any:
     def call(**kwargs: Any) -> Any:
         output = toolbox.call(spec.name, kwargs)
         if output.is_error:
-            raise MCPToolError(output.text)
+            raise AgentToolError(output.text, tool=spec.name)
         return output.structured if output.structured is not None else output.text
 
     arg_types = {k: _TYPES.get(str(v.get("type")), Any) for k, v in args.items()}

@@ -27,7 +27,7 @@ import asyncio
 import base64
 from typing import Any
 
-from agents import FunctionTool, RunContextWrapper, ToolOutputFileContent, ToolOutputImage, ToolOutputText
+from agents import FunctionTool, RunContextWrapper, Tool, ToolOutputFileContent, ToolOutputImage, ToolOutputText
 from agents.agent import AgentBase
 from agents.tool_context import ToolContext
 
@@ -70,13 +70,17 @@ def function_tool(toolbox: Toolbox, spec: ToolSpec) -> FunctionTool:
     )
 
 
-def function_tools(source: Source | Toolbox, *, lang: str = "en", timeout: float | None = None) -> list[FunctionTool]:
+def function_tools(source: Source | Toolbox, *, lang: str = "en", timeout: float | None = None) -> list[Tool]:
     """The tools of ``source`` (a Client, a MultiClient, or a Toolbox to share) as FunctionTools.
 
     Args:
         source: where the tools are.
         lang: language of the error sentences the model reads (``"en"`` / ``"zh"``).
         timeout: seconds per tool call (default: the client's request timeout).
+
+    Returns:
+        :class:`agents.FunctionTool` s, typed as the SDK's ``Tool`` so the list goes
+        straight into ``Agent(tools=...)``.
     """
     toolbox = source if isinstance(source, Toolbox) else Toolbox(source, lang=lang, timeout=timeout)
     return [function_tool(toolbox, s) for s in toolbox.specs()]

@@ -6,7 +6,7 @@ enums survive), with ``nullable`` on the optional ones, as smolagents marks them
 are Python identifiers (a ``CodeAgent`` calls tools as functions): ``get-sum`` becomes
 ``get_sum``. A call returns the result's structured content (a dict) or its text, or an
 ``AgentImage`` when the result is only an image; a tool error (``isError``) or a failed
-call raises :class:`MCPToolError` with the text the model should read
+call raises :class:`~mcpsync._errors.AgentToolError` with the text the model should read
 (:func:`~mcpsync.agent_message`'s sentence for a failed call), which smolagents shows the
 model as the step's error.
 
@@ -29,13 +29,11 @@ from typing import Any
 from smolagents import Tool, ToolCollection  # type: ignore[import-untyped]
 from smolagents.agent_types import AgentImage  # type: ignore[import-untyped]
 
+from .._errors import AgentToolError
 from ._toolbox import Source, Toolbox, ToolOutput, ToolSpec
 
-__all__ = ["MCPTool", "MCPToolError", "tools", "tool_collection"]
+__all__ = ["MCPTool", "tools", "tool_collection"]
 
-
-class MCPToolError(Exception):
-    """A tool error or a failed call; its message is what the model reads."""
 
 
 def _input(schema: dict[str, Any], required: bool) -> dict[str, Any]:
@@ -90,7 +88,7 @@ class MCPTool(Tool):  # type: ignore[misc]
     def forward(self, **kwargs: Any) -> Any:
         output = self.toolbox.call(self.name, kwargs)
         if output.is_error:
-            raise MCPToolError(output.text)
+            raise AgentToolError(output.text, tool=self.name)
         return _value(output)
 
 

@@ -19,7 +19,10 @@ from tests.conftest import ROOT
 EXAMPLES = sorted((ROOT / "examples").glob("*.py"))
 # the public modules pyright checks strictly along with the examples (mypy --strict checks
 # the whole package)
-STRICT_MODULES = ["mcpsync/__init__.py", "mcpsync/_errors.py", "mcpsync/adapters.py", "mcpsync/cli.py"]
+STRICT_MODULES = ["mcpsync/__init__.py", "mcpsync/_errors.py", "mcpsync/adapters.py", "mcpsync/cli.py",
+                  "mcpsync/pytest_plugin.py", "mcpsync/integrations/_toolbox.py", "mcpsync/integrations/langchain.py",
+                  "mcpsync/integrations/pydantic_ai.py", "mcpsync/integrations/openai_agents.py",
+                  "mcpsync/integrations/llama_index.py"]
 
 
 def _env() -> dict[str, str]:
@@ -31,6 +34,8 @@ def _env() -> dict[str, str]:
 def test_there_is_an_example_per_area() -> None:
     names = {p.stem for p in EXAMPLES}
     assert {"quickstart", "transports", "resources_prompts", "config_files", "profiles", "llm_adapters"} <= names
+    # one per agent framework (README: "Use it in your framework")
+    assert {f"framework_{f}" for f in ("langchain", "pydantic_ai", "openai_agents", "smolagents", "dspy", "llama_index")} <= names
 
 
 @pytest.mark.timeout(90)
