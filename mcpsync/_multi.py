@@ -25,11 +25,14 @@ import os
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Iterable, Literal, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Literal, Mapping, Sequence
 
 import msgspec
 
 from ._errors import ToolNotFound
+
+if TYPE_CHECKING:
+    from ._messages import CallToolResult, Tool
 
 __all__ = ["MultiClient", "ServerStatus", "ToolEntry"]
 
@@ -62,7 +65,7 @@ class ToolEntry:
 
     server: str
     name: str
-    tool: Any
+    tool: Tool
 
     @property
     def original_name(self) -> str:
@@ -461,14 +464,14 @@ class MultiClient:
             self._ensure_listed()
         return self._entries(self._snapshot())
 
-    def list_tools(self, *, refresh: bool = False) -> list[Any]:
+    def list_tools(self, *, refresh: bool = False) -> list[Tool]:
         """Every reachable tool, named as callers call it (``server__tool`` when namespaced).
 
         Returns:
             :class:`~mcpsync.Tool` values; a namespaced one is a copy with the qualified
             name (and the server's title unchanged).
         """
-        out = []
+        out: list[Tool] = []
         for e in self.tool_entries(refresh=refresh):
             tool = e.tool
             if e.name != tool.name:
@@ -482,7 +485,7 @@ class MultiClient:
             out.append(tool)
         return out
 
-    def tools_by_server(self) -> dict[str, list[Any]]:
+    def tools_by_server(self) -> dict[str, list[Tool]]:
         """server name → its tools, with their own names (servers that listed, in order)."""
         self._ensure_listed()
         return dict(self._snapshot())
@@ -530,7 +533,7 @@ class MultiClient:
         hint = f" (servers not reachable: {', '.join(down)})" if down else ""
         raise ToolNotFound(f"tool {name} does not exist on any server{hint}", code=-32602, data={"tool": name})
 
-    def call_tool(self, name: str, arguments: Mapping[str, Any] | None = None, **kwargs: Any) -> Any:
+    def call_tool(self, name: str, arguments: Mapping[str, Any] | None = None, **kwargs: Any) -> CallToolResult:
         """Call a tool by its exposed name on the server that offers it.
 
         Args:
@@ -545,7 +548,8 @@ class MultiClient:
         server, tool = self.route(name)
         s = self._servers[server]
         try:
-            return s.client.call_tool(tool, arguments, **kwargs)
+            result: CallToolResult = s.client.call_tool(tool, arguments, **kwargs)
+            return result
         except ToolNotFound:
             # the server no longer has it: its tool list changed without telling us
             self._invalidate(s)

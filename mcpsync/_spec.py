@@ -36,7 +36,10 @@ import ssl
 import sys
 import threading
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
+
+if TYPE_CHECKING:
+    from ._client import Client
 
 __all__ = ["ClientSpec", "process_client", "close_process_clients"]
 
@@ -239,7 +242,7 @@ class ClientSpec:
 
     # ------------------------------------------------------------------ building
 
-    def build(self, **overrides: Any) -> Any:
+    def build(self, **overrides: Any) -> Client:
         """A new :class:`~mcpsync.Client` from this recipe (the caller owns and closes it).
 
         Most code wants :meth:`client` (one per process) instead.
@@ -263,7 +266,8 @@ class ClientSpec:
         if self.kind == "stdio":
             command, args = self.target
             return Client.stdio(command, list(args), **options)
-        return getattr(Client, self.kind)(self.target[0], **options)
+        client: Client = getattr(Client, self.kind)(self.target[0], **options)
+        return client
 
     def oauth(self) -> Any:
         """A new :class:`mcpsync.auth.OAuth` for this spec's ``oauth=`` arguments (None
@@ -275,7 +279,7 @@ class ClientSpec:
 
         return OAuth(self.target[0], **args)
 
-    def client(self) -> Any:
+    def client(self) -> Client:
         """This process's client for the spec: see :func:`process_client`."""
         return process_client(self)
 
@@ -283,7 +287,7 @@ class ClientSpec:
 # ----------------------------------------------------------------------------- one per process
 
 _lock = threading.Lock()
-_clients: dict[ClientSpec, Any] = {}
+_clients: dict[ClientSpec, Client] = {}
 _pid = os.getpid()
 
 
@@ -300,7 +304,7 @@ def _forget_in_child() -> None:
 os.register_at_fork(after_in_child=_forget_in_child)
 
 
-def process_client(spec: ClientSpec) -> Any:
+def process_client(spec: ClientSpec) -> Client:
     """This process's :class:`~mcpsync.Client` for ``spec``.
 
     Built on first use in each process (thread-safe: concurrent first calls get the

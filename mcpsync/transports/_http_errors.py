@@ -2,7 +2,7 @@
 
 * :func:`translate` — the one place where urllib3 / socket exceptions become
   :mod:`mcpsync._errors` types; :func:`status_error` words an HTTP error status and
-  leaves its mapping to :func:`mcpsync._errors.error_from_http_status`.
+  leaves its mapping to :func:`mcpsync._status_errors.error_from_http_status`.
 * :func:`redirect_target` — same-origin 307 / 308 redirects only.
 * :func:`redact` — what of an error body may reach a message or a log line.
 * :func:`request_timeout` — one deadline for an HTTP request: the pool wait, the
@@ -39,8 +39,8 @@ from .._errors import (
     NetworkError,
     ProtocolError,
     RequestTimeout,
-    error_from_http_status,
 )
+from .._status_errors import error_from_http_status
 from ._fastconn import FastResponse
 from ._http_options import _EDGE, origin_of, wire_url
 from ._tls import refusal
@@ -244,7 +244,7 @@ def status_error(
 ) -> MCPError:
     """The error for an HTTP status that carries no JSON-RPC message.
 
-    The mapping is :func:`mcpsync._errors.error_from_http_status` (``Retry-After`` of
+    The mapping is :func:`mcpsync._status_errors.error_from_http_status` (``Retry-After`` of
     ``headers`` included); this only words the message, quoting at most
     :data:`SNIPPET` characters of ``body`` after :func:`redact` (``secrets``: the
     request's own header values, never quoted).

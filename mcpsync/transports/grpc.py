@@ -18,7 +18,7 @@ only dependency: no generated stubs, no protobuf runtime. grpcio is an optional 
 (``pip install mcpsync[grpc]``), imported when a transport connects.
 
 gRPC status codes mean transport failures and map into the error tree through
-:data:`mcpsync._errors.GRPC_STATUS_TABLE` (:func:`~mcpsync._errors.error_from_grpc_status`):
+:data:`mcpsync._status_errors.GRPC_STATUS_TABLE` (:func:`~mcpsync._status_errors.error_from_grpc_status`):
 UNAUTHENTICATED → :class:`AuthError`, PERMISSION_DENIED → :class:`PermissionDenied`,
 UNAVAILABLE → :class:`ConnectError` (connecting) / :class:`ConnectionClosed`,
 DEADLINE_EXCEEDED → :class:`RequestTimeout`, RESOURCE_EXHAUSTED → :class:`MessageTooLarge`
@@ -49,8 +49,8 @@ from .._errors import (
     MessageTooLarge,
     ProtocolError,
     RequestTimeout,
-    error_from_grpc_status,
 )
+from .._status_errors import error_from_grpc_status
 from .._speedups import DEFAULT_MAX_MESSAGE_SIZE as _DEFAULT_MAX
 from ._base import Transport
 from ._inbox import ENDED, Inbox
@@ -175,7 +175,7 @@ def channel_options(max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE, extra: Seq
 
 def status_error(code: Any, details: str, where: str, *, connecting: bool = False) -> MCPError:
     """The error for a gRPC status: worded here, mapped by
-    :func:`mcpsync._errors.error_from_grpc_status` (the one table)."""
+    :func:`mcpsync._status_errors.error_from_grpc_status` (the one table)."""
     name = getattr(code, "name", str(code))
     return error_from_grpc_status(code, f"{where}: gRPC {name}: {details or 'no details'}", connecting=connecting)
 

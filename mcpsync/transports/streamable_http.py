@@ -35,7 +35,7 @@ message itself:
 
 A 307 / 308 redirect within the URL's origin is followed and its target kept (e.g. a
 trailing-slash redirect); one to another origin is refused. Other HTTP error statuses
-map through :func:`mcpsync._errors.error_from_http_status` (429 / 503 carry
+map through :func:`mcpsync._status_errors.error_from_http_status` (429 / 503 carry
 ``retry_after``; a 429 was not sent); an error body is quoted only redacted and cut
 short. A send has one deadline, its ``timeout``: waiting for a pooled connection,
 connecting and reading the answer share it. Response streams are read on the

@@ -36,13 +36,13 @@ import websocket
 from websocket import ABNF
 
 from .._errors import (
-    error_from_http_status,
     ConnectError,
     ConnectionClosed,
     MessageTooLarge,
     ProtocolError,
     RequestTimeout,
 )
+from .._status_errors import error_from_http_status
 from .._speedups import DEFAULT_MAX_MESSAGE_SIZE as _DEFAULT_MAX
 from ._base import Transport
 from ._http_errors import redact

@@ -31,6 +31,9 @@ IMPORT_NAMES = {
     "protobuf": "google",
     "opentelemetry-api": "opentelemetry",
     "opentelemetry-sdk": "opentelemetry",
+    "pydantic-ai-slim": "pydantic_ai",
+    "openai-agents": "agents",
+    "llama-index-core": "llama_index",
 }
 
 

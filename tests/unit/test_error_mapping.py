@@ -13,6 +13,8 @@ import pickle
 import pytest
 
 from mcpsync import _errors as E
+from mcpsync import _status_errors as S
+from mcpsync._status_errors import error_from_grpc_status, error_from_http_status
 from mcpsync._errors import (
     AuthError,
     Cancelled,
@@ -36,8 +38,6 @@ from mcpsync._errors import (
     attach_fields,
     counts_as_breaker_failure,
     error_from_code,
-    error_from_grpc_status,
-    error_from_http_status,
     is_server_error,
     is_transient,
     may_have_reached_server,
@@ -118,7 +118,7 @@ def test_http_status_while_connecting_and_overrides() -> None:
     assert type(err) is ConnectError and err.timeout is False
     assert type(error_from_http_status(401, connecting=True)) is AuthError  # auth stays auth
     assert str(error_from_http_status(502)) == "HTTP 502"
-    custom = {**E.HTTP_STATUS_TABLE, 409: ConnectionClosed}
+    custom = {**S.HTTP_STATUS_TABLE, 409: ConnectionClosed}
     assert type(error_from_http_status(409, table=custom)) is ConnectionClosed
     assert error_from_http_status(429, retry_after=3.0).retry_after == 3.0
 
@@ -151,14 +151,14 @@ def test_429_was_not_sent_and_says_when_to_come_back() -> None:
 def test_retry_after_forms() -> None:
     from email.utils import formatdate
 
-    assert E.retry_after_seconds("120") == 120.0
-    assert E.retry_after_seconds(" 0 ") == 0.0
-    assert E.retry_after_seconds(None) is None
-    assert E.retry_after_seconds("soon") is None
-    assert E.retry_after_seconds("-3") is None
+    assert S.retry_after_seconds("120") == 120.0
+    assert S.retry_after_seconds(" 0 ") == 0.0
+    assert S.retry_after_seconds(None) is None
+    assert S.retry_after_seconds("soon") is None
+    assert S.retry_after_seconds("-3") is None
     now = 1_800_000_000.0
-    assert E.retry_after_seconds(formatdate(now + 30, usegmt=True), now=now) == pytest.approx(30.0)
-    assert E.retry_after_seconds(formatdate(now - 30, usegmt=True), now=now) == 0.0
+    assert S.retry_after_seconds(formatdate(now + 30, usegmt=True), now=now) == pytest.approx(30.0)
+    assert S.retry_after_seconds(formatdate(now - 30, usegmt=True), now=now) == 0.0
 
 
 def test_the_transports_map_through_these_tables() -> None:

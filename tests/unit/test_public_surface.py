@@ -115,3 +115,20 @@ def test_constructors_with_a_profile_return_a_client(make):
         assert isinstance(client, Client)
     finally:
         client.close()
+
+
+@pytest.mark.parametrize("method, expected", [
+    ("list_tools", "list[Tool]"),
+    ("tools_by_server", "dict[str, list[Tool]]"),
+    ("call_tool", "CallToolResult"),
+])
+def test_multiclient_methods_return_precise_types(method, expected):
+    """``MultiClient`` answers with the same types as ``Client`` (issue 34): a user's
+    ``for t in multi.list_tools(): t.name`` type-checks."""
+    from mcpsync import MultiClient
+
+    fn = getattr(MultiClient, method)
+    namespace = {**vars(mcpsync), **{n: getattr(mcpsync, n) for n in mcpsync.__all__}}
+    hint = typing.get_type_hints(fn, globalns={**fn.__globals__, **namespace})["return"]
+    assert typing.Any not in typing.get_args(hint) and hint is not typing.Any
+    assert str(hint).replace("mcpsync._messages.", "") == expected or getattr(hint, "__name__", "") == expected

@@ -1,7 +1,7 @@
 """Transports move bytes: nothing under ``mcpsync/transports/`` imports the layers above.
 
 A transport may import the standard library, third-party packages, other transport
-modules and the ground floor (``_errors``, ``_constants``, ``_policies``, ``_speedups``, ``_channel``);
+modules and the ground floor (``_errors``, ``_status_errors``, ``_constants``, ``_policies``, ``_speedups``, ``_channel``);
 anything else in ``mcpsync`` (the Client, the dispatcher, ``server/``, messages, ...)
 is off limits, including imports inside functions and under ``TYPE_CHECKING``.
 """
@@ -14,7 +14,7 @@ from pathlib import Path
 import mcpsync
 
 PACKAGE = Path(mcpsync.__file__).parent
-GROUND_FLOOR = ("mcpsync._errors", "mcpsync._constants", "mcpsync._policies", "mcpsync._speedups", "mcpsync._channel")
+GROUND_FLOOR = ("mcpsync._errors", "mcpsync._status_errors", "mcpsync._constants", "mcpsync._policies", "mcpsync._speedups", "mcpsync._channel")
 
 
 def _imported(path: Path) -> list[tuple[int, str]]:
