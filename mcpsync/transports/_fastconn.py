@@ -37,7 +37,7 @@ from urllib3.exceptions import (
     SSLError,
 )
 
-__all__ = ["FastResponse", "MAX_FIELDS", "MAX_HEAD", "MAX_LINE", "_Headers", "_dict_get"]
+__all__ = ["FastResponse", "MAX_FIELDS", "MAX_HEAD", "MAX_LINE", "_Headers", "_dict_get", "httptools"]
 
 _CHUNK = 65536
 #: the most bytes an answer's head may take (interim heads before it included), and

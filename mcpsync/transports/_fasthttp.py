@@ -52,15 +52,9 @@ import time
 from typing import Any, Mapping
 from urllib.parse import urlsplit
 
-try:
-    import httptools
-except ImportError:  # pragma: no cover - a plain dependency; urllib3 serves without it
-    httptools = None  # type: ignore[assignment]
-
-from ._http_options import HeaderBlock, headers_problem
 from urllib3.exceptions import ClosedPoolError, ProtocolError
 
-from ._fastconn import (
+from ._fastconn import (  # httptools: None when it is missing (urllib3 serves then)
     _CHUNK,
     _TOKENS,
     MAX_FIELDS,
@@ -71,7 +65,9 @@ from ._fastconn import (
     _OriginPool,
     _parse_failed,
     _rest_of_head,
+    httptools,
 )
+from ._http_options import HeaderBlock, headers_problem
 
 __all__ = ["FastPoolManager", "FastResponse", "MAX_FIELDS", "MAX_HEAD", "MAX_LINE", "http_path"]
 
