@@ -48,4 +48,4 @@ def test_a_ctrl_c_storm_leaves_no_socket_held_and_no_call_lost(sdk_url: str, htt
     assert report["failed"] == 0, report["failures"]  # no other thread's call was lost
     assert report["workers_alive"] == 0, report
     assert report["after"] == ["Echo: after"] * 3, report
-    assert all(n == 0 for n in report["in_use"]), report  # every socket back in its pool
+    assert all(n == 0 for n in report["in_use"]), report["in_use"]  # every socket back in its pool

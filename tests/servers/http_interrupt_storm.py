@@ -21,18 +21,26 @@ import time
 from mcpsync import Client
 
 
-def in_use_after() -> list[int]:
-    """Sockets each blocking pool of the fast path still counts as in use, every call
-    having ended (the standalone GET stream, when there is one, is in the other pool)."""
-    gc.collect()  # not needed for a dropped socket (freed at once); for anything else
+def in_use_after(settle: float = 20.0) -> list[int]:
+    """Sockets each blocking pool of the fast path still counts as in use once every call
+    has ended (the standalone GET stream, when there is one, is in the other pool). A
+    response stream of a call abandoned by an interrupt ends when the server answers it
+    (the server works through the abandoned calls): waited for, up to ``settle`` seconds."""
     from mcpsync.transports._fastconn import _OriginPool
 
-    counts = []
-    for obj in gc.get_objects():
-        if isinstance(obj, _OriginPool) and obj.block and not obj._closed:
-            with obj._lock:
-                counts.append(obj.open_count() - len(obj._idle))
-    return counts
+    pools = [obj for obj in gc.get_objects() if isinstance(obj, _OriginPool) and obj.block and not obj._closed]
+
+    def counts() -> list[int]:
+        out = []
+        for pool in pools:
+            with pool._lock:
+                out.append(pool.open_count() - len(pool._idle))
+        return out
+
+    ends = time.monotonic() + settle
+    while any(counts()) and time.monotonic() < ends:
+        time.sleep(0.1)
+    return counts()
 
 
 def main() -> None:
