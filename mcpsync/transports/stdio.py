@@ -36,7 +36,9 @@ from typing import Any, Mapping, Sequence
 from .._errors import ConnectError, ConnectionClosed, MessageTooLarge, RequestTimeout, StartFailed
 from .._speedups import DEFAULT_MAX_MESSAGE_SIZE, EpollSwitch, FrameTooLarge, LineFramer
 from ._base import Transport
+from ._spawn import Group as _Group
 from ._spawn import popen
+from ._spawn import stop as _stop
 from ._stderr import STDERR_LINE_MAX as _STDERR_LINE_MAX
 from ._stderr import LogBudget as _LogBudget
 from ._stderr import line_text as _line_text
@@ -64,6 +66,8 @@ _monotonic = time.monotonic
 _EPOLL = hasattr(select, "epoll") and hasattr(os, "eventfd")
 #: A wait for output that ends sooner than this found it there already.
 _INSTANT = 5e-6
+#: each server in a process group (session) of its own, ended as a whole (POSIX)
+_GROUPS = os.name == "posix"
 
 
 def _close_all_at_exit() -> None:
@@ -128,7 +132,7 @@ class StdioTransport(Transport):
         "_proc", "_framer", "_ready", "_wbaton", "_wlock", "_wgate", "_wwaiting", "_rlock", "_reading", "_out_claim",
         "_eager", "_closed", "_stderr_tail", "_stderr_thread", "_stderr_stop", "_stderr_wake", "_spoke", "_eof",
         "_exit_code", "_broken_before_close", "_out_fd", "_in_fd", "_poller", "_idle_poller", "idle_switch", "_idle_wake",
-        "_pid_owner",
+        "_pid_owner", "_group",
     )
 
     def __init__(
@@ -196,6 +200,7 @@ class StdioTransport(Transport):
         self.idle_switch: EpollSwitch | None = None
         self._idle_wake = -1  # an eventfd in that set: _keep's wake for frames already read
         self._pid_owner = os.getpid()
+        self._group: _Group | None = None
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -217,6 +222,7 @@ class StdioTransport(Transport):
                 env=env,
                 cwd=self.cwd,
                 close_fds=True,
+                start_new_session=_GROUPS,  # its own group: a terminal's Ctrl-C reaches the client only
             )
         except OSError as exc:
             reason = exc.strerror or str(exc)
@@ -227,9 +233,9 @@ class StdioTransport(Transport):
                 raise StartFailed(message, command=self.describe(), exit_code=None, stderr_tail="") from exc
             raise ConnectError(message) from exc  # e.g. out of descriptors or memory: may pass
         self._proc = proc
+        self._group = _Group(proc, self.close_timeout) if _GROUPS else None  # ended with the client, however it ends
         if self._closed:  # close() ran while the process was being made: it must not live on
-            proc.kill()
-            proc.wait()
+            _stop(proc, self._group, 0.0)
             for pipe in (proc.stdin, proc.stdout, proc.stderr):
                 if pipe is not None:
                     pipe.close()
@@ -431,21 +437,11 @@ class StdioTransport(Transport):
                 proc.stdin.close()
         except OSError:
             pass
-        try:
-            # a child that closed its output cannot answer anything more: no long wait
-            code = proc.wait(min(wait, _BROKEN_GRACE) if broken else wait)
-            if broken:
-                self._exit_code = code  # it was on its way out
-        except subprocess.TimeoutExpired:
-            proc.terminate()
-            try:
-                proc.wait(wait)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                try:
-                    proc.wait(5.0)
-                except subprocess.TimeoutExpired:  # pragma: no cover - a process SIGKILL cannot end
-                    log.warning("stdio server %s (pid %s) did not end on SIGKILL", self.name, proc.pid)
+        # then SIGTERM to its whole group, then SIGKILL; a child that closed its output cannot
+        # answer anything more: no long wait
+        code = _stop(proc, self._group, wait, min(wait, _BROKEN_GRACE) if broken else wait)
+        if broken and code is not None:
+            self._exit_code = code  # it was on its way out
         self._stderr_stop = _monotonic() + 0.5  # the stderr reader closes its pipe on its way out
         if self._stderr_wake >= 0:
             try:
