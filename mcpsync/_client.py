@@ -172,9 +172,9 @@ class Client:
         cwd: str | os.PathLike[str] | None = None, max_message_size: int | None = None,
         profile: str | None = None, **options: Any,
     ) -> "Client":
-        """A client for a server run as a child process: ``command`` with ``args``, extra
-        ``env`` variables, in ``cwd``, messages up to ``max_message_size`` bytes. The
-        ``"minimal"`` profile starts a process per call."""
+        """A server run as a child process: ``command`` with ``args`` in ``cwd``, ``env`` over a minimal
+        environment (HOME, LOGNAME, PATH, SHELL, TERM, USER; ``inherit_env=True``: all of this process's),
+        messages up to ``max_message_size`` bytes. The ``"minimal"`` profile starts a process per call."""
         options.update(env=env, cwd=cwd, max_message_size=max_message_size)
         if profile is not None:
             from ._profiles import process_per_call, resolve

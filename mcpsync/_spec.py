@@ -137,7 +137,9 @@ class ClientSpec:
     @classmethod
     def stdio(cls, command: str, args: Sequence[str] = (), **options: Any) -> "ClientSpec":
         """The recipe of ``Client.stdio(command, args, **options)``."""
-        return cls._make("stdio", (command, tuple(args)), options)
+        from .transports._factory import stdio_args
+
+        return cls._make("stdio", (command, tuple(stdio_args(command, args))), options)
 
     @classmethod
     def http(cls, url: str, *, oauth: Mapping[str, Any] | None = None, **options: Any) -> "ClientSpec":

@@ -45,11 +45,38 @@ import threading
 import time
 from typing import Any, Callable
 
-__all__ = ["popen", "PDEATHSIG", "Group", "stop"]
+__all__ = ["popen", "PDEATHSIG", "Group", "stop", "DEFAULT_ENV_VARS", "server_environment"]
 
 log = logging.getLogger("mcpsync.transports.spawn")
 
 _PR_SET_PDEATHSIG = 1
+
+#: The variables a server inherits unless asked for everything (as the official SDK): what
+#: a shell and package runners (``npx``, ``uvx``) need to find their tools and caches.
+#: Nothing else of the client's environment (API keys, tokens) reaches a server by default.
+DEFAULT_ENV_VARS: tuple[str, ...] = (
+    ("APPDATA", "HOMEDRIVE", "HOMEPATH", "LOCALAPPDATA", "PATH", "PATHEXT", "PROCESSOR_ARCHITECTURE",
+     "SYSTEMDRIVE", "SYSTEMROOT", "TEMP", "USERNAME", "USERPROFILE")
+    if os.name == "nt"
+    else ("HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER")
+)
+
+
+def server_environment(extra: "dict[str, str] | None" = None, *, inherit: bool = False) -> dict[str, str]:
+    """The environment a server process starts with: :data:`DEFAULT_ENV_VARS` of this
+    process's (``inherit``: all of it), then ``extra`` over it.
+
+    Example:
+        >>> env = server_environment({"API_KEY": "k"})
+        >>> env["API_KEY"], set(env) <= {"API_KEY", *DEFAULT_ENV_VARS}
+        ('k', True)
+    """
+    if inherit:
+        base = dict(os.environ)
+    else:  # a value starting "()" is a shell function exported by bash: not a variable to pass on
+        base = {k: v for k in DEFAULT_ENV_VARS if (v := os.environ.get(k)) is not None and not v.startswith("()")}
+    base.update(extra or {})
+    return base
 
 
 def _load_prctl() -> Callable[..., int] | None:

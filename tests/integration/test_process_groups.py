@@ -161,8 +161,9 @@ CTRL_C_DRIVER = """
         return json.loads(client.call_tool("sequentialthinking", args, timeout=90).text)["thoughtHistoryLength"]
 
     history = [think(1), think(2)]
-    print("READY " + json.dumps({"leader": client.diagnostics().pids[0], "history": history}), flush=True)
+    ready = {"leader": client.diagnostics().pids[0], "history": history}
     try:
+        print("READY " + json.dumps(ready), flush=True)
         threading.Event().wait(60)  # Ctrl-C comes here
         interrupted = False
     except KeyboardInterrupt:
@@ -197,8 +198,8 @@ INFLIGHT_DRIVER = """
     from mcpsync import Client
     client = Client.stdio(sys.argv[1], sys.argv[2:], name="chaos", mode="legacy")
     pid = client.call_tool("pid", timeout=30).text
-    print("READY " + json.dumps({"pid": int(pid)}), flush=True)
     try:
+        print("READY " + json.dumps({"pid": int(pid)}), flush=True)
         client.call_tool("sleep", {"seconds": 60}, timeout=90)  # Ctrl-C comes during this call
         interrupted = False
     except KeyboardInterrupt:
