@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from ._agent_messages import agent_message
 from ._client import Client, ServerSession
 from ._diagnostics import ConnectionDiagnostics, Diagnostics
+from ._losses import SessionLost
 from ._errors import (
     InputRequestError,
     OutputSchemaError,
@@ -169,6 +170,7 @@ __all__ = [
     "ConnectError",
     "StartFailed",
     "SessionExpired",
+    "SessionLost",
     "ConnectionClosed",
     "RequestTimeout",
     "ServerUnavailable",

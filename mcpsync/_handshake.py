@@ -76,6 +76,7 @@ class _Connection:
         self.closer: Callable[[Callable[[], None], str], None] | None = None
         self.meta: dict[str, Any] | None = None  # modern per-request _meta
         self.renewing = threading.Lock()  # one session renewal at a time (see Handshake.renew)
+        self.closed_alive = False  # the client closed it while it worked (its end was no loss)
         self._wire_meta: tuple[Any, Any] = (None, None)  # (meta, what is sent for it)
 
     def wire_meta(self, meta: dict[str, Any]) -> Any:
@@ -98,6 +99,11 @@ class _Connection:
         """Close it off the calling thread when the client gave a closer (a stubborn
         server takes seconds to stop: neither a failed call nor the other connections wait
         for it); the client's own ``close()`` waits for every closer."""
+        if not self.closed_alive:
+            try:
+                self.closed_alive = bool(self.alive())
+            except Exception:  # pragma: no cover - a dead channel may raise when asked
+                pass
         closer = self.closer
         if closer is not None:
             closer(self._close_now, self.key)

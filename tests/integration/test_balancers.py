@@ -21,9 +21,10 @@ from typing import Any
 
 import pytest
 
-from mcpsync import BreakerPolicy, Client, MCPError, Timeouts
+from mcpsync import BreakerPolicy, Client, MCPError, SessionLost, Timeouts
 from mcpsync._errors import may_have_reached_server
 from tests.servers.balancers import NGINX_PROXY, Replicas, binary, haproxy, nginx, nginx_round_robin, nginx_upstream, wait_log
+from tests.helpers import wait_until
 from tests.servers.http_support import free_port
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
@@ -182,10 +183,13 @@ def test_haproxy_sticks_the_session_and_a_new_one_follows_a_dead_replica(tmp_pat
     with Replicas(3, log, stateless=False) as reps, haproxy(reps.ports, port, tmp_path / "haproxy"):
         updates: list[str] = []
         got = threading.Event()
+        lost: list[SessionLost] = []
         with Client.http(f"http://127.0.0.1:{port}/mcp", mode="legacy", name="sticky",
-                         timeouts=Timeouts(connect=5, request=TIMEOUT)) as client:
+                         timeouts=Timeouts(connect=5, request=TIMEOUT), on_session_lost=lost.append) as client:
             assert client.era == "legacy"
             first = client.call_tool("session").text
+            first_id = client.diagnostics().session_id
+            assert first_id
             home = first.split(":")[0]
             # the session stays on its replica, whichever thread calls
             seen: set[str] = set()
@@ -211,6 +215,11 @@ def test_haproxy_sticks_the_session_and_a_new_one_follows_a_dead_replica(tmp_pat
             # so the client re-initialises through the balancer and sends it again, once
             ran_on = client.call_tool("record", {"key": "after-failover"}, timeout=TIMEOUT).text
             assert ran_on != home
+            # the replaced session is announced: a warning, a count, the callback (on the worker)
+            assert wait_until(lambda: len(lost) == 1, 10), lost
+            new_id = client.diagnostics().session_id
+            assert lost[0].what == "session" and lost[0].old == first_id and lost[0].new == new_id != first_id, lost
+            assert client.diagnostics().sessions_lost == 1
             assert _lines(log, "record") == [(ran_on, "after-failover")]
             after = client.call_tool("session").text
             assert after.split(":")[0] == ran_on and after != first, after
