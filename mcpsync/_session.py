@@ -44,7 +44,7 @@ from ._errors import (
 )
 from ._breaker import BreakerState, CircuitBreaker
 from ._constants import META_LOG_LEVEL as _META_LOG
-from ._handshake import Handshake, ServerSession, _Connection
+from ._handshake import Handshake, ServerSession, _Connection, never_reached, wrong_endpoint
 from ._messages import STRUCT_META, decode_result
 from ._metrics import DISCOVERY_METHODS
 from ._mrtr import drive as _drive_input_rounds
@@ -426,13 +426,19 @@ class Session:
                     raise failure from exc
                 if isinstance(exc, (RemoteError, AuthError, StartFailed, PoolClosed)) or self.closed:
                     raise  # the server answered, or cannot run: a fresh start would fare the same
+                wrong = wrong_endpoint(exc, getattr(made, "url", None) or c.name)
+                if wrong is not None:
+                    raise wrong from exc  # an HTTP 4xx: the URL is wrong, not the server unwell
                 errors.append(exc)
                 if not getattr(exc, "timeout", isinstance(exc, RequestTimeout)):
                     break  # SPEC: a connect is retried once after a *timeout*
         last = errors[-1]
-        raise ConnectError(
-            f"MCP server {c.name} did not respond: {last}", attempts=len(errors)
-        ) from last
+        if not never_reached(last):
+            raise ConnectError(f"MCP server {c.name} did not respond: {last}", attempts=len(errors)) from last
+        # refused, unknown host, no route: on a first contact, said at once (not retried within
+        # the call); once reached, a lost server is the reconnect schedule's
+        raise ConnectError(f"MCP server {c.name} could not be reached: {last}", attempts=len(errors),
+                           unreached=not self.ever_connected) from last
 
     def _start(self, made: Transport | Channel, deadline: float) -> _Connection:
         c = self._client
