@@ -68,7 +68,7 @@ from ._protocol_types import (
     ResourceTemplate,
     Task,
 )
-from ._policies import BreakerPolicy, PoolLimits, ReconnectPolicy, RetryPolicy, Timeouts
+from ._policies import BreakerPolicy, PoolLimits, ReconnectPolicy, RetryPolicy, RetryThrottle, Timeouts
 from ._pool import PoolStats
 from ._routing import Endpoint, EndpointState, NoEndpointAvailable
 from ._speedups import IMPLEMENTATION as SPEEDUPS
@@ -136,6 +136,7 @@ __all__ = [
     "Transport",
     "Timeouts",
     "RetryPolicy",
+    "RetryThrottle",
     "BreakerPolicy",
     "PoolLimits",
     "ReconnectPolicy",
