@@ -212,7 +212,7 @@ class ClientSpec:
             raise ConfigError(f"no server {name!r} under mcpServers", source=where, server=name)
         entry = {"mcpServers": {name: servers[name]}}
         try:
-            parse_config(entry, source=where)
+            parse_config(entry, source=where, strict=True)
         except ConfigError as exc:
             if "is not set" not in str(exc):
                 raise  # a variable only the workers have is theirs to expand
