@@ -381,6 +381,9 @@ class ToolAdapter:
         if hit is None:
             from ._errors import ToolNotFound
 
+            missing = getattr(self.source, "missing", None)  # a MultiClient says which servers are not ready
+            if callable(missing):
+                raise missing(llm_name)
             raise ToolNotFound(f"unknown tool {llm_name}", code=-32602, data={"tool": llm_name})
         return hit
 
