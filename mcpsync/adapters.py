@@ -383,7 +383,9 @@ class ToolAdapter:
 
             missing = getattr(self.source, "missing", None)  # a MultiClient says which servers are not ready
             if callable(missing):
-                raise missing(llm_name)
+                error = missing(llm_name)
+                if isinstance(error, ToolNotFound):
+                    raise error
             raise ToolNotFound(f"unknown tool {llm_name}", code=-32602, data={"tool": llm_name})
         return hit
 
