@@ -118,30 +118,37 @@ def test_close_ends_an_npm_exec_tree():
     assert wait_gone(tree, 10.0) == []
 
 
-SIGKILL_DRIVER = """
+END_DRIVER = """
     import json, sys, threading
     from mcpsync import Client, Timeouts
-    client = Client.stdio(sys.argv[1], sys.argv[2:], name="tree", timeouts=Timeouts(close=1.0, start=90))
+    how = sys.argv[1]
+    client = Client.stdio(sys.argv[2], sys.argv[3:], name="tree", timeouts=Timeouts(close=1.0, start=90))
     assert client.call_tool("echo", {"message": "hi"}, timeout=90).text == "Echo: hi"
     print("READY " + json.dumps({"leader": client.diagnostics().pids[0]}), flush=True)
-    threading.Event().wait(120)  # until killed
+    if how != "exit":
+        threading.Event().wait(120)  # until killed, or interrupted (uncaught: the interpreter exits)
 """
 
 
+@pytest.mark.parametrize("how", ["sigkill", "ctrl-c-uncaught", "exit"])
 @pytest.mark.parametrize("tree", ["sh-node-lingering", "npm-exec"])
-def test_sigkill_of_the_client_ends_every_tree_it_started(tree: str):
-    """No code runs in a SIGKILLed client: its watchdog ends the groups (SIGTERM, then
-    SIGKILL after ``timeouts.close``)."""
+def test_the_clients_end_ends_every_tree_it_started(tree: str, how: str):
+    """However the client ends: SIGKILLed (no code runs in it: its watchdog ends the groups,
+    SIGTERM then SIGKILL after ``timeouts.close``), a Ctrl-C it does not catch, or an
+    interpreter exit without close()."""
     command, args = lingering_tree() if tree == "sh-node-lingering" else npm_exec("mcp-server-everything")
-    driver = start_driver(SIGKILL_DRIVER, command, *args)
+    driver = start_driver(END_DRIVER, how, command, *args)
     try:
         leader = read_line(driver, "READY")["leader"]
         members = session_members(leader)
         assert len(members) >= 2, members
-        os.kill(driver.pid, signal.SIGKILL)
+        if how == "sigkill":
+            os.kill(driver.pid, signal.SIGKILL)
+        elif how == "ctrl-c-uncaught":
+            os.killpg(driver.pid, signal.SIGINT)
         driver.wait(BOUND)
         left = wait_gone(members, 15.0)
-        assert left == [], f"processes of the server's tree outlived the SIGKILLed client: {left}"
+        assert left == [], f"processes of the server's tree outlived the client ({how}): {left}"
     finally:
         if driver.poll() is None:
             os.killpg(driver.pid, signal.SIGKILL)
