@@ -59,8 +59,19 @@ Either install them (Debian/Ubuntu: apt-get install gcc python3-dev; Fedora: dnf
 gcc python3-devel; macOS: xcode-select --install), or build the pure-Python package,
 which works the same, only slower:
 
-    MCPSYNC_NO_EXTENSIONS=1 pip install mcpsync
+    {install}
 """
+
+
+def install_command():
+    """The command that installs what is being built as the pure-Python package: this
+    source directory when it is one (a checkout, an unpacked sdist), the PyPI name when pip
+    unpacked it into one of its temporary directories (``pip install mcpsync``, or the URL
+    or file you gave pip)."""
+    if os.path.basename(os.path.dirname(HERE)).startswith(("pip-install-", "pip-req-build-")) or \
+            os.path.basename(HERE).startswith(("pip-install-", "pip-req-build-")):
+        return "MCPSYNC_NO_EXTENSIONS=1 pip install mcpsync    (or the same file or URL you gave pip)"
+    return f"MCPSYNC_NO_EXTENSIONS=1 pip install {HERE}"
 
 
 class BuildExt(build_ext):
@@ -68,7 +79,7 @@ class BuildExt(build_ext):
 
     def _explain(self, exc):
         # SystemExit with a text: setuptools prints it on stderr, pip shows it in its error
-        return SystemExit(NO_COMPILER_HELP.format(error=str(exc).strip() or type(exc).__name__))
+        return SystemExit(NO_COMPILER_HELP.format(error=str(exc).strip() or type(exc).__name__, install=install_command()))
 
     def run(self):
         try:

@@ -30,9 +30,11 @@ def main() -> None:
             print(sorted(t.name for t in servers.list_tools()))
 
         bad = Path(tmp) / "bad.json"
-        bad.write_text(json.dumps({"mcpServers": {"demo": {"command": "python", "args": ["-m", 3]}}}))
+        bad.write_text(json.dumps({"mcpServers": {"demo": demo, "broken": {"command": "python", "args": ["-m", 3]}}}))
+        config = load_config(bad)  # a malformed entry fails its server only
+        print("usable:", list(config), "errors:", {name: str(exc) for name, exc in config.errors.items()})
         try:
-            load_config(bad)
+            load_config(bad, strict=True)  # or the file, when asked
         except ConfigError as exc:  # the path of the field at fault
             print("ConfigError:", exc)
         else:

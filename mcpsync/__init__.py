@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from ._agent_messages import agent_message
 from ._client import Client, ServerSession
 from ._diagnostics import ConnectionDiagnostics, Diagnostics
+from ._losses import SessionLost
 from ._errors import (
     InputRequestError,
     OutputSchemaError,
@@ -69,7 +70,7 @@ from ._protocol_types import (
     ResourceTemplate,
     Task,
 )
-from ._policies import BreakerPolicy, PoolLimits, ReconnectPolicy, RetryPolicy, Timeouts
+from ._policies import BreakerPolicy, PoolLimits, ReconnectPolicy, RetryPolicy, RetryThrottle, Timeouts
 from ._pool import PoolStats
 from ._routing import Endpoint, EndpointState, NoEndpointAvailable
 from ._speedups import IMPLEMENTATION as SPEEDUPS
@@ -137,6 +138,7 @@ __all__ = [
     "Transport",
     "Timeouts",
     "RetryPolicy",
+    "RetryThrottle",
     "BreakerPolicy",
     "PoolLimits",
     "ReconnectPolicy",
@@ -173,6 +175,7 @@ __all__ = [
     "ConnectError",
     "StartFailed",
     "SessionExpired",
+    "SessionLost",
     "ConnectionClosed",
     "RequestTimeout",
     "ServerUnavailable",

@@ -63,6 +63,8 @@ TEMPLATES: dict[str, dict[str, str]] = {
         "invalid_params_unknown_field": "tool {tool} got bad arguments: {detail}",
         "stale_cache": "tool {tool} returned a stale cached result: fetching fresh data",
         # beyond SPEC.md's table
+        "server_starting": "tool {tool} is not available yet: its server is still starting; try again shortly",
+        "server_failed": "tool {tool} is unavailable: its server could not be started or reached ({detail})",
         "unavailable": "tool {tool} is unavailable: its server failed repeatedly and is marked unavailable",
         "request_timeout": "tool {tool} timed out: the server did not answer in time",
         "connection_lost": "tool {tool} failed: the connection to its server was lost",
@@ -82,6 +84,8 @@ TEMPLATES: dict[str, dict[str, str]] = {
         "invalid_params": "工具 {tool} 参数错误：{field}格式不正确",
         "invalid_params_unknown_field": "工具 {tool} 参数错误：{detail}",
         "stale_cache": "工具 {tool} 返回了过期缓存结果：正在重新获取最新数据",
+        "server_starting": "工具 {tool} 暂不可用：其 Server 仍在启动中，请稍后重试",
+        "server_failed": "工具 {tool} 当前不可用：其 Server 无法启动或连接（{detail}）",
         "unavailable": "工具 {tool} 当前不可用：Server 多次重连失败，已标记为不可用",
         "request_timeout": "工具 {tool} 调用超时：Server 未在规定时间内响应",
         "connection_lost": "工具 {tool} 调用失败：与 Server 的连接已断开",
@@ -118,7 +122,12 @@ _KINDS: tuple[tuple[type[BaseException], str], ...] = (
 
 
 def message_kind(error: BaseException) -> str:
-    """The template kind for ``error`` (``"error"`` when nothing more specific fits)."""
+    """The template kind for ``error`` (``"error"`` when nothing more specific fits). A
+    :class:`ToolNotFound` from a MultiClient whose server is still starting or failed
+    (``server_state``) says so, not that the tool does not exist."""
+    state = getattr(error, "server_state", None) if isinstance(error, ToolNotFound) else None
+    if state in ("starting", "failed"):
+        return f"server_{state}"
     for cls, kind in _KINDS:
         if isinstance(error, cls):
             return kind

@@ -284,7 +284,9 @@ def servers_main(argv: Sequence[str] | None = None) -> int:
     rows: list[dict[str, Any]] = []
     for name in config.names:
         if name in config.errors:
-            rows.append({"name": name, "transport": None, "target": None, "state": "config-error", "error": config.errors[name].detail})
+            e = config.errors[name]  # the field at fault, and what is wrong with it
+            rows.append({"name": name, "transport": None, "target": None, "state": "config-error",
+                         "error": f"{e.field}: {e.detail}" if e.field else e.detail})
             continue
         s = config[name]
         rows.append({"name": name, "transport": s.transport, "target": s.describe(), "state": "disabled" if s.disabled else "unchecked"})

@@ -68,6 +68,10 @@ def _renew_locks_after_fork() -> None:
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_renew_locks_after_fork)
 
+#: a mark of the window's successes is taken at every 16th (FastPath.succeeded's too)
+_MARK_EVERY = 16
+
+
 class BreakerState(str, enum.Enum):
     """The three states of a circuit breaker."""
 
@@ -98,7 +102,8 @@ class CircuitBreaker:
     """A thread-safe circuit breaker for one server.
 
     CLOSED: calls pass; ``threshold`` counted failures within the sliding ``window`` open
-    it. OPEN: calls fail fast with :class:`CircuitOpen` (``retry_after`` = seconds left of
+    it, when they are also ``failure_rate`` of the window's calls once it holds
+    ``min_calls`` (see :class:`BreakerPolicy`). OPEN: calls fail fast with :class:`CircuitOpen` (``retry_after`` = seconds left of
     the cooldown) for ``cooldown`` seconds. HALF_OPEN: at most ``half_open_max`` trial
     calls at a time; the first trial success closes it, a trial failure reopens it.
     Which errors count is decided by ``is_failure`` (default
@@ -155,6 +160,10 @@ class CircuitBreaker:
         #: the latest transitions, oldest first (bounded: a long-lived client flaps for months)
         self.transitions: deque[tuple[BreakerState, BreakerState]] = deque(maxlen=1024)
         self.transition_count = 0
+        #: (time, successes so far), at most 64 a window, taken at failures and every 16th
+        #: success (the fast path counts the others without a clock): the window's successes
+        #: are read between the two marks around its start
+        self._marks: deque[tuple[float, int]] = deque([(clock(), 0)], maxlen=128)
         _FORK_LOCKED.add(self)
 
     # -- observation ------------------------------------------------------------
@@ -195,6 +204,14 @@ class CircuitBreaker:
         with self._lock:
             self._trim(self._clock())
             return len(self._failures)
+
+    def window_calls(self) -> tuple[int, int]:
+        """(counted failures, successes) inside the sliding window; the successes are
+        estimated between the breaker's marks (exact at each slow-path event)."""
+        with self._lock:
+            now = self._clock()
+            self._trim(now)
+            return len(self._failures), self._window_successes(now)
 
     # -- the call protocol --------------------------------------------------------
 
@@ -262,6 +279,8 @@ class CircuitBreaker:
             changes = self._tick(now)
             if outcome == SUCCESS:
                 self._successes += 1
+                if not self._successes % _MARK_EVERY:
+                    self._mark(now)
             elif outcome == ERROR:
                 self.failures += 1
             else:
@@ -273,8 +292,9 @@ class CircuitBreaker:
                     if outcome == ERROR:
                         self._trim(now)
                         self._failures.append(now)
-                        if len(self._failures) >= self.policy.threshold:
+                        if len(self._failures) >= self.policy.threshold and self._rate_reached(now):
                             changes.append(self._move(BreakerState.OPEN, now))
+                        self._mark(now)
                 elif self._state is BreakerState.HALF_OPEN:
                     if trial:
                         self._trials -= 1
@@ -291,7 +311,14 @@ class CircuitBreaker:
         self._admitted += 1
         if success:
             self._successes += 1
+            if not self._successes % _MARK_EVERY:
+                self._mark(self._clock())
         lock.release()
+
+    def _mark_now(self) -> None:
+        """A mark of the window's successes (the compiled fast path's every 16th success)."""
+        with self._lock:
+            self._mark(self._clock())
 
     def call(self, fn: Callable[[], T]) -> T:
         """Run ``fn`` under the breaker: acquire, call, release on every path."""
@@ -317,6 +344,57 @@ class CircuitBreaker:
         horizon = now - self.policy.window
         while self._failures and self._failures[0] <= horizon:
             self._failures.popleft()
+
+    def _mark(self, now: float) -> None:
+        """Note the successes so far (not within a 64th of the window of the last mark);
+        keep one mark at or before the window's start."""
+        marks = self._marks
+        if now - marks[-1][0] < self.policy.window / 64.0:
+            return
+        marks.append((now, self._successes + count_value(self._fast_ok)))
+        horizon = now - self.policy.window
+        while len(marks) > 2 and marks[1][0] <= horizon:
+            marks.popleft()
+
+    def _window_successes(self, now: float) -> int:
+        """Successes since ``now - window``: those after the first mark past its start,
+        and of those between that mark and the one before, a share by time when the marks
+        are close (a steady load spreads them evenly). Marks far apart mean the successes
+        stopped: a 16th success a 64th of the window after a mark makes the next mark, so
+        they came right after the earlier one (at most 30 later: not counted)."""
+        total = self._successes + count_value(self._fast_ok)
+        spacing = self.policy.window / 64.0
+        start = now - self.policy.window
+        t0, c0 = self._marks[0]
+        if t0 >= start:
+            return total - c0
+        for t1, c1 in self._marks:
+            if t1 > start:
+                break
+            t0, c0 = t1, c1
+        else:
+            t1, c1 = now, total
+        between = c1 - c0
+        late = between * ((t1 - start) / (t1 - t0)) if t1 > t0 else 0.0
+        if start - t0 >= spacing:
+            late = 0.0
+        return max(int(total - c1 + late), 0)
+
+    def _rate_reached(self, now: float) -> bool:
+        """Whether the window's failures are also ``failure_rate`` of its calls (or the
+        window holds too few calls to ask: then the count alone decides)."""
+        policy = self.policy
+        if policy.failure_rate <= 0.0:
+            return True
+        failures = len(self._failures)
+        calls = failures + self._window_successes(now)
+        if calls < policy.min_calls:
+            return True
+        if failures >= policy.failure_rate * calls:
+            return True
+        log.debug("circuit breaker %s: %d failures are %.0f %% of %d calls: stays closed",
+                  self.name, failures, 100.0 * failures / calls, calls)
+        return False
 
     def _tick(self, now: float) -> list[tuple[BreakerState, BreakerState]]:
         if self._state is BreakerState.OPEN and now - self._opened_at >= self.policy.cooldown:

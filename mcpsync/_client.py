@@ -8,7 +8,6 @@ is :mod:`mcpsync._handshake`), ``_tools``, ``_tasks``, ``_subscriptions``, ``_ha
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 from typing import TYPE_CHECKING, Any, Callable, Final, Literal, Mapping, Sequence
@@ -16,10 +15,12 @@ from typing import TYPE_CHECKING, Any, Callable, Final, Literal, Mapping, Sequen
 from ._breaker import BreakerState, CircuitBreaker
 from ._cache import CacheHits, ResultCache, ToolCache
 from ._channel import ProgressCallback
+from ._constants import CLIENT_DOES_NOT_TRAVEL
 from ._diagnostics import Diagnostics, snapshot as _diagnostics_snapshot
 from ._extensions import SKILLS_EXTENSION, Extension, wire_extensions
 from ._errors import METHOD_NOT_FOUND, InvalidParams, RemoteError, ResourceNotFound, ServerUnavailable
 from ._guard import Recorder
+from ._losses import SessionLost
 from ._handlers import LEVELS, Handlers
 from ._handshake import LATEST_LEGACY, LATEST_MODERN, LEGACY_VERSIONS, MODERN_VERSIONS, ServerSession, default_client_info
 from ._messages import CallToolResult, Implementation, ServerCapabilities, Tool
@@ -28,7 +29,7 @@ from ._paging import items
 from ._policies import BreakerPolicy, PoolLimits, ReconnectPolicy, RetryPolicy, Timeouts
 from ._pool import PoolStats
 from ._protocol_types import CompleteResult, Completion, GetPromptResult, Prompt, ReadResourceResult, Resource
-from ._protocol_types import ResourceTemplate, Task, completion_params
+from ._protocol_types import ResourceTemplate, Task, completion_params, prompt_params
 from ._routing import Endpoint, Router
 from ._session import Session
 from ._skills import Skill, SkillInfo, Skills
@@ -78,6 +79,8 @@ class Client:
         record: an extra metrics sink ``record(server, tool, start, end, outcome)``.
         on_breaker_change: ``callback(old, new)`` on circuit breaker transitions.
         on_unavailable: ``callback(error)`` once the server is marked unavailable.
+        on_session_lost: ``callback(event)`` (a :class:`SessionLost`, on the worker) when the
+            server's process or session was replaced: what it held is gone (also logged).
         telemetry: ``True`` (the ``otel`` extra) or a :class:`mcpsync.Telemetry`:
             OpenTelemetry spans and metrics, trace context in each request's ``_meta``.
         credential: the authorization context ``private`` cache entries are keyed by.
@@ -114,6 +117,7 @@ class Client:
         on_unavailable: Callable[[ServerUnavailable], None] | None = None, telemetry: Any = None,
         credential: Any = None, metrics: bool = True, push_updates: bool = True,
         extensions: Sequence[Extension | str] | None = None,
+        on_session_lost: Callable[[SessionLost], None] | None = None,
     ) -> None:
         if mode not in ("auto", "modern", "legacy"):
             raise ValueError(f"mode must be 'auto', 'modern' or 'legacy', not {mode!r}")
@@ -155,7 +159,7 @@ class Client:
         self._tools = Tools(self)
         self._session = session = Session(
             self, factory, reconnect=reconnect, record=sink, on_breaker_change=on_breaker_change,
-            on_unavailable=on_unavailable, telemetry=self._telemetry,
+            on_unavailable=on_unavailable, telemetry=self._telemetry, on_session_lost=on_session_lost,
         )
         self._tasks = Tasks(server=self.name, request=self.request, answer=self._handlers.answer, era=lambda: self.era,
                             default_timeout=timeouts.request, stopping=session.stopping,
@@ -180,9 +184,9 @@ class Client:
         cwd: str | os.PathLike[str] | None = None, max_message_size: int | None = None,
         profile: str | None = None, **options: Any,
     ) -> "Client":
-        """A client for a server run as a child process: ``command`` with ``args``, extra
-        ``env`` variables, in ``cwd``, messages up to ``max_message_size`` bytes. The
-        ``"minimal"`` profile starts a process per call."""
+        """A server run as a child process: ``command`` with ``args`` in ``cwd``, ``env`` over a minimal
+        environment (HOME, LOGNAME, PATH, SHELL, TERM, USER; ``inherit_env=True``: all of this process's),
+        messages up to ``max_message_size`` bytes. The ``"minimal"`` profile starts a process per call."""
         options.update(env=env, cwd=cwd, max_message_size=max_message_size)
         if profile is not None:
             from ._profiles import process_per_call, resolve
@@ -306,11 +310,7 @@ class Client:
     # ------------------------------------------------------------------ lifecycle and state
 
     def __reduce_ex__(self, protocol: object) -> Any:
-        raise TypeError(
-            f"a Client ({self.name}) holds threads, pipes and sockets and cannot be pickled or copied; "
-            "send a mcpsync.ClientSpec (ClientSpec.stdio/http/from_config with the same arguments) to the "
-            "worker and call spec.client() there: one client per worker process"
-        )
+        raise TypeError(CLIENT_DOES_NOT_TRAVEL.format(name=self.name))  # a ClientSpec does (mcpsync._spec)
 
     def __enter__(self) -> "Client":
         self.connect()
@@ -494,10 +494,7 @@ class Client:
 
     def get_prompt(self, name: str, arguments: Mapping[str, Any] | None = None, *, timeout: float | None = None) -> GetPromptResult:
         """Render a prompt with its arguments (values are sent as strings)."""
-        params: dict[str, Any] = {"name": name}
-        if arguments:
-            params["arguments"] = {k: v if isinstance(v, str) else json.dumps(v) for k, v in arguments.items()}
-        return self.request("prompts/get", params, timeout=timeout)  # type: ignore[no-any-return]
+        return self.request("prompts/get", prompt_params(name, arguments), timeout=timeout)  # type: ignore[no-any-return]
 
     def complete(
         self, ref: Prompt | ResourceTemplate | Mapping[str, Any] | str, argument: Mapping[str, Any] | tuple[str, str],

@@ -225,7 +225,8 @@ class Config(Mapping[str, ServerConfig]):
 
     Attributes:
         source: the file, or ``None``.
-        errors: server name → the error that makes it unusable (an unset variable).
+        errors: server name → the error that makes it unusable (a malformed entry, an
+            unset variable).
     """
 
     def __init__(
@@ -343,19 +344,30 @@ def _resolve(name: str, kind: str, raw: dict[str, Any], extra: dict[str, Any], w
         raise ConfigError(exc.detail, field=exc.field, source=source, server=name) from None
 
 
-def parse_config(data: Any, *, source: str | None = None, environ: Mapping[str, str] | None = None) -> Config:
+def parse_config(
+    data: Any, *, source: str | None = None, environ: Mapping[str, str] | None = None, strict: bool = False
+) -> Config:
     """Validate a decoded configuration (``{"mcpServers": {...}}``) and expand its variables.
+
+    One bad entry fails that server, not the file (as an editor's list of servers shows
+    the others): its :class:`ConfigError` is in :attr:`Config.errors`, and raised when it
+    is asked for by name.
 
     Args:
         data: the decoded JSON document.
         source: the file name, for error messages.
         environ: where ``${VAR}`` values come from (default ``os.environ``).
+        strict: raise the first bad entry's error instead (an unset variable still goes to
+            :attr:`Config.errors`: it is the environment's, not the file's).
 
     Returns:
-        The servers; those whose variables are unset are in :attr:`Config.errors`.
+        The servers; those whose entry is malformed or whose variables are unset are in
+        :attr:`Config.errors`.
 
     Raises:
-        ConfigError: the document's shape is wrong; the message names the field.
+        ConfigError: the document's shape is wrong (not an object, no ``mcpServers``
+            object, a server name that is not a string), or with ``strict`` an entry's;
+            the message names the field.
     """
     try:
         top = _expect_map(data, "")
@@ -380,12 +392,18 @@ def parse_config(data: Any, *, source: str | None = None, environ: Mapping[str, 
             try:
                 kind, raw = _check_entry(name, entry, where)
             except ConfigError as exc:
-                raise ConfigError(exc.detail, field=exc.field, server=name) from None
+                if strict:
+                    raise ConfigError(exc.detail, field=exc.field, server=name) from None
+                errors[name] = ConfigError(exc.detail, field=exc.field, source=source, server=name)
+                shaped.append((name, "", {}, {}, where))  # (its place in the file's order)
+                continue
             extra = {k: v for k, v in entry.items() if k not in _KNOWN and k not in _ALIASES}
             shaped.append((name, kind, raw, extra, where))
     except ConfigError as exc:
         raise ConfigError(exc.detail, field=exc.field, source=source, server=exc.server) from None
     for name, kind, raw, extra, where in shaped:
+        if name in errors:
+            continue
         try:
             servers[name] = _resolve(name, kind, raw, extra, where, environ, source)
         except ConfigError as exc:
@@ -394,7 +412,7 @@ def parse_config(data: Any, *, source: str | None = None, environ: Mapping[str, 
 
 
 def load_config(
-    path: str | os.PathLike[str] | Mapping[str, Any], *, environ: Mapping[str, str] | None = None
+    path: str | os.PathLike[str] | Mapping[str, Any], *, environ: Mapping[str, str] | None = None, strict: bool = False
 ) -> Config:
     """Read a configuration in the ``mcpServers`` format, from a file or a dict.
 
@@ -406,6 +424,7 @@ def load_config(
             ``.vscode/mcp.json`` ...), or the configuration itself as a dict
             (``{"mcpServers": {...}}``).
         environ: where ``${VAR}`` values come from (default ``os.environ``).
+        strict: a bad entry fails the file (default: that server only; see :func:`parse_config`).
 
     Raises:
         ConfigError: the file is missing, is not JSON, or its shape is wrong.
@@ -416,7 +435,7 @@ def load_config(
         'npx -y @modelcontextprotocol/server-everything'
     """
     if isinstance(path, Mapping):
-        return parse_config(path, environ=environ)
+        return parse_config(path, environ=environ, strict=strict)
     source = os.fspath(path)
     try:
         text = Path(source).read_text(encoding="utf-8-sig")
@@ -433,7 +452,7 @@ def load_config(
             data = json.loads(strip_jsonc(text))
         except json.JSONDecodeError as exc:
             raise ConfigError(f"not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}", source=source) from None
-    return parse_config(data, source=source, environ=environ)
+    return parse_config(data, source=source, environ=environ, strict=strict)
 
 
 # ----------------------------------------------------------------------------- clients

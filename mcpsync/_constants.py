@@ -35,6 +35,7 @@ __all__ = [
     "HEADER_METHOD",
     "HEADER_NAME",
     "HEADER_LAST_EVENT_ID",
+    "CLIENT_DOES_NOT_TRAVEL",
 ]
 
 # --- protocol revisions -------------------------------------------------------------
@@ -68,3 +69,10 @@ HEADER_PROTOCOL_VERSION = "MCP-Protocol-Version"
 HEADER_METHOD = "Mcp-Method"
 HEADER_NAME = "Mcp-Name"
 HEADER_LAST_EVENT_ID = "Last-Event-ID"
+
+#: Why a Client cannot be pickled or copied, and what travels instead (``Client.__reduce_ex__``).
+CLIENT_DOES_NOT_TRAVEL = (
+    "a Client ({name}) holds threads, pipes and sockets and cannot be pickled or copied; "
+    "send a mcpsync.ClientSpec (ClientSpec.stdio/http/from_config with the same arguments) to the "
+    "worker and call spec.client() there: one client per worker process"
+)

@@ -24,6 +24,7 @@ from typing import Any
 
 from ._cache import CacheStats
 from ._breaker import BreakerState
+from ._losses import SessionLost
 from ._pool import PoolStats
 
 __all__ = ["ConnectionDiagnostics", "Diagnostics", "snapshot"]
@@ -71,9 +72,10 @@ class Diagnostics:
         connections: the pool's connections, oldest first.
         pool: the pool's counters.
         in_flight: calls under way now (leases not yet given back).
-        era: the primary connection's era, ``None`` before the first handshake.
-        protocol_version: the primary connection's negotiated version, or ``None``.
-        session_id: the primary connection's HTTP session id, or ``None``.
+        era: the session's era (the primary connection's, else the oldest live connection's
+            that finished its handshake), ``None`` before the first handshake.
+        protocol_version: that connection's negotiated version, or ``None``.
+        session_id: that connection's HTTP session id, or ``None``.
         pids: the server processes of the live connections (stdio), oldest first.
         breaker: the circuit breaker's state.
         breaker_transitions: the breaker's latest ``(old, new)`` transitions, oldest first.
@@ -91,6 +93,9 @@ class Diagnostics:
         cached_tools: the tool names the tool cache holds for this client, ``None``
             when it holds no listing.
         tool_cache: the tool cache's counters for this client's server.
+        sessions_lost: server processes and sessions replaced so far (each also a WARNING
+            and an ``on_session_lost`` call): what each held was lost.
+        last_session_lost: the latest of them, or ``None``.
     """
 
     name: str
@@ -116,6 +121,8 @@ class Diagnostics:
     subscription_restores: int
     cached_tools: tuple[str, ...] | None
     tool_cache: CacheStats
+    sessions_lost: int = 0
+    last_session_lost: SessionLost | None = None
 
     @property
     def primary(self) -> ConnectionDiagnostics | None:
@@ -176,6 +183,12 @@ def snapshot(client: Any) -> Diagnostics:
     stats = pool.stats()
     facts = primary.session if primary is not None else None
     main = next((c for c in connections if c.primary), None)
+    if facts is None:  # no session connection yet (none was needed): the oldest working one speaks
+        described = connections[len(connections) - len(lent):]  # (a retiring primary comes first)
+        for (conn, _), shown in zip(lent, described):
+            if conn.session is not None and shown.alive:
+                facts, main = conn.session, shown
+                break
     breaker = session.guard.breaker
     reconnect = session.reconnect
     with session.lock:
@@ -212,4 +225,6 @@ def snapshot(client: Any) -> Diagnostics:
         subscription_restores=restores,
         cached_tools=listed.names if listed is not None else None,
         tool_cache=client._tool_cache.stats(client.name),
+        sessions_lost=session.losses.count,
+        last_session_lost=session.losses.last,
     )

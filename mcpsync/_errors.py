@@ -440,12 +440,14 @@ def is_transient(exc: BaseException) -> bool:
     results judged transient (:class:`TransientResult`).
 
     Never transient: :class:`StartFailed` (the command cannot run), :class:`PoolClosed`
-    (the client was closed: nothing may run after that), :class:`AuthError`,
-    :class:`Cancelled`, every JSON-RPC error answer whose code is not in
-    :data:`TRANSIENT_CODES` (a policy adds its own: ``RetryPolicy.is_transient``), :class:`ProtocolError`.
+    (the client was closed: nothing may run after that), a :class:`ConnectError` marked
+    ``unreached`` (refused or unresolved on a first contact: the reconnect schedule is for
+    servers that were reached), :class:`AuthError`, :class:`Cancelled`, every JSON-RPC error
+    answer whose code is not in :data:`TRANSIENT_CODES` (a policy adds its own:
+    ``RetryPolicy.is_transient``), :class:`ProtocolError`.
     """
     if isinstance(exc, NetworkError):
-        return not isinstance(exc, (StartFailed, PoolClosed))
+        return not isinstance(exc, (StartFailed, PoolClosed)) and getattr(exc, "unreached", False) is not True
     return isinstance(exc, TransientResult) or is_server_error(exc)
 
 

@@ -7,7 +7,8 @@ their own modules as pure logic with injectable clocks, sleeps and random source
   HALF_OPEN, per :class:`BreakerPolicy`.
 * :func:`~mcpsync._retry.retry_call` and :class:`~mcpsync._retry.ReconnectSchedule`
   (:mod:`mcpsync._retry`) — attempts per :class:`RetryPolicy`, connection failures per
-  :class:`ReconnectPolicy`.
+  :class:`ReconnectPolicy`; :class:`~mcpsync._retry.RetryBudget`, the server's retry
+  throttle (``RetryPolicy.throttle``): no retries while most attempts fail.
 
 Example:
     >>> guard = Guard("everything")
@@ -25,9 +26,9 @@ import time
 from typing import Callable, TypeVar
 
 from ._breaker import ERROR, SUCCESS, TIMEOUT, BreakerListener, BreakerState, CircuitBreaker
-from ._errors import MCPError, RequestTimeout, TransientResult, counts_as_breaker_failure
+from ._errors import MCPError, RequestTimeout, TransientResult, attach_fields, counts_as_breaker_failure
 from ._policies import BreakerPolicy, RetryPolicy
-from ._retry import ReconnectSchedule, retry_call
+from ._retry import ReconnectSchedule, RetryBudget, retry_call
 from ._speedups import FastPath
 
 __all__ = [
@@ -121,6 +122,9 @@ class Guard:
         else:
             self.breaker = CircuitBreaker(breaker, clock=clock, on_change=on_breaker_change, name=server)
         self.reconnect = reconnect
+        #: the server's retry throttle, fed by every attempt the breaker counts
+        self.budget = RetryBudget(retry.throttle, lambda: self.breaker.successes)
+        self._counts = self.breaker._is_failure
         self.record = record
         # a MetricsRecorder's compiled entry when it has one (one Python frame less per call)
         self._emit: Recorder | None = getattr(record, "queue_call", record)
@@ -142,7 +146,20 @@ class Guard:
     def _attempt(self, fn: Callable[[], T]) -> T:
         if self.reconnect is not None:
             self.reconnect.check()
-        return self.breaker.call(fn)
+        try:
+            return self.breaker.call(fn)
+        except BaseException as exc:
+            self._spent(exc)
+            raise
+
+    def _spent(self, exc: BaseException) -> None:
+        """A failed attempt: a token of the retry throttle, if the breaker counts it."""
+        try:
+            counts = self._counts(exc)
+        except Exception:  # a broken predicate must not break the call path (the breaker logs it)
+            counts = False
+        if counts:
+            self.budget.failed()
 
     def call(
         self,
@@ -217,6 +234,7 @@ class Guard:
         breaker = self.breaker
         breaker._admit_fast()
         breaker.release(None, exc)
+        self._spent(exc)
         if not isinstance(exc, MCPError):
             if self.record is not None:
                 self._record(tool, start, exc)
@@ -238,7 +256,13 @@ class Guard:
         def give_up(exc: BaseException, wait: float) -> bool:
             if budget is not None and self._clock() + wait - start > budget:
                 return True
-            return self.breaker.state is BreakerState.OPEN
+            if self.breaker.state is BreakerState.OPEN:
+                return True
+            if not self.budget.allows_retry():  # most attempts fail: retries would only add load
+                log.debug("%s: retry throttled (%.1f tokens)", self.server, self.budget.tokens)
+                attach_fields(exc, throttled=True)
+                return True
+            return False
 
         try:
             return retry_call(

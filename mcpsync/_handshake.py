@@ -10,9 +10,11 @@ same connection, once for all the callers that met the expiry).
 
 from __future__ import annotations
 
+import errno
 import functools
 import logging
 import operator
+import socket
 import threading
 import time
 from dataclasses import dataclass, field
@@ -37,7 +39,7 @@ from ._errors import (
 from ._messages import DiscoverResult, Implementation, InitializeResult, ServerCapabilities, decode_result, encode
 from .transports._base import Transport
 
-__all__ = ["Handshake", "ServerSession", "MODERN_VERSIONS", "LEGACY_VERSIONS", "LATEST_MODERN", "LATEST_LEGACY"]
+__all__ = ["Handshake", "ServerSession", "wrong_endpoint", "never_reached", "MODERN_VERSIONS", "LEGACY_VERSIONS", "LATEST_MODERN", "LATEST_LEGACY"]
 
 log = logging.getLogger("mcpsync.client")
 
@@ -77,6 +79,7 @@ class _Connection:
         self.closer: Callable[[Callable[[], None], str], None] | None = None
         self.meta: dict[str, Any] | None = None  # modern per-request _meta
         self.renewing = threading.Lock()  # one session renewal at a time (see Handshake.renew)
+        self.closed_alive = False  # the client closed it while it worked (its end was no loss)
         self._wire_meta: tuple[Any, Any] = (None, None)  # (meta, what is sent for it)
 
     def wire_meta(self, meta: dict[str, Any]) -> Any:
@@ -99,6 +102,11 @@ class _Connection:
         """Close it off the calling thread when the client gave a closer (a stubborn
         server takes seconds to stop: neither a failed call nor the other connections wait
         for it); the client's own ``close()`` waits for every closer."""
+        if not self.closed_alive:
+            try:
+                self.closed_alive = bool(self.alive())
+            except Exception:  # pragma: no cover - a dead channel may raise when asked
+                pass
         closer = self.closer
         if closer is not None:
             closer(self._close_now, self.key)
@@ -128,6 +136,45 @@ class _Opening:
         self.made: Transport | Channel | None = None  # what close() must close to stop it
         self.thread: threading.Thread | None = None
         self.claimed = False  # a borrower is waiting for it
+
+
+#: HTTP statuses of a failed handshake that another attempt may mend: authentication (its own
+#: errors), a timeout, rate limiting; every other 4xx is the request's (the URL's) fault
+_RETRIED_4XX = frozenset({401, 403, 408, 429})
+
+
+def wrong_endpoint(exc: MCPError, url: str) -> ProtocolError | None:
+    """The error for a handshake an HTTP server refused with a 4xx that no retry can mend (a
+    wrong path answers 404, often an HTML page, to the POST and to the HTTP+SSE fallback's
+    GET alike), else None. Never retried, never counted by the breaker: the server is fine.
+    A 404 for a known session is not one (the session layer renews the session)."""
+    status = getattr(exc, "status", None)
+    if not isinstance(status, int) or not 400 <= status < 500 or status in _RETRIED_4XX:
+        return None
+    if isinstance(exc, SessionExpired) and exc.renewable:
+        return None
+    if status in (404, 405):
+        path = url.split("?", 1)[0].rstrip("/")
+        hint = ("not an MCP endpoint (check the host, port and path)" if path.endswith("/mcp")
+                else "not an MCP endpoint; MCP servers usually serve /mcp")
+    else:
+        hint = "the server refused the MCP handshake"
+    return ProtocolError(f"HTTP {status} at {url}: {hint} ({exc})", status=status, url=url)
+
+
+def never_reached(exc: BaseException) -> bool:
+    """Whether a failed connect never reached anything at the address: refused, an unknown
+    host, no route (found in the exception's cause chain). A connection that opened and then
+    broke (a proxy in front of a dead server) did reach something."""
+    seen = 0
+    cause: BaseException | None = exc
+    while cause is not None and seen < 10:
+        if isinstance(cause, (ConnectionRefusedError, socket.gaierror)) or (
+            isinstance(cause, OSError) and cause.errno in (errno.EHOSTUNREACH, errno.ENETUNREACH)
+        ):
+            return True
+        cause, seen = cause.__cause__ or cause.__context__, seen + 1
+    return False
 
 
 def default_client_info() -> dict[str, Any]:

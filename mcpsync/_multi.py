@@ -9,7 +9,13 @@ prefixes built from the tool list). ``namespace="collisions"`` keeps bare names 
 prefixes only names several servers offer, at that cost. A qualified name is accepted for
 any tool. Tools are listed from all servers concurrently, each bounded by
 its own timeout, so a dead or slow server never holds up the others: it is reported in
-:meth:`MultiClient.status` and :attr:`MultiClient.errors` instead of raising.
+:meth:`MultiClient.status` and :attr:`MultiClient.errors` instead of raising, and each
+server left out of a listing is said once in a WARNING (``mcpsync.multi``) with the reason.
+A server still starting when its listing time runs out goes on starting in the
+background and is listed as soon as it answers; a call of one of its tools, or of a tool
+of a server that failed, is told so (:class:`ToolNotFound` with ``server_state``
+``"starting"`` or ``"failed"``, which the adapters turn into a sentence that says so).
+Resources and prompts are listed across servers too (:mod:`mcpsync._multi_catalog`).
 
 Example:
     >>> with MultiClient.from_config("mcp.json") as multi:                    # doctest: +SKIP
@@ -30,6 +36,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Literal, Mapping, Sequence
 import msgspec
 
 from ._errors import ToolNotFound
+from ._multi_catalog import Catalog
 
 if TYPE_CHECKING:
     from ._messages import CallToolResult, Tool
@@ -44,6 +51,12 @@ Namespace = Literal["collisions", "always"]
 #: parallel; each client's own close is bounded (a stdio server: close stdin, wait,
 #: SIGTERM, wait, SIGKILL), so this is only a backstop.
 CLOSE_WAIT = 30.0
+
+
+def _start_budget(client: Any) -> float:
+    """How long a server may take to start (its client's ``timeouts.start``, else 0)."""
+    start = getattr(getattr(client, "timeouts", None), "start", 0.0)
+    return float(start) if isinstance(start, (int, float)) else 0.0
 
 
 def _close_client(name: str, client: Any) -> None:
@@ -78,9 +91,11 @@ class ServerStatus:
 
     Attributes:
         name: the server's name.
-        state: ``"ok"`` (tools listed), ``"error"`` (the last listing or connection
-            failed), ``"pending"`` (not listed yet), ``"config-error"`` (the
-            configuration entry cannot be used, e.g. an unset variable), ``"disabled"``.
+        state: ``"ok"`` (ready: tools listed), ``"starting"`` (its listing outlived
+            ``list_timeout`` and goes on: listed as soon as it answers), ``"error"``
+            (failed: the last listing or connection failed), ``"pending"`` (not listed
+            yet), ``"config-error"`` (the configuration entry cannot be used: a malformed
+            entry, an unset variable), ``"disabled"``.
         tools: how many tools it offered at the last successful listing.
         error: the error's message, when ``state`` is an error (never a secret: it is
             the message mcpsync built).
@@ -101,7 +116,8 @@ class ServerStatus:
 
 
 class _Server:
-    __slots__ = ("name", "client", "tools", "error", "checked", "listing", "generation", "config_error", "disabled", "failed_at", "stale")
+    __slots__ = ("name", "client", "tools", "error", "checked", "listing", "generation", "config_error", "disabled", "failed_at",
+                 "stale", "starting", "warned")
 
     def __init__(self, name: str, client: Any = None) -> None:
         self.name = name
@@ -115,9 +131,11 @@ class _Server:
         self.disabled = False
         self.failed_at: float | None = None  # monotonic time of the last failed listing
         self.stale = False  # a list_changed arrived: list again at the next use
+        self.starting = False  # its listing outlived list_timeout and goes on (listed when it answers)
+        self.warned: str | None = None  # the reason it was last said to be left out (said once)
 
 
-class MultiClient:
+class MultiClient(Catalog):
     """One object over many MCP servers; thread-safe.
 
     Args:
@@ -172,12 +190,15 @@ class MultiClient:
         self._lock = threading.Lock()
         self._closed = False
         self._servers: dict[str, _Server] = {}
+        self._resource_owner: dict[str, str] = {}  # resource URI -> the server that listed it (Catalog)
+        self._prompt_routes: dict[str, tuple[str, str]] = {}  # exposed prompt name -> (server, its name)
         for name, client in clients.items():
             self._add(name, client)
         for name, exc in (errors or {}).items():
             server = self._servers.get(name) or _Server(name)
             server.config_error = exc
             self._servers[name] = server
+            self._left_out(server, f"its configuration cannot be used: {exc}")
 
     def _add(self, name: str, client: Any) -> None:
         if not isinstance(name, str) or not name:
@@ -203,6 +224,7 @@ class MultiClient:
         relist_after: float = 30.0,
         include_disabled: bool = False,
         per_server: Mapping[str, Mapping[str, Any]] | None = None,
+        strict: bool = False,
         **options: Any,
     ) -> "MultiClient":
         """A MultiClient over the servers of a configuration file.
@@ -219,6 +241,8 @@ class MultiClient:
             include_disabled: also use entries marked ``disabled``.
             per_server: server name → Client options for that server only (over
                 ``options``).
+            strict: a malformed entry fails the file (default: that server only, reported
+                in :meth:`status` as ``"config-error"``).
             **options: Client keyword options given to every server's Client (each still
                 gets its own Client, so its own pool, breaker and cache).
 
@@ -231,7 +255,7 @@ class MultiClient:
         from ._client import Client
         from ._config import ConfigError, load_config
 
-        config = load_config(path, environ=environ)
+        config = load_config(path, environ=environ, strict=strict)
         for name in per_server or {}:
             if not config.defines(name):
                 config[name]  # raises the ConfigError naming the defined servers
@@ -336,13 +360,16 @@ class MultiClient:
         # A list_changed that arrives while listing makes the answer suspect: list again
         # (a few times at most; servers like server-everything announce their tools with a
         # list_changed right after the handshake).
+        # the listing may outlive the callers' wait (list_timeout): a server still starting
+        # (a first `npx -y` downloads the package) gets its whole start budget, and is
+        # listed the moment it answers
+        budget = max(self.list_timeout, _start_budget(server.client))
         for _attempt in range(3):
             try:
-                tools: list[Any] | None = list(server.client.list_tools(timeout=self.list_timeout))
+                tools: list[Any] | None = list(server.client.list_tools(timeout=budget))
                 error: BaseException | None = None
             except BaseException as exc:  # reported, never raised: one server never blocks the rest
                 tools, error = None, exc
-                log.info("server %s: listing tools failed: %s: %s", server.name, type(exc).__name__, exc)
             with self._lock:
                 server.checked = time.time()
                 if error is not None:
@@ -359,6 +386,12 @@ class MultiClient:
         with self._lock:
             if server.listing is done:
                 server.listing = None
+            came_late, server.starting = server.starting, False
+        if error is not None and not self._closed:
+            self._left_out(server, f"listing its tools failed: {type(error).__name__}: {error}")
+        elif came_late or server.warned is not None:
+            server.warned = None
+            log.warning("server %s answered: its %d tools are listed now", server.name, len(tools or ()))
         done.set()
 
     def refresh(self, servers: Iterable[str] | None = None, *, timeout: float | None = None, force: bool = True) -> dict[str, BaseException]:
@@ -400,15 +433,27 @@ class MultiClient:
         failed: dict[str, BaseException] = {}
         for s, event in waits:
             if not event.wait(max(deadline - time.monotonic(), 0.0)):
-                exc = RequestTimeout(f"server {s.name} did not list its tools within {wait_for:g} s", timeout=wait_for)
+                exc = RequestTimeout(f"server {s.name} did not list its tools within {wait_for:g} s; it is still "
+                                     "starting, and is listed as soon as it answers", timeout=wait_for)
                 with self._lock:
-                    s.error = exc
-                    s.checked = time.time()
-                    s.failed_at = time.monotonic()
+                    still = s.listing is event
+                    if still:  # its listing goes on: no failure (that would hold it off for relist_after)
+                        s.starting = True
+                        s.checked = time.time()
+                if still:
+                    self._left_out(s, f"it is still starting after {wait_for:g} s: its tools are listed as soon "
+                                      "as it answers")
                 failed[s.name] = exc
             elif s.error is not None:
                 failed[s.name] = s.error
         return failed
+
+    def _left_out(self, server: _Server, why: str) -> None:
+        """Say once (per reason) that ``server``'s tools are left out of the listings."""
+        if server.warned == why:
+            return
+        server.warned = why
+        log.warning("server %s is left out of the tool list: %s", server.name, why)
 
     def _snapshot(self) -> list[tuple[str, list[Any]]]:
         with self._lock:
@@ -447,6 +492,7 @@ class MultiClient:
                 for s in self._servers.values()
                 if s.client is not None
                 and (s.tools is None or s.stale)
+                and not s.starting  # its listing goes on: it is listed when it answers, nobody waits
                 and (s.failed_at is None or (s.listing is None and now - s.failed_at >= self.relist_after))
             ]
         if missing:
@@ -523,15 +569,44 @@ class MultiClient:
                 code=-32602,
                 data={"candidates": candidates},
             )
-        # a qualified name of a server that could not list its tools: let its client try
+        # a qualified name of a server that could not list its tools: let its client try,
+        # unless it is still starting (say so at once: the call would only wait)
         with self._lock:
             unreachable = [s for s in self._servers.values() if s.client is not None and s.tools is None]
         for s in sorted(unreachable, key=lambda s: -len(s.name)):
             if name.startswith(s.name + sep):
+                if s.starting:
+                    raise self.missing(name)
                 return s.name, name[len(s.name) + len(sep) :]
-        down = [s.name for s in unreachable]
-        hint = f" (servers not reachable: {', '.join(down)})" if down else ""
-        raise ToolNotFound(f"tool {name} does not exist on any server{hint}", code=-32602, data={"tool": name})
+        raise self.missing(name)
+
+    def missing(self, name: str) -> ToolNotFound:
+        """The error for a tool no listed server offers, saying which servers are still
+        starting or failed (``server_state``: ``"starting"``, ``"failed"``, or None when
+        every server answered: the tool does not exist)."""
+        sep = self.separator
+        with self._lock:
+            out = [s for s in self._servers.values() if s.tools is None and not s.disabled and
+                   (s.starting or s.error is not None or s.config_error is not None or s.listing is not None)]
+        own = next((s for s in sorted(out, key=lambda s: -len(s.name)) if name.startswith(s.name + sep)), None)
+        chosen = [own] if own is not None else out
+        starting = [s.name for s in chosen if s.starting or (s.listing is not None and s.error is None)]
+        failed = {s.name: s.config_error or s.error for s in chosen if s.name not in starting}
+        parts = [f"still starting: {', '.join(starting)}"] if starting else []
+        parts += [f"failed: {n} ({type(e).__name__}: {e})" for n, e in failed.items()]
+        if not parts:
+            return ToolNotFound(f"tool {name} does not exist on any server", code=-32602, data={"tool": name})
+        state = "starting" if starting else "failed"
+        if own is None:
+            text = f"tool {name} is not listed, and some servers are not ready ({'; '.join(parts)})"
+        elif starting:
+            text = f"tool {name} is not available yet: server {own.name} is still starting (listed once it answers)"
+        else:
+            text = f"tool {name} is not available: server {own.name} failed ({type(failed[own.name]).__name__}: {failed[own.name]})"
+        return ToolNotFound(
+            text, code=-32602, data={"tool": name, "starting": starting, "failed": list(failed)},
+            server_state=state, server=own.name if own is not None else None,
+        )
 
     def call_tool(self, name: str, arguments: Mapping[str, Any] | None = None, **kwargs: Any) -> CallToolResult:
         """Call a tool by its exposed name on the server that offers it.
@@ -592,6 +667,8 @@ class MultiClient:
                     )
                 elif s.tools is not None:
                     out[s.name] = ServerStatus(s.name, "ok", len(s.tools), checked=s.checked)
+                elif s.starting:
+                    out[s.name] = ServerStatus(s.name, "starting", checked=s.checked)
                 else:
                     out[s.name] = ServerStatus(s.name, "pending", checked=s.checked)
             return out

@@ -31,7 +31,8 @@ from ._errors import (
 
 _log = logging.getLogger("mcpsync.guard")
 
-__all__ = ["Timeouts", "RetryPolicy", "BreakerPolicy", "PoolLimits", "ReconnectPolicy", "NEVER_RETRY", "replace"]
+__all__ = ["Timeouts", "RetryPolicy", "RetryThrottle", "BreakerPolicy", "PoolLimits", "ReconnectPolicy", "NEVER_RETRY",
+           "replace"]
 
 #: Errors that end a call at once: SPEC.md's four (ToolNotFound, InvalidParams,
 #: AuthError, PermissionDenied), plus the caller's own cancellation and the client's
@@ -95,6 +96,40 @@ Timeouts.DEFAULT = Timeouts()
 
 
 @dataclass(frozen=True, slots=True)
+class RetryThrottle:
+    """Retry throttling for one server, as gRPC's (gRFC A6): a bucket of ``max_tokens``
+    tokens; each failed attempt the breaker would count takes one, each success gives
+    ``token_ratio`` back; while the bucket is at or under half full, a failed call is not
+    retried (first attempts always go). By default retries stop once failed attempts
+    outnumber successes by 50, and start again as successes come back: many callers of a
+    server that fails most of what it gets then add no retries to its load, while a burst
+    of failures among many successes (one replica's failover behind a balancer) or a
+    server failing a third of its calls keep their retries. The client's
+    :class:`RetryPolicy` names it (``RetryPolicy.throttle``); the bucket is the server's.
+
+    Attributes:
+        max_tokens: the bucket's size (full at the start).
+        token_ratio: tokens a success gives back (gRPC's examples use 0.1: retries then
+            stop once failures pass a tenth of the successes).
+        enabled: False: every failed call is retried per the policy.
+    """
+
+    max_tokens: float = 100.0
+    token_ratio: float = 1.0
+    enabled: bool = True
+    DEFAULT: ClassVar["RetryThrottle"]
+    DISABLED: ClassVar["RetryThrottle"]
+
+    def __post_init__(self) -> None:
+        if self.max_tokens <= 0 or self.token_ratio < 0:
+            raise ValueError("RetryThrottle needs max_tokens > 0 and token_ratio >= 0")
+
+
+RetryThrottle.DEFAULT = RetryThrottle()
+RetryThrottle.DISABLED = RetryThrottle(enabled=False)
+
+
+@dataclass(frozen=True, slots=True)
 class RetryPolicy:
     """Call retries: immediately, then ``backoff`` × 2ⁿ⁻¹ seconds, with ±``jitter``.
 
@@ -115,6 +150,8 @@ class RetryPolicy:
             True retries it on the schedule, a number of seconds retries no sooner than
             that, False or None keeps it. When the retries or the call's time run out, the
             last result is returned. A hook that raises keeps the result (and is logged).
+        throttle: the server's retry throttle (:class:`RetryThrottle`); the client's policy
+            sets it, a per-call policy's is not used.
 
     Example:
         >>> p = RetryPolicy.DEFAULT.increment(TimeoutError())
@@ -131,6 +168,7 @@ class RetryPolicy:
     never_retry: tuple[type[BaseException], ...] = field(default=NEVER_RETRY, repr=False)
     transient_codes: frozenset[int] = frozenset()
     retry_result: Callable[[Any], "bool | float | None"] | None = field(default=None, compare=False, repr=False)
+    throttle: RetryThrottle = field(default=RetryThrottle.DEFAULT, repr=False)
     DEFAULT: ClassVar["RetryPolicy"]
     NONE: ClassVar["RetryPolicy"]
 
@@ -237,19 +275,47 @@ RetryPolicy.NONE = RetryPolicy(retries=0)
 @dataclass(frozen=True, slots=True)
 class BreakerPolicy:
     """Circuit breaker: ``threshold`` failures within ``window`` s open it for ``cooldown`` s;
-    then at most ``half_open_max`` trial calls decide between closing and reopening."""
+    then at most ``half_open_max`` trial calls decide between closing and reopening.
+
+    Once the window holds ``min_calls`` calls or more, its failures must also be at least
+    ``failure_rate`` of them (as resilience4j's failure-rate threshold and Envoy's outlier
+    detection do): behind a load balancer, the burst of 502s of one replica's death among
+    many successes is no reason to fail every call to the healthy rest. Below ``min_calls``
+    (one agent and a lone server) the count alone decides: 5 failures in 60 s.
+
+    Attributes:
+        threshold: counted failures within ``window`` that open the circuit.
+        window: the sliding window, seconds.
+        cooldown: seconds the circuit stays open.
+        half_open_max: trial calls at a time once the cooldown is over.
+        failure_rate: the share of the window's calls (successes and counted failures)
+            its failures must reach too (0: the count alone decides).
+        min_calls: the calls the window needs before the share is asked for.
+        enabled: False: the breaker admits every call.
+
+    :attr:`FLEET` is a preset for a fleet of replicas behind one URL: a 10 s window, 20
+    failures that are also half the window's calls, 5 s open.
+    """
 
     threshold: int = 5
     window: float = 60.0
     cooldown: float = 30.0
     half_open_max: int = 3
     enabled: bool = True
+    failure_rate: float = 0.5
+    min_calls: int = 20
     DEFAULT: ClassVar["BreakerPolicy"]
     DISABLED: ClassVar["BreakerPolicy"]
+    FLEET: ClassVar["BreakerPolicy"]
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.failure_rate <= 1.0 or self.min_calls < 0:
+            raise ValueError("BreakerPolicy needs 0 <= failure_rate <= 1 and min_calls >= 0")
 
 
 BreakerPolicy.DEFAULT = BreakerPolicy()
 BreakerPolicy.DISABLED = BreakerPolicy(enabled=False)
+BreakerPolicy.FLEET = BreakerPolicy(threshold=20, window=10.0, cooldown=5.0)
 
 
 @dataclass(frozen=True, slots=True)

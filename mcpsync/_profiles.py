@@ -227,7 +227,7 @@ def profile_options(name: str | Profile, /, **overrides: Any) -> dict[str, Any]:
 CLIENT_OPTIONS: frozenset[str] = frozenset({
     "mode", "timeouts", "retry", "breaker", "pool", "sampling_handler", "elicitation_handler", "roots",
     "logging_handler", "log_level", "client_info", "name", "reconnect", "record", "on_breaker_change",
-    "on_unavailable", "telemetry", "credential", "metrics", "push_updates", "extensions",
+    "on_unavailable", "telemetry", "credential", "metrics", "push_updates", "extensions", "on_session_lost",
 })
 
 

@@ -355,6 +355,21 @@ RESULT_DECODERS["tasks/result"] = _decode_plain_call
 
 
 
+def prompt_params(name: str, arguments: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The params of ``prompts/get``: argument values are sent as strings (JSON for others).
+
+    Example:
+        >>> prompt_params("greet", {"name": "Al", "times": 2})
+        {'name': 'greet', 'arguments': {'name': 'Al', 'times': '2'}}
+    """
+    params: dict[str, Any] = {"name": name}
+    if arguments:
+        import json
+
+        params["arguments"] = {k: v if isinstance(v, str) else json.dumps(v) for k, v in arguments.items()}
+    return params
+
+
 def completion_params(
     ref: Prompt | ResourceTemplate | Mapping[str, Any] | str,
     argument: Mapping[str, Any] | tuple[str, str],

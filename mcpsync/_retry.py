@@ -9,6 +9,7 @@ waiting:
 * :class:`ReconnectSchedule` — counts connection failures per :class:`ReconnectPolicy`
   and holds the server *unavailable* until :meth:`ReconnectSchedule.reset`.
 * :func:`tool_is_retry_safe` — whether a tool's annotations allow repeating a call.
+* :class:`RetryBudget` — the retry throttle of one server (:class:`RetryThrottle`).
 """
 
 from __future__ import annotations
@@ -29,9 +30,9 @@ from ._errors import (
     attach_fields,
     may_have_reached_server,
 )
-from ._policies import ReconnectPolicy, RetryPolicy
+from ._policies import ReconnectPolicy, RetryPolicy, RetryThrottle
 
-__all__ = ["ReconnectSchedule", "retry_call", "tool_is_retry_safe"]
+__all__ = ["ReconnectSchedule", "RetryBudget", "retry_call", "tool_is_retry_safe"]
 
 log = logging.getLogger("mcpsync.guard")
 
@@ -337,3 +338,61 @@ class ReconnectSchedule:
                 continue
             self.success()
             return result
+
+
+class RetryBudget:
+    """The retry throttle of one server: a bucket per :class:`RetryThrottle` (gRPC's
+    retry throttling). :meth:`failed` takes a token for each failed attempt that counts;
+    successes give ``token_ratio`` back, read from ``successes()`` (a running count kept
+    elsewhere: the fast path is not slowed); :meth:`allows_retry` says whether the bucket
+    is above half full. Thread-safe.
+
+    Example:
+        >>> ok = [0]
+        >>> budget = RetryBudget(RetryThrottle(max_tokens=4, token_ratio=0.5), lambda: ok[0])
+        >>> budget.failed(); budget.failed(); budget.allows_retry()
+        False
+        >>> ok[0] = 2
+        >>> budget.allows_retry(), budget.tokens
+        (True, 3.0)
+    """
+
+    def __init__(self, throttle: RetryThrottle, successes: Callable[[], int]) -> None:
+        self.throttle = throttle
+        self._successes = successes
+        self._lock = threading.Lock()
+        self._tokens = float(throttle.max_tokens)
+        self._seen = successes()
+        #: retries not made because the bucket was at or under half full
+        self.throttled = 0
+        _FORK_LOCKED.add(self)
+
+    @property
+    def tokens(self) -> float:
+        with self._lock:
+            self._refill()
+            return self._tokens
+
+    def failed(self) -> None:
+        """One failed attempt (of those the breaker counts): one token less."""
+        with self._lock:
+            self._refill()
+            self._tokens = max(self._tokens - 1.0, 0.0)
+
+    def allows_retry(self) -> bool:
+        """Whether a failed call may be retried now (counted in :attr:`throttled` if not)."""
+        throttle = self.throttle
+        if not throttle.enabled:
+            return True
+        with self._lock:
+            self._refill()
+            if self._tokens > throttle.max_tokens / 2.0:
+                return True
+            self.throttled += 1
+        return False
+
+    def _refill(self) -> None:
+        now = self._successes()
+        if now > self._seen:
+            self._tokens = min(self._tokens + (now - self._seen) * self.throttle.token_ratio, float(self.throttle.max_tokens))
+        self._seen = now

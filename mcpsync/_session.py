@@ -44,12 +44,13 @@ from ._errors import (
 )
 from ._breaker import BreakerState, CircuitBreaker
 from ._constants import META_LOG_LEVEL as _META_LOG
-from ._handshake import Handshake, ServerSession, _Connection, _Opening
+from ._handshake import Handshake, ServerSession, _Connection, _Opening, never_reached, wrong_endpoint
 from ._messages import STRUCT_META, decode_result
 from ._metrics import DISCOVERY_METHODS
 from ._mrtr import drive as _drive_input_rounds
 from ._routing import routed_attempt
 from ._guard import Guard, Recorder
+from ._losses import Losses, Renewal, SessionLost
 from ._policies import PoolLimits, ReconnectPolicy, RetryPolicy, Timeouts
 from ._pool import ConnectionPool
 from ._retry import ReconnectSchedule
@@ -90,6 +91,7 @@ class Session:
         on_breaker_change: Callable[[BreakerState, BreakerState], None] | None,
         on_unavailable: Callable[[ServerUnavailable], None] | None,
         telemetry: Any,
+        on_session_lost: Callable[[SessionLost], None] | None = None,
     ) -> None:
         self._client = client
         self._handshake = Handshake(client, telemetry)
@@ -126,6 +128,13 @@ class Session:
         #: a routed client's :class:`~mcpsync._routing.Router` and per-endpoint breakers
         self.router: Any = None
         self.endpoint_breakers: dict[str, CircuitBreaker] | None = None
+        #: replaced processes and sessions, announced; legacy sessions renewed (mcpsync._losses)
+        self.losses = Losses(name, on_session_lost, submit=lambda fn, *args: self.worker.submit(fn, *args))
+        self.renewal = Renewal(
+            name, self._handshake.renew, self.losses, submit=lambda fn: self.worker.submit(fn),
+            current=lambda conn: not self.closed and self.primary is conn, replaced=self.primary_replaced,
+            connect_timeout=timeouts.connect,
+        )
         _SESSIONS.add(self)
 
     def check_usable(self) -> None:
@@ -303,6 +312,7 @@ class Session:
                 conn.close()
                 error = PoolClosed(f"client for {c.name} is closed")
             else:
+                self.losses.replaced_by(conn)  # a new process or session in place of one that died: said
                 self._connected(conn)
         opening.error = error
         opening.done.set()
@@ -321,29 +331,6 @@ class Session:
         if replaced:
             self._watch_primary(conn)
             self.primary_replaced(conn)
-
-    def renew_session(self, conn: _Connection, expired: SessionExpired, deadline: float) -> None:
-        """Re-initialize on ``conn`` after the server forgot its session (one renewal
-        shared by the callers that met the same expiry; e.g. a replica behind a balancer
-        died), then renew what the session held, as after a reconnect."""
-        if self._handshake.renew(conn, expired, deadline) and not self.closed and self.primary is conn:
-            self.primary_replaced(conn)
-
-    def _session_lost(self, conn: _Connection, session_id: str) -> None:
-        """The transport's standalone stream found the session gone: renew it on the
-        worker now rather than at the next request (subscriptions live on that stream)."""
-        c = self._client
-        expired = SessionExpired(f"session {session_id} expired", renewable=True, session_id=session_id)
-
-        def renew() -> None:
-            if self.closed or not conn.alive():
-                return
-            try:
-                self.renew_session(conn, expired, time.monotonic() + self.timeouts.connect)
-            except MCPError as exc:  # the connection was closed: the next use replaces it
-                log.info("%s: renewing the lost session failed: %s", c.name, exc)
-
-        self.worker.submit(renew)
 
     def _watch_primary(self, conn: _Connection) -> None:
         """Replace the session connection at once when it dies (subscriptions restored)."""
@@ -370,7 +357,7 @@ class Session:
             except SessionExpired as exc:  # the connection is fine: renew its session
                 if not exc.renewable:
                     raise
-                self.renew_session(conn, exc, time.monotonic() + self.timeouts.request)
+                self.renewal.renew(conn, exc, time.monotonic() + self.timeouts.request)
 
     def _open(self, opening: _Opening) -> _Connection:
         """Start a connection and handshake (on the connecting thread). A child process alive
@@ -402,6 +389,7 @@ class Session:
                     self.telemetry.handshake(c, conn, lambda: self._handshake.run(conn, time.monotonic() + budget, starting))
                 else:
                     self._handshake.run(conn, time.monotonic() + budget, starting)
+                self.losses.watch(conn)
                 return conn
             except MCPError as exc:
                 failure = None
@@ -421,13 +409,19 @@ class Session:
                     raise failure from exc
                 if isinstance(exc, (RemoteError, AuthError, StartFailed, PoolClosed)) or self.closed:
                     raise  # the server answered, or cannot run: a fresh start would fare the same
+                wrong = wrong_endpoint(exc, getattr(made, "url", None) or c.name)
+                if wrong is not None:
+                    raise wrong from exc  # an HTTP 4xx: the URL is wrong, not the server unwell
                 errors.append(exc)
                 if not getattr(exc, "timeout", isinstance(exc, RequestTimeout)):
                     break  # SPEC: a connect is retried once after a *timeout*
         last = errors[-1]
-        raise ConnectError(
-            f"MCP server {c.name} did not respond: {last}", attempts=len(errors)
-        ) from last
+        if not never_reached(last):
+            raise ConnectError(f"MCP server {c.name} did not respond: {last}", attempts=len(errors)) from last
+        # refused, unknown host, no route: on a first contact, said at once (not retried within
+        # the call); once reached, a lost server is the reconnect schedule's
+        raise ConnectError(f"MCP server {c.name} could not be reached: {last}", attempts=len(errors),
+                           unreached=not self.ever_connected) from last
 
     def _start(self, made: Transport | Channel, deadline: float) -> _Connection:
         c = self._client
@@ -445,7 +439,7 @@ class Session:
             conn = _Connection(disp, made, made.describe())
             conn.closer = self._close_in_background
             if hasattr(made, "on_session_lost"):  # Streamable HTTP: its GET stream found the session gone
-                made.on_session_lost = lambda session_id: self._session_lost(conn, session_id)
+                made.on_session_lost = lambda sid: self.renewal.stream_found_it_gone(conn, sid, lambda: self.closed)
             return conn
         chan = made
         chan.set_handlers(c._handlers.notification, c._handlers.on_request)
@@ -619,7 +613,8 @@ class Session:
         except SessionExpired as exc:
             if not exc.renewable:
                 raise
-            return self._after_expiry(conn, method, params, t, progress, exc, again)
+            return self.renewal.after_expiry(conn, exc, again, t, lambda left: self.request_on(
+                conn, method, params, left, progress, True))
         if type(raw).__class__ is STRUCT_META:  # typed with its answer, so complete (see ANSWER_DECODERS)
             return raw
         result = decode_result(method, raw)
@@ -631,31 +626,6 @@ class Session:
                 f"{c.name} answered {method} with resultType {rt!r}, which this client cannot handle", code=-32600
             )
         return self._input_rounds(conn, method, params, raw, t, progress)
-
-    def _after_expiry(
-        self, conn: _Connection, method: str, params: Mapping[str, Any] | None, t: float,
-        progress: ProgressCallback | None, exc: SessionExpired, again: bool,
-    ) -> Any:
-        """The server forgot the session (the request was not processed): renew it on
-        ``conn`` and send the request once more, in what is left of its time."""
-        c = self._client
-        if again:
-            # lost again right after a new session: a session error (the connection
-            # is replaced on the reconnect schedule), not the server's answer
-            conn.close()
-            raise SessionExpired(
-                f"session at {c.name} was lost again right after re-initializing"
-                f" (HTTP {getattr(exc, 'status', None)})",
-                status=getattr(exc, "status", None),
-            ) from exc
-        began = time.monotonic()
-        self.renew_session(conn, exc, began + t)
-        t -= time.monotonic() - began
-        if t <= 0.0:
-            raise RequestTimeout(
-                f"{c.name}: the call's time ran out while its session was renewed", sent=False, truncated=True
-            ) from exc
-        return self.request_on(conn, method, params, t, progress, True)
 
     def _input_rounds(
         self, conn: _Connection, method: str, params: Mapping[str, Any] | None, raw: Any, t: float,
@@ -683,5 +653,5 @@ class Session:
         except SessionExpired as exc:
             if not exc.renewable:
                 raise
-            self.renew_session(conn, exc, time.monotonic() + self.timeouts.request)
+            self.renewal.renew(conn, exc, time.monotonic() + self.timeouts.request)
             conn.channel.notify(method, params)

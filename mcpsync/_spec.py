@@ -27,6 +27,7 @@ Example:
 from __future__ import annotations
 
 import atexit
+import dataclasses
 import json
 import logging
 import os
@@ -49,6 +50,9 @@ _KINDS = ("stdio", "http", "sse", "websocket", "grpc", "config")
 #: Header names whose literal values are credentials: they must come from the worker's
 #: environment (``${VAR}``) or the keyring (``oauth=``), never from the spec.
 _SECRET_HEADER = re.compile(r"authorization|cookie|token|secret|api[-_]?key|password", re.I)
+#: Names of ``oauth=`` arguments and grant fields whose literal values are credentials (a
+#: DPoP key, a token store holding tokens too: the worker makes its own)
+_SECRET_FIELD = re.compile(r"secret|private_key|password|(^|_)token$|^dpop$|^storage$", re.I)
 #: Keyword options that are live objects: a spec asks for their recipe instead.
 _LIVE_OPTIONS = {
     "auth": "pass oauth={...} (the arguments of mcpsync.auth.OAuth): the worker builds its own OAuth, "
@@ -149,7 +153,9 @@ class ClientSpec:
     @classmethod
     def stdio(cls, command: str, args: Sequence[str] = (), **options: Any) -> "ClientSpec":
         """The recipe of ``Client.stdio(command, args, **options)``."""
-        return cls._make("stdio", (command, tuple(args)), options)
+        from .transports._factory import stdio_args
+
+        return cls._make("stdio", (command, tuple(stdio_args(command, args))), options)
 
     @classmethod
     def http(cls, url: str, *, oauth: Mapping[str, Any] | None = None, **options: Any) -> "ClientSpec":
@@ -218,7 +224,7 @@ class ClientSpec:
             raise ConfigError(f"no server {name!r} under mcpServers", source=where, server=name)
         entry = {"mcpServers": {name: servers[name]}}
         try:
-            parse_config(entry, source=where)
+            parse_config(entry, source=where, strict=True)
         except ConfigError as exc:
             if "is not set" not in str(exc):
                 raise  # a variable only the workers have is theirs to expand
@@ -238,6 +244,13 @@ class ClientSpec:
         return f"ClientSpec.{self.kind}({what!r}{', ' + shown if shown else ''})"
 
     def __reduce__(self) -> Any:
+        oauth = dict(self.options).get("oauth")
+        found = _literal_secrets(oauth, "oauth") if oauth is not None else []
+        if found:  # pickled means sent: to a worker, a queue, a log
+            raise TypeError(
+                f"ClientSpec: {found[0]} holds a literal secret, which would travel with the spec; write it as "
+                f"Env('NAME') (mcpsync.auth.Env: read from the worker's environment when its OAuth is made)"
+            )
         return (ClientSpec, (self.kind, self.target, self.options, self.config))
 
     # ------------------------------------------------------------------ building
@@ -282,6 +295,29 @@ class ClientSpec:
     def client(self) -> Client:
         """This process's client for the spec: see :func:`process_client`."""
         return process_client(self)
+
+
+def _literal_secrets(value: Any, where: str, depth: int = 0) -> list[str]:
+    """Where ``value`` (the ``oauth=`` arguments, a grant in them) holds a credential as a
+    literal (a string, bytes, a key object) rather than an ``Env``."""
+    if depth > 4 or value is None:
+        return []
+    if isinstance(value, Mapping):
+        items: list[tuple[str, Any]] = [(str(k), v) for k, v in value.items()]
+    elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+        items = [(f.name, getattr(value, f.name, None)) for f in dataclasses.fields(value)]
+        where = f"{where} ({type(value).__name__})"
+    else:
+        return []
+    out: list[str] = []
+    for name, v in items:
+        at = f"{where}.{name}"
+        if _SECRET_FIELD.search(name) and v is not None and not isinstance(v, bool) and type(v).__name__ != "Env" \
+                and not callable(v):
+            out.append(at)
+        else:
+            out += _literal_secrets(v, at, depth + 1)
+    return out
 
 
 # ----------------------------------------------------------------------------- one per process

@@ -381,6 +381,11 @@ class ToolAdapter:
         if hit is None:
             from ._errors import ToolNotFound
 
+            missing = getattr(self.source, "missing", None)  # a MultiClient says which servers are not ready
+            if callable(missing):
+                error = missing(llm_name)
+                if isinstance(error, ToolNotFound):
+                    raise error
             raise ToolNotFound(f"unknown tool {llm_name}", code=-32602, data={"tool": llm_name})
         return hit
 

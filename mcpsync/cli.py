@@ -194,7 +194,8 @@ def _config_client(opts: argparse.Namespace, headers: dict[str, str], timeouts: 
         raise UsageError("--env does not apply to --config (set env in the file)")
     from ._client import Client
 
-    return Client.from_config(server, mode=opts.mode, timeouts=timeouts)
+    # a server named with --server is used even if its entry says "disabled" (as MultiClient does)
+    return Client.from_config(server, mode=opts.mode, timeouts=timeouts, allow_disabled=opts.server is not None)
 
 
 def _coerce(raw: str, schema: Any) -> Any:
@@ -414,7 +415,7 @@ def _run(opts: argparse.Namespace, command: list[str]) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status."""
-    from ._errors import MCPError
+    from ._errors import ConfigError, MCPError, ProfileError
 
     own, command = split_command(sys.argv[1:] if argv is None else argv)
     parser = _parser()
@@ -453,7 +454,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return EXIT_OK
-    except UsageError as exc:
+    except (UsageError, ConfigError, ProfileError) as exc:  # said in one line, never a traceback
         print(f"mcpsync: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except MCPError as exc:

@@ -428,8 +428,9 @@ class FastPath:
     ``begin()``: the start on ``clock`` when a first attempt may run unguarded (the
     ``breaker``'s ``_state`` is ``closed`` and ``reconnect``, if any, has not marked the
     server unavailable), else None. ``succeeded(tool, start)``: counts a success on the
-    breaker (``breaker._fast_ok``, a count) and hands ``(server, tool, start, end,
-    success)`` to ``record`` (if any); a recorder that raises is reported to ``failed()``.
+    breaker (``breaker._fast_ok``, a count; every 16th also asks the breaker for a mark of
+    its window, ``_mark_now``) and hands ``(server, tool, start, end, success)`` to
+    ``record`` (if any); a recorder that raises is reported to ``failed()``.
     """
 
     def __init__(self, breaker, reconnect, record, server, clock, closed, success, failed):
@@ -450,7 +451,8 @@ class FastPath:
         return None
 
     def succeeded(self, tool, start):
-        next(self._ok)
+        if not next(self._ok) & 15:  # the window's successes are read between the breaker's marks
+            self._breaker._mark_now()
         record = self._record
         if record is not None:
             try:

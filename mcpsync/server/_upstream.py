@@ -26,11 +26,13 @@ def upstream_factory(
     cwd: str | None = None,
     headers: Mapping[str, str] | None = None,
     max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
+    inherit_env: bool = False,
 ) -> Callable[[], Transport]:
     """A zero-argument callable giving a fresh, unconnected upstream transport.
 
-    Exactly one of ``command`` (argv of a stdio server) and ``url`` (a Streamable HTTP
-    endpoint) is given.
+    Exactly one of ``command`` (argv of a stdio server, run with ``env`` over a minimal
+    environment, or over the bridge's whole one with ``inherit_env``) and ``url`` (a
+    Streamable HTTP endpoint) is given.
 
     Example:
         >>> make = upstream_factory(["python", "-m", "mcpsync.server.demo"])
@@ -46,7 +48,8 @@ def upstream_factory(
         if not argv:
             raise ValueError("the upstream command is empty")
         extra = dict(env or {})
-        return lambda: StdioTransport(argv[0], argv[1:], env=extra, cwd=cwd, max_message_size=max_message_size)
+        return lambda: StdioTransport(argv[0], argv[1:], env=extra, cwd=cwd, max_message_size=max_message_size,
+                                      inherit_env=inherit_env)
     from ..transports.streamable_http import StreamableHTTPTransport
 
     target = str(url)

@@ -563,7 +563,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--max-message-size", type=int, default=DEFAULT_MAX_MESSAGE_SIZE, metavar="BYTES")
     p.add_argument("--tls-cert", help="PEM certificate chain: serve wss:// and TLS gRPC")
     p.add_argument("--tls-key", help="PEM private key for --tls-cert")
-    p.add_argument("--env", action="append", default=[], metavar="NAME=VALUE", help="environment for the upstream command")
+    p.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
+                   help="a variable for the upstream command (which sees HOME, LOGNAME, PATH, SHELL, TERM, USER and these)")
+    p.add_argument("--inherit-env", action="store_true", help="hand the upstream command the bridge's whole environment")
     p.add_argument("-v", "--verbose", action="store_true", help="log every session")
     p.add_argument("-q", "--quiet", action="store_true", help="hide the upstream server's stderr")
     return p
@@ -592,7 +594,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     headers = dict((k.strip(), v.strip()) for k, _, v in (h.partition(":") for h in args.header))
     try:
         factory = upstream_factory(command or None, url=args.url, env=env, headers=headers,
-                                   max_message_size=args.max_message_size)
+                                   max_message_size=args.max_message_size, inherit_env=args.inherit_env)
     except MCPError as exc:
         print(f"mcpsync bridge: {exc}", file=sys.stderr)
         return 2

@@ -9,7 +9,7 @@ Kinds and targets:
 ==============  =============================================  ==============================================
 kind            target                                         options (all optional)
 ==============  =============================================  ==============================================
-``stdio``       ``(command, args)``                            env, cwd, max_message_size
+``stdio``       ``(command, args)``                            env, inherit_env, cwd, max_message_size
 ``http``        the MCP endpoint URL                           headers, auth, verify, cert, proxy,
                                                                pool_size, max_message_size, sse_fallback
 ``sse``         the HTTP+SSE stream URL                        headers, auth, verify, cert, proxy,
@@ -47,14 +47,14 @@ from .._policies import PoolLimits, Timeouts
 from ._base import Transport
 from ._tls import Verify
 
-__all__ = ["KINDS", "TRANSPORT_OPTIONS", "Built", "TransportFactory", "Verify", "build", "single_use"]
+__all__ = ["KINDS", "TRANSPORT_OPTIONS", "Built", "TransportFactory", "Verify", "build", "single_use", "stdio_args"]
 
 #: A zero-argument callable returning a fresh, unconnected transport (or in-process channel).
 TransportFactory = Callable[[], Union[Transport, Channel]]
 
 #: The keyword options each kind's transport takes (the rest are the Client's).
 TRANSPORT_OPTIONS: Mapping[str, frozenset[str]] = {
-    "stdio": frozenset({"env", "cwd", "max_message_size"}),
+    "stdio": frozenset({"env", "inherit_env", "cwd", "max_message_size"}),
     "http": frozenset({"headers", "auth", "verify", "cert", "proxy", "pool_size", "max_message_size", "sse_fallback"}),
     "sse": frozenset({"headers", "auth", "verify", "cert", "proxy", "pool_size", "max_message_size"}),
     "websocket": frozenset({"headers", "token", "auth", "sslopt", "max_message_size"}),
@@ -123,12 +123,31 @@ def build(kind: str, target: Any, options: Mapping[str, Any] | None = None, *, t
     return _BUILDERS[kind](target, opts, timeouts)
 
 
+def stdio_args(command: str, args: Any) -> list[str]:
+    """``args`` of a stdio server as a list, refused at once when it is one string (which
+    would run the command with one argument per character).
+
+    Raises:
+        TypeError: ``args`` is a string (the message shows the list to write).
+    """
+    if isinstance(args, (str, bytes)):
+        import shlex
+
+        text = args.decode() if isinstance(args, bytes) else args
+        raise TypeError(
+            f"stdio args must be a list of arguments, not one string {text!r}: write "
+            f"Client.stdio({command!r}, {shlex.split(text)!r}) (shlex.split() splits a command line)"
+        )
+    return [os.fspath(a) for a in args]
+
+
 def _stdio(target: Any, opts: dict[str, Any], timeouts: Timeouts) -> Built:
     from .stdio import StdioTransport
 
     command, args = target
-    args = list(args)
-    kw: dict[str, Any] = {"env": opts.get("env"), "cwd": opts.get("cwd"), "close_timeout": timeouts.close}
+    args = stdio_args(command, args)
+    kw: dict[str, Any] = {"env": opts.get("env"), "cwd": opts.get("cwd"), "close_timeout": timeouts.close,
+                          "inherit_env": bool(opts.get("inherit_env"))}
     if opts.get("max_message_size") is not None:
         kw["max_message_size"] = opts["max_message_size"]
     return Built(lambda: StdioTransport(command, args, **kw), os.path.basename(command))

@@ -36,10 +36,12 @@ from typing import Any, Mapping, Sequence
 from .._errors import ConnectError, ConnectionClosed, MessageTooLarge, RequestTimeout, StartFailed
 from .._speedups import DEFAULT_MAX_MESSAGE_SIZE, EpollSwitch, FrameTooLarge, LineFramer
 from ._base import Transport
+from ._spawn import Group as _Group
 from ._spawn import popen
-from ._stderr import STDERR_LINE_MAX as _STDERR_LINE_MAX
-from ._stderr import LogBudget as _LogBudget
-from ._stderr import line_text as _line_text
+from ._spawn import server_environment as _server_environment
+from ._spawn import stop as _stop
+from ._stderr import Tail as _Tail
+from ._stderr import drain as _drain
 
 __all__ = ["StdioTransport"]
 
@@ -48,11 +50,6 @@ log = logging.getLogger("mcpsync.transports.stdio")
 _LIVE: "weakref.WeakSet[StdioTransport]" = weakref.WeakSet()
 #: stderr lines kept for error messages (the longest part of a line kept: _stderr.STDERR_LINE_MAX)
 _STDERR_KEEP = 20
-#: one read of the stderr pipe
-_STDERR_CHUNK = 65536
-#: how often the stderr reader looks whether the transport was closed (no output meanwhile),
-#: where close() cannot wake it (no eventfd), and whether lines left out are due a summary
-_STDERR_POLL = 0.2
 #: after the output hit EOF, how long to wait for the exit status for an error message
 _EXIT_WAIT = 0.1
 #: a child that closed its output gets this long after EOF on stdin before SIGTERM
@@ -64,6 +61,8 @@ _monotonic = time.monotonic
 _EPOLL = hasattr(select, "epoll") and hasattr(os, "eventfd")
 #: A wait for output that ends sooner than this found it there already.
 _INSTANT = 5e-6
+#: each server in a process group (session) of its own, ended as a whole (POSIX)
+_GROUPS = os.name == "posix"
 
 
 def _close_all_at_exit() -> None:
@@ -104,14 +103,29 @@ def _drop_pipes_in_child() -> None:
 os.register_at_fork(after_in_child=_drop_pipes_in_child)
 
 
+def _close_claimed(claim: list[int]) -> None:
+    """Close the descriptor in ``claim`` unless another thread popped it first: whoever
+    pops it closes it, exactly once (``list.pop`` is atomic under the GIL)."""
+    try:
+        fd = claim.pop()
+    except IndexError:
+        return
+    try:
+        os.close(fd)
+    except OSError:
+        pass
+
+
 class StdioTransport(Transport):
     """Runs an MCP server as a child process and talks to it over its stdio.
 
     Args:
         command: the executable.
         args: its arguments.
-        env: extra environment variables (merged over the parent's unless
-            ``inherit_env`` is False).
+        env: environment variables for the server, over a minimal environment
+            (:data:`~mcpsync.transports._spawn.DEFAULT_ENV_VARS`: HOME, LOGNAME, PATH,
+            SHELL, TERM, USER), or over the whole of this process's with ``inherit_env``.
+        inherit_env: hand the server this process's whole environment (API keys included).
         cwd: working directory of the child.
         max_message_size: longest accepted message in bytes.
         close_timeout: seconds to wait at each shutdown step.
@@ -128,7 +142,7 @@ class StdioTransport(Transport):
         "_proc", "_framer", "_ready", "_wbaton", "_wlock", "_wgate", "_wwaiting", "_rlock", "_reading", "_out_claim",
         "_eager", "_closed", "_stderr_tail", "_stderr_thread", "_stderr_stop", "_stderr_wake", "_spoke", "_eof",
         "_exit_code", "_broken_before_close", "_out_fd", "_in_fd", "_poller", "_idle_poller", "idle_switch", "_idle_wake",
-        "_pid_owner",
+        "_pid_owner", "_group", "_wake_claim", "_stderr_claim", "_watching",
     )
 
     def __init__(
@@ -138,7 +152,7 @@ class StdioTransport(Transport):
         *,
         env: Mapping[str, str] | None = None,
         cwd: str | os.PathLike[str] | None = None,
-        inherit_env: bool = True,
+        inherit_env: bool = False,
         max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
         close_timeout: float = 2.0,
         name: str | None = None,
@@ -175,7 +189,7 @@ class StdioTransport(Transport):
         self._out_claim: list[int] = []
         self._eager = True  # read before waiting (see receive_alone); by the one reader
         self._closed = False
-        self._stderr_tail: collections.deque[str] = collections.deque(maxlen=_STDERR_KEEP)
+        self._stderr_tail = _Tail(_STDERR_KEEP)
         self._stderr_thread: threading.Thread | None = None
         # set by close() to a monotonic time: the stderr reader leaves when woken (or at its
         # next idle poll), or at that time if output keeps coming (a grandchild holding the pipe)
@@ -196,6 +210,10 @@ class StdioTransport(Transport):
         self.idle_switch: EpollSwitch | None = None
         self._idle_wake = -1  # an eventfd in that set: _keep's wake for frames already read
         self._pid_owner = os.getpid()
+        self._group: _Group | None = None
+        self._wake_claim: list[int] = []  # _idle_wake's number until closed (see _close_claimed)
+        self._stderr_claim: list[int] = []  # _stderr_wake's, the same
+        self._watching = False  # a wait_readable is inside (it then closes _idle_wake on its way out)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -205,7 +223,7 @@ class StdioTransport(Transport):
     def connect(self, timeout: float = 10.0) -> None:
         if self._closed:  # closed before it started (a client closed while connecting)
             raise ConnectionClosed(f"stdio transport to {self.describe()!r} is closed")
-        env = {**os.environ, **self.env} if self.inherit_env else dict(self.env)
+        env = _server_environment(self.env, inherit=self.inherit_env)
         try:
             proc = popen(  # a child that dies with this process, even on SIGKILL (Linux)
                 [self.command, *self.args],
@@ -217,19 +235,22 @@ class StdioTransport(Transport):
                 env=env,
                 cwd=self.cwd,
                 close_fds=True,
+                start_new_session=_GROUPS,  # its own group: a terminal's Ctrl-C reaches the client only
             )
         except OSError as exc:
             reason = exc.strerror or str(exc)
             if exc.filename is not None and exc.filename != self.command:
                 reason = f"{reason}: {exc.filename!r}"
             message = f"could not start MCP server {self.describe()!r}: {reason}"
+            if exc.errno == errno.ENOENT and " " in self.command and not self.args:
+                message += "; the command names one program: give its arguments as a list (args=[...])"
             if exc.errno in _PERMANENT_SPAWN_ERRORS:
                 raise StartFailed(message, command=self.describe(), exit_code=None, stderr_tail="") from exc
             raise ConnectError(message) from exc  # e.g. out of descriptors or memory: may pass
         self._proc = proc
+        self._group = _Group(proc, self.close_timeout) if _GROUPS else None  # ended with the client, however it ends
         if self._closed:  # close() ran while the process was being made: it must not live on
-            proc.kill()
-            proc.wait()
+            _stop(proc, self._group, 0.0)
             for pipe in (proc.stdin, proc.stdout, proc.stderr):
                 if pipe is not None:
                     pipe.close()
@@ -245,10 +266,12 @@ class StdioTransport(Transport):
             self.idle_switch = EpollSwitch(self._idle_poller, self._out_fd)  # (which closes the epoll)
             self._idle_wake = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
             self._idle_poller.register(self._idle_wake, select.EPOLLIN)
-            # closed with the object, not with the pipe: _keep never writes to a reused number
-            weakref.finalize(self, os.close, self._idle_wake)
             self._stderr_wake = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)  # the same for close()
-            weakref.finalize(self, os.close, self._stderr_wake)
+            # each closed once its last user is done (never under one: a number reused by another
+            # file must never be written to), at close(); else with the object
+            self._wake_claim, self._stderr_claim = [self._idle_wake], [self._stderr_wake]
+            weakref.finalize(self, _close_claimed, self._wake_claim)
+            weakref.finalize(self, _close_claimed, self._stderr_claim)
         else:
             self._idle_poller = select.poll()
             self._idle_poller.register(self._out_fd, select.POLLIN)
@@ -274,7 +297,7 @@ class StdioTransport(Transport):
 
     def stderr_tail(self) -> list[str]:
         """The last lines the server wrote to stderr."""
-        return list(self._stderr_tail)
+        return self._stderr_tail.lines()
 
     def starting(self) -> bool:
         """True while the child runs and has written nothing at all to its stdout yet."""
@@ -313,11 +336,10 @@ class StdioTransport(Transport):
             how = f"was killed by signal {-code}" if code < 0 else f"exited with code {code}"
         else:
             how = "closed its output and stopped answering (still running)"
-        tail = self.stderr_tail()
         message = f"MCP server {self.describe()!r} {how} before answering"
-        if tail:
-            message += "; stderr: " + " | ".join(tail[-3:])
-        return StartFailed(message, command=self.describe(), exit_code=code, stderr_tail="\n".join(tail))
+        if self._stderr_tail:  # every line kept: the reason may be any of them (npm's "404 Not Found")
+            message += "; stderr: " + self._stderr_tail.summary(_STDERR_KEEP)
+        return StartFailed(message, command=self.describe(), exit_code=code, stderr_tail="\n".join(self.stderr_tail()))
 
     def _join_stderr(self, timeout: float) -> None:
         drain = self._stderr_thread
@@ -325,69 +347,12 @@ class StdioTransport(Transport):
             drain.join(timeout)
 
     def _drain_stderr(self, stream: "subprocess.IO[bytes]") -> None:  # type: ignore[name-defined]
-        # Bulk reads (a pipe read per 64 KiB, not per byte), lines split here. Only the
-        # lines that are logged or kept are decoded; a line's first _STDERR_LINE_MAX
-        # bytes are kept, so one endless line costs no memory. This thread owns the
-        # pipe: it closes it on the way out (EOF, or an idle poll after close()), so the
-        # descriptor is never closed under its read.
-        logger = logging.getLogger(f"mcpsync.stderr.{self.name}")
-        budget = _LogBudget(logger, self.stderr_log_rate)
-        tail = self._stderr_tail
-        keep = _STDERR_KEEP
-        limit = _STDERR_LINE_MAX
-        head = b""  # the start of the line not yet ended (at most `limit` bytes)
-        head_size = 0  # that line's whole length so far
+        # this thread owns the pipe (see _stderr.drain); and the wake, unless close() holds it
         try:
-            fd = stream.fileno()
-            poller = select.poll()
-            poller.register(fd, select.POLLIN)
-            wake = self._stderr_wake  # written by close(): no idle polls while the server is quiet
-            if wake >= 0:
-                poller.register(wake, select.POLLIN)
-            while True:
-                events = poller.poll(None if wake >= 0 and not budget.skipped else _STDERR_POLL * 1000.0)
-                if not events or (len(events) == 1 and events[0][0] == wake):
-                    budget.tick()
-                    if self._stderr_stop:
-                        break
-                    continue
-                try:
-                    chunk = os.read(fd, _STDERR_CHUNK)
-                except InterruptedError:
-                    continue
-                if not chunk or (self._stderr_stop and _monotonic() > self._stderr_stop):
-                    break
-                lines = chunk.split(b"\n")
-                rest = lines.pop()  # after the last newline: the start of the next line
-                n = len(lines)
-                if n:
-                    first = lines[0]
-                    first_size = head_size + len(first)
-                    if head_size:
-                        lines[0] = head + first[: max(limit - len(head), 0)]
-                        head, head_size = b"", 0
-                    logged = budget.take(n) if logger.isEnabledFor(logging.INFO) else 0
-                    for i in range(logged):
-                        logger.info("%s", _line_text(lines[i], first_size if i == 0 else -1))
-                    for i in range(max(n - keep, 0), n):
-                        tail.append(_line_text(lines[i], first_size if i == 0 else -1))
-                if rest:
-                    if len(head) < limit:
-                        head += rest[: limit - len(head)]
-                    head_size += len(rest)
-            if head_size:  # a last line without its newline
-                text = _line_text(head, head_size)
-                tail.append(text)
-                if logger.isEnabledFor(logging.INFO) and budget.take(1):
-                    logger.info("%s", text)
-            budget.tick(final=True)
-        except (OSError, ValueError):
-            pass
+            _drain(stream, logging.getLogger(f"mcpsync.stderr.{self.name}"), self.stderr_log_rate, self._stderr_tail,
+                   self._stderr_wake, lambda: self._stderr_stop)
         finally:
-            try:
-                stream.close()
-            except OSError:
-                pass
+            _close_claimed(self._stderr_claim)
 
     def _exit_detail(self) -> str:
         proc = self._proc
@@ -401,7 +366,7 @@ class StdioTransport(Transport):
                 parts.append(f"exit code {code}")
                 self._join_stderr(0.5)  # the child is gone: its last stderr lines are on their way
         if self._stderr_tail:
-            parts.append("stderr: " + " | ".join(list(self._stderr_tail)[-3:]))
+            parts.append("stderr: " + self._stderr_tail.summary(3))
         return f" ({'; '.join(parts)})" if parts else ""
 
     def close(self, timeout: float | None = None) -> None:
@@ -431,25 +396,16 @@ class StdioTransport(Transport):
                 proc.stdin.close()
         except OSError:
             pass
-        try:
-            # a child that closed its output cannot answer anything more: no long wait
-            code = proc.wait(min(wait, _BROKEN_GRACE) if broken else wait)
-            if broken:
-                self._exit_code = code  # it was on its way out
-        except subprocess.TimeoutExpired:
-            proc.terminate()
-            try:
-                proc.wait(wait)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                try:
-                    proc.wait(5.0)
-                except subprocess.TimeoutExpired:  # pragma: no cover - a process SIGKILL cannot end
-                    log.warning("stdio server %s (pid %s) did not end on SIGKILL", self.name, proc.pid)
+        # then SIGTERM to its whole group, then SIGKILL; a child that closed its output cannot
+        # answer anything more: no long wait
+        code = _stop(proc, self._group, wait, min(wait, _BROKEN_GRACE) if broken else wait)
+        if broken and code is not None:
+            self._exit_code = code  # it was on its way out
         self._stderr_stop = _monotonic() + 0.5  # the stderr reader closes its pipe on its way out
-        if self._stderr_wake >= 0:
+        wake = self._stderr_claim.pop() if self._stderr_claim else -1  # (empty: the reader left, closing it)
+        if wake >= 0:
             try:
-                os.eventfd_write(self._stderr_wake, 1)
+                os.eventfd_write(wake, 1)
             except OSError:
                 pass
         # the output pipe: now, unless a reader is inside receive_alone(); it then closes
@@ -458,6 +414,10 @@ class StdioTransport(Transport):
         if not self._reading:
             self._close_output()
         self._join_stderr(1.0)
+        if wake >= 0:  # back to the reader if it is still there; else closed now
+            self._stderr_claim.append(wake)
+            if self._stderr_thread is None or not self._stderr_thread.is_alive():
+                _close_claimed(self._stderr_claim)
 
     # ------------------------------------------------------------------ I/O
 
@@ -539,6 +499,8 @@ class StdioTransport(Transport):
         switch = self.idle_switch
         if switch is not None:
             switch.close()  # a wait_readable inside the epoll ends at its timeout, and then sees _closed
+        if not self._watching:
+            _close_claimed(self._wake_claim)  # (else that wait_readable closes it on its way out)
         try:
             self._poller.unregister(fd)
         except (KeyError, ValueError):
@@ -555,20 +517,26 @@ class StdioTransport(Transport):
         message is already framed, or output (or EOF) is on the pipe, or the transport
         is closed (a receive then says so). For the dispatcher's idle reader, which thus
         leaves the reading to callers while nothing comes."""
-        if self._ready or self._closed:
-            return True
-        fd = self._out_fd
-        if fd < 0:
-            return True
-        if not _EPOLL:
-            return bool(self._idle_poller.poll(timeout * 1000.0))
-        events = self._idle_poller.poll(timeout)
-        if len(events) == 1 and events[0][0] == self._idle_wake:
-            try:  # _keep's wake: frames wait in _ready
-                os.eventfd_read(self._idle_wake)
-            except OSError:
-                pass
-        return bool(events)
+        self._watching = True  # before the look at _closed: see _close_output
+        try:
+            if self._ready or self._closed:
+                return True
+            fd = self._out_fd
+            if fd < 0:
+                return True
+            if not _EPOLL:
+                return bool(self._idle_poller.poll(timeout * 1000.0))
+            events = self._idle_poller.poll(timeout)
+            if len(events) == 1 and events[0][0] == self._idle_wake:
+                try:  # _keep's wake: frames wait in _ready
+                    os.eventfd_read(self._idle_wake)
+                except OSError:
+                    pass
+            return bool(events)
+        finally:
+            self._watching = False
+            if self._out_fd < 0:
+                _close_claimed(self._wake_claim)
 
     def _keep(self, frames: list[bytes]) -> None:
         """Keep frames read along with the one returned for the next receive, and wake a

@@ -63,7 +63,9 @@ pytestmark = pytest.mark.timeout(90)
 B = BreakerState
 TIMEOUTS = Timeouts(connect=3.0, request=4.0, close=0.5)
 RETRY = RetryPolicy(backoff=0.01, max_wait=0.5)
-BREAKER = BreakerPolicy(threshold=5, window=2.0, cooldown=0.3)
+#: the count rule alone (no failure-rate condition: thousands of calls succeed around each
+#: fault), so that the faults open the breaker and its OPEN / HALF_OPEN path is exercised
+BREAKER = BreakerPolicy(threshold=5, window=2.0, cooldown=0.3, failure_rate=0.0)
 RECONNECT = ReconnectPolicy(backoff=0.01, max_failures=6)
 CALL_BOUND = 2 * TIMEOUTS.connect + TIMEOUTS.request + RETRY.max_wait + sum(RECONNECT.schedule()) + 3.0
 #: what a call may end with while its connections are cut: network errors only
@@ -343,7 +345,7 @@ def test_frozen_upstream_calls_end_with_timeouts_then_recover(case: Case) -> Non
     with ChaosProxy(("127.0.0.1", case.port())) as proxy:
         client = case.client(
             proxy.port, timeouts=timeouts,
-            retry=RETRY, breaker=BreakerPolicy(threshold=5, window=2.0, cooldown=0.3), reconnect=RECONNECT,
+            retry=RETRY, breaker=BREAKER, reconnect=RECONNECT,
             pool=PoolLimits(min=2, max=4),
         )
         tally = Tally()

@@ -66,7 +66,9 @@ pytestmark = pytest.mark.timeout(60)
 THREADS = 16
 TIMEOUTS = Timeouts(connect=5.0, request=3.0, close=0.5)
 RETRY = RetryPolicy(backoff=0.01, max_wait=0.5)
-BREAKER = BreakerPolicy(threshold=5, window=2.0, cooldown=0.3)
+#: the count rule alone (no failure-rate condition: thousands of calls succeed around each
+#: fault), so that the faults open the breaker and its OPEN / HALF_OPEN path is exercised
+BREAKER = BreakerPolicy(threshold=5, window=2.0, cooldown=0.3, failure_rate=0.0)
 RECONNECT = ReconnectPolicy(backoff=0.01)
 #: the longest a call may take: every attempt's connect (retried once) and request
 #: timeouts, the retry waits and the reconnect schedule, with room for a loaded host

@@ -21,9 +21,10 @@ from typing import Any
 
 import pytest
 
-from mcpsync import BreakerPolicy, Client, MCPError, Timeouts
+from mcpsync import BreakerPolicy, Client, MCPError, SessionLost, Timeouts
 from mcpsync._errors import may_have_reached_server
 from tests.servers.balancers import NGINX_PROXY, Replicas, binary, haproxy, nginx, nginx_round_robin, nginx_upstream, wait_log
+from tests.helpers import wait_until
 from tests.servers.http_support import free_port
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
@@ -182,10 +183,13 @@ def test_haproxy_sticks_the_session_and_a_new_one_follows_a_dead_replica(tmp_pat
     with Replicas(3, log, stateless=False) as reps, haproxy(reps.ports, port, tmp_path / "haproxy"):
         updates: list[str] = []
         got = threading.Event()
+        lost: list[SessionLost] = []
         with Client.http(f"http://127.0.0.1:{port}/mcp", mode="legacy", name="sticky",
-                         timeouts=Timeouts(connect=5, request=TIMEOUT)) as client:
+                         timeouts=Timeouts(connect=5, request=TIMEOUT), on_session_lost=lost.append) as client:
             assert client.era == "legacy"
             first = client.call_tool("session").text
+            first_id = client.diagnostics().session_id
+            assert first_id
             home = first.split(":")[0]
             # the session stays on its replica, whichever thread calls
             seen: set[str] = set()
@@ -211,6 +215,11 @@ def test_haproxy_sticks_the_session_and_a_new_one_follows_a_dead_replica(tmp_pat
             # so the client re-initialises through the balancer and sends it again, once
             ran_on = client.call_tool("record", {"key": "after-failover"}, timeout=TIMEOUT).text
             assert ran_on != home
+            # the replaced session is announced: a warning, a count, the callback (on the worker)
+            assert wait_until(lambda: len(lost) == 1, 10), lost
+            new_id = client.diagnostics().session_id
+            assert lost[0].what == "session" and lost[0].old == first_id and lost[0].new == new_id != first_id, lost
+            assert client.diagnostics().sessions_lost == 1
             assert _lines(log, "record") == [(ran_on, "after-failover")]
             after = client.call_tool("session").text
             assert after.split(":")[0] == ran_on and after != first, after
@@ -361,3 +370,68 @@ def test_haproxy_cookie_stickiness_carries_an_http_sse_session(tmp_path: Path, m
                     client.call_tool("echo", {"message": str(i)}, timeout=TIMEOUT)
         finally:
             client.close()
+
+
+def fleet_run(tmp_path: Path, *, threads: int = 8, calls: int = 100, delay: dict[str, float] = DELAY,
+              **client_options: Any) -> dict[str, Any]:
+    """``threads`` callers × ``calls`` calls (read-only ``lookup`` and side-effect ``record``
+    alternately) through nginx round-robin over 3 stateless replicas; replica r1 is SIGKILLed
+    once half the calls ran. Returns the outcomes, the client's breaker transitions and the
+    502s nginx answered."""
+    log = tmp_path / "calls.log"
+    port = free_port()
+    outcomes: list[tuple[str, str, Any]] = []
+    with Replicas(3, log, stateless=True) as reps, nginx(nginx_round_robin(reps.ports, port), port, tmp_path / "nginx") as access:
+        client = Client.http(f"http://127.0.0.1:{port}/mcp", name="fleet", timeouts=Timeouts(connect=5, request=TIMEOUT),
+                             **client_options)
+        try:
+            assert client.call_tool("whoami").text in reps.names
+            lock = threading.Lock()
+            start = threading.Barrier(threads + 1)
+
+            def run(t: int) -> None:
+                start.wait(30)
+                for i in range(calls):
+                    tool = "lookup" if i % 2 == 0 else "record"
+                    try:
+                        result: Any = client.call_tool(tool, {"key": f"t{t}-{i}", "delay": delay[tool]}).text
+                    except MCPError as exc:
+                        result = exc
+                    with lock:
+                        outcomes.append((tool, f"t{t}-{i}", result))
+
+            callers = [threading.Thread(target=run, args=(t,), name=f"caller-{t}") for t in range(threads)]
+            for th in callers:
+                th.start()
+            start.wait(30)
+            wait_log(log, threads * calls // 2, 120.0)
+            reps.kill(1)
+            for th in callers:
+                th.join(calls * (TIMEOUT + SLACK))
+            assert not [th.name for th in callers if th.is_alive()], "callers hung"
+            transitions = client.diagnostics().breaker_transitions
+        finally:
+            client.close()
+        bad_gateway = sum(1 for line in access.read_text().splitlines() if line.split()[-1:] == ["502"])
+    return {"outcomes": outcomes, "transitions": transitions, "bad_gateway": bad_gateway}
+
+
+@needs_nginx
+def test_the_default_breaker_keeps_a_fleet_serving_while_one_replica_dies(tmp_path: Path) -> None:
+    """Issue 30, item 8: with the client's default breaker and retries (no fleet numbers
+    chosen by the user), one replica's death behind nginx is a burst of 502s among hundreds
+    of successes: the circuit stays closed, no call fails with CircuitOpen, and every call
+    that was safe to retry (read-only ``lookup``) is answered by a live replica."""
+    from mcpsync import CircuitOpen
+
+    # 24 calls in flight (pool_size: one socket each): about 8 on the replica that dies, so
+    # nginx answers a burst of ~8 x 502 (the count-only breaker of before opened in 5 of 5
+    # such runs: ~408 CircuitOpen, ~196 read-only calls lost)
+    run = fleet_run(tmp_path, threads=24, calls=34, pool_size=24)
+    outcomes = run["outcomes"]
+    assert len(outcomes) == 24 * 34
+    assert run["bad_gateway"] >= 3, f"the replica's death made only {run['bad_gateway']} x 502"
+    assert not [o for o in outcomes if isinstance(o[2], CircuitOpen)], "CircuitOpen behind a balancer"
+    assert run["transitions"] == (), run["transitions"]
+    lost = [(k, r) for tool, k, r in outcomes if tool == "lookup" and isinstance(r, MCPError)]
+    assert not lost, f"safe calls lost: {lost[:5]} (nginx answered {run['bad_gateway']} x 502)"

@@ -208,8 +208,13 @@ def test_servers_json_and_no_check(config, capsys):
 def test_servers_bad_file(tmp_path, capsys):
     bad = tmp_path / "bad.json"
     bad.write_text('{"mcpServers": {"a": {"command": "x", "args": [1]}}}')
-    assert servers_main([str(bad)]) == 2
-    assert "mcpServers.a.args[0]: expected a string, got 1" in capsys.readouterr().err
+    # a malformed entry is that server's failure (the others are still checked): exit 3
+    assert servers_main([str(bad), "--no-check"]) == 3
+    assert "config-error" in capsys.readouterr().out
+    assert servers_main([str(bad)]) == 3
+    assert "mcpServers.a.args[0]: expected a string, got 1" in capsys.readouterr().out
+    bad.write_text('{"mcpServers": {"a": {"command": "x"}')  # not JSON: the file itself, a usage error
+    assert servers_main([str(bad)]) == 2 and "not valid JSON" in capsys.readouterr().err
 
 
 def test_cli_hook_when_integrated(demo_report, tmp_path):

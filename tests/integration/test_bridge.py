@@ -23,6 +23,7 @@ from mcpsync.transports.grpc import GrpcTransport
 from mcpsync.transports.websocket import WebSocketTransport
 from tests.conftest import ROOT, free_port, server_command
 from tests.helpers import scripted_server, wait_until
+from tests.servers.chaos_support import children_of
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -34,13 +35,7 @@ class BridgeProcess:
         self.grpc = grpc_target
 
     def children(self) -> list[int]:
-        pids: list[int] = []
-        for task in Path(f"/proc/{self.proc.pid}/task").glob("*"):
-            try:
-                pids += [int(p) for p in (task / "children").read_text().split()]
-            except OSError:
-                pass
-        return pids
+        return children_of(self.proc.pid)  # its upstream servers (not their watchdog)
 
 
 def spawn_bridge(*args: str, command: list[str] | None = None) -> BridgeProcess:

@@ -77,8 +77,10 @@ def test_expanded_env_reaches_the_server_process(multi):
 def test_ambiguous_and_unknown_names(multi):
     with pytest.raises(ToolNotFound, match="offered by several servers: call one of everything__echo, sdk__echo"):
         multi.call_tool("echo", {"message": "x"})
-    with pytest.raises(ToolNotFound, match="does not exist on any server"):
+    # (the fixture has a dead and a misconfigured server: the error names them, they may have offered it)
+    with pytest.raises(ToolNotFound, match="tool no_such_tool is not listed, and some servers are not ready") as info:
         multi.call_tool("no_such_tool", {})
+    assert info.value.server_state == "failed" and set(info.value.data["failed"]) == {"dead", "needs-secret"}
 
 
 def test_the_dead_and_the_misconfigured_are_reported(multi):
@@ -192,11 +194,12 @@ def test_a_hanging_server_is_reported_as_timed_out_without_blocking_the_rest():
         assert "sdk__add" in names and all(n.startswith("sdk__") for n in names)
         status = m.status()
         assert status["sdk"].ok
-        # it never answered its handshake: the connect gave up, or the listing's time ran out first
-        assert status["hangs"].state == "error" and status["hangs"].error_type in ("ConnectError", "RequestTimeout")
-        # (both end at 6 s: the listing's wait, or the call's own deadline, whichever is seen first)
-        error = status["hangs"].error
-        assert "did not list its tools within 6 s" in error or "the call's time ran out" in error, error
-        # later calls do not wait for it again
+        # alive and silent: still starting when the listing's wait (6 s) ran out; its start
+        # goes on in the background (it would be listed the moment it answered)
+        assert status["hangs"].state == "starting", status["hangs"]
+        # later calls do not wait for it again, and a call of its tools says it is starting
         assert m.call_tool("sdk__add", {"a": 1, "b": 2}).structured_content == {"result": 3}
-        assert m.status()["hangs"].state == "error"
+        assert m.status()["hangs"].state == "starting"
+        with pytest.raises(ToolNotFound, match="server hangs is still starting") as info:
+            m.call_tool("hangs__anything", {})
+        assert info.value.server_state == "starting"

@@ -78,7 +78,7 @@ def test_listing_is_concurrent_and_a_slow_server_is_reported_not_waited_for_agai
     try:
         assert [t.name for t in m.list_tools()] == ["f"]
         st = m.status()
-        assert st["fast"].ok and st["slow"].state == "error" and st["slow"].error_type == "RequestTimeout"
+        assert st["fast"].ok and st["slow"].state == "starting" and st["slow"].error is None
         for _ in range(20):  # later calls do not wait for the slow server again
             assert m.call_tool("f").content[0].text == "f"
         assert slow.lists == 1

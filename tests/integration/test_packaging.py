@@ -74,7 +74,8 @@ def test_a_build_without_a_c_compiler_names_the_pure_python_switch(tmp_path: Pat
     )
     out = p.stdout + p.stderr
     assert p.returncode != 0, out
-    assert "could not compile its C extension" in out and "MCPSYNC_NO_EXTENSIONS=1 pip install mcpsync" in out, out
+    # the command that installs what was being built: this directory (not `pip install mcpsync`, PyPI's)
+    assert "could not compile its C extension" in out and f"MCPSYNC_NO_EXTENSIONS=1 pip install {src}" in out, out
     assert "Traceback" not in out, out
 
 

@@ -57,14 +57,23 @@ def kill(pid: int) -> bool:
 
 
 def children_of(pid: int) -> list[int]:
-    """Direct children of ``pid`` (from /proc/<pid>/task/*/children)."""
+    """Direct children of ``pid`` (from /proc/<pid>/task/*/children), its servers' watchdog
+    left out (one per process that starts stdio servers: mcpsync/transports/_spawn.py)."""
     out: list[int] = []
     for task in Path(f"/proc/{pid}/task").glob("*"):
         try:
             out += [int(p) for p in (task / "children").read_text().split()]
         except OSError:
             pass
-    return out
+    return [p for p in out if not is_watchdog(p)]
+
+
+def is_watchdog(pid: int) -> bool:
+    """Whether ``pid`` is a client process's watchdog (``mcpsync-watchdog``)."""
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().startswith(b"mcpsync-watchdog\0")
+    except OSError:
+        return False
 
 
 @dataclass

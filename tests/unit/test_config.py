@@ -143,7 +143,7 @@ def test_server_config_is_frozen():
 )
 def test_bad_files_name_the_field(file, message):
     with pytest.raises(ConfigError) as info:
-        load_config(DATA / file)
+        load_config(DATA / file, strict=True)
     text = str(info.value)
     assert text.startswith(str(DATA / file) + ": ")
     assert message in text
@@ -180,7 +180,7 @@ def test_bad_files_name_the_field(file, message):
 )
 def test_field_errors(entry, field, fragment):
     with pytest.raises(ConfigError) as info:
-        parse_config({"mcpServers": {"s": entry}}, source="mcp.json")
+        parse_config({"mcpServers": {"s": entry}}, source="mcp.json", strict=True)
     assert info.value.field == field
     assert fragment in str(info.value)
     assert str(info.value).startswith(f"mcp.json: {field}: ")
@@ -368,7 +368,7 @@ def test_endpoints_parse_expand_and_hide_secrets():
 )
 def test_bad_endpoints_name_the_field(entry, field, words):
     with pytest.raises(ConfigError) as info:
-        parse_config({"mcpServers": {"x": entry}})
+        parse_config({"mcpServers": {"x": entry}}, strict=True)
     assert info.value.field == field and words in str(info.value)
 
 
@@ -380,3 +380,20 @@ def test_an_unset_variable_in_one_endpoint_disables_only_that_server():
     assert "ok" in cfg.usable and "api" not in cfg.usable
     with pytest.raises(ConfigError, match="HOST"):
         cfg["api"]
+
+
+@pytest.mark.parametrize("file, bad", [("bad_args_type.json", "everything"), ("bad_missing_command.json", "broken"),
+                                       ("bad_type.json", "remote"), ("bad_env_value.json", "db")])
+def test_a_bad_entry_fails_its_server_not_the_file(file: str, bad: str) -> None:
+    """Issue 30: one bad entry blocked every server of the file. It is that server's error
+    (raised when it is asked for by name), unless strict loading is asked for."""
+    cfg = load_config(DATA / file, environ={})
+    assert bad in cfg.names and bad in cfg.errors and bad not in cfg
+    with pytest.raises(ConfigError) as info:
+        cfg[bad]
+    assert info.value is cfg.errors[bad] and info.value.server == bad
+    assert str(info.value).startswith(str(DATA / file) + ": ")
+    with pytest.raises(ConfigError):
+        load_config(DATA / file, environ={}, strict=True)
+    good = parse_config({"mcpServers": {"ok": {"command": "x"}, "bad": {"command": 7}, "ok2": {"url": "https://h/mcp"}}})
+    assert list(good) == ["ok", "ok2"] and good.names == ["ok", "bad", "ok2"] and list(good.errors) == ["bad"]

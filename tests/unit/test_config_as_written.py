@@ -75,7 +75,7 @@ def test_misspelt_keys_are_errors_with_a_hint(key: str, meant: str) -> None:
     entry = {"command": "python"} if meant not in ("url", "headers") else {"url": "https://x.test/mcp"}
     entry = {**entry, key: {} if meant in ("env", "headers") else "x"}
     with pytest.raises(ConfigError) as info:
-        parse_config({"mcpServers": {"s": entry}})
+        parse_config({"mcpServers": {"s": entry}}, strict=True)
     assert f"did you mean {meant!r}" in str(info.value)
     assert info.value.field == f"mcpServers.s.{key}"
 
@@ -112,4 +112,4 @@ def test_other_editors_spellings_are_read() -> None:
     assert cfg["cline"].transport == "sse"
     assert not cfg["windsurf"].extra
     with pytest.raises(ConfigError, match="give either 'url' or 'serverUrl'"):
-        parse_config({"mcpServers": {"x": {"serverUrl": "https://a.test/mcp", "url": "https://b.test/mcp"}}})
+        parse_config({"mcpServers": {"x": {"serverUrl": "https://a.test/mcp", "url": "https://b.test/mcp"}}})["x"]

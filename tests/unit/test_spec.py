@@ -133,3 +133,31 @@ def test_unhashable_option_values_still_make_a_usable_key() -> None:
     b = ClientSpec.stdio("x", roots=[{"name": "a", "uri": "file:///a"}], env={"A": "1"})
     assert a == b and hash(a) == hash(b)
     assert hash(ClientSpec.stdio("x", client_info=bytearray(b"n"))) is not None
+
+
+def test_a_literal_secret_in_an_oauth_grant_never_travels() -> None:
+    """Issue 30: a grant's literal client secret went into the pickle; it is refused there,
+    naming Env(...), as a literal Authorization header is refused."""
+    import pickle
+
+    from mcpsync.auth import ClientCredentials, Env, IdJag
+
+    url = "https://mcp.example.com/mcp"
+    spec = ClientSpec.http(url, oauth={"grant": ClientCredentials(client_id="c", client_secret="S3CRET")})
+    with pytest.raises(TypeError, match=r"oauth\.grant \(ClientCredentials\)\.client_secret .*Env\('NAME'\)"):
+        pickle.dumps(spec)
+    with pytest.raises(TypeError, match="private_key"):
+        pickle.dumps(ClientSpec.http(url, oauth={"grant": ClientCredentials(client_id="c", private_key=b"-----BEGIN")}))
+    with pytest.raises(TypeError, match="dpop"):
+        pickle.dumps(ClientSpec.sse(url, oauth={"dpop": object()}))
+    ok = ClientSpec.http(url, oauth={"grant": ClientCredentials(client_id=Env("ID"), client_secret=Env("SECRET")),
+                                     "dpop": True, "scopes": ["read"]})
+    data = pickle.dumps(ok)
+    assert pickle.loads(data) == ok and b"S3CRET" not in data
+    idjag = IdJag(client_id="c", idp_token_endpoint="https://idp.example/token", subject_token=_idp_token,
+                  idp_client_secret=Env("IDP_SECRET"))
+    pickle.dumps(ClientSpec.http(url, oauth={"grant": idjag}))  # a function, an endpoint, a type name: no secret
+
+
+def _idp_token() -> str:
+    return "from the workload's identity"

@@ -359,6 +359,10 @@ class _Breaker:
     def __init__(self, state):
         self._state = state
         self._fast_ok = __import__("itertools").count()
+        self.marks = 0
+
+    def _mark_now(self):  # every 16th success marks the breaker's window
+        self.marks += 1
 
 
 class _Reconnect:

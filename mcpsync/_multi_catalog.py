@@ -1,0 +1,129 @@
+"""Resources and prompts across the servers of a :class:`~mcpsync.MultiClient`.
+
+Each server is asked concurrently, each bounded by the MultiClient's ``list_timeout``, so a
+slow or dead server never holds up the others (it is left out, said once in a WARNING on
+``mcpsync.multi``); a server that offers no resources or prompts (no capability, or
+"method not found") simply adds none. Prompt names are namespaced as tool names are
+(``server__prompt``); a resource keeps its URI, and :meth:`Catalog.read_resource` reads it
+from the server that listed it.
+
+Example:
+    >>> with MultiClient.from_config("mcp.json") as multi:                # doctest: +SKIP
+    ...     [r.uri for r in multi.list_resources()][:2]
+    ...     multi.get_prompt("everything__simple_prompt").messages[0]
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Any, Callable, Mapping
+
+import msgspec
+
+from ._errors import MethodNotFound, ResourceNotFound, ToolNotFound
+
+__all__ = ["Catalog"]
+
+log = logging.getLogger("mcpsync.multi")
+
+
+class Catalog:
+    """The resources and prompts half of a MultiClient (mixed into it: it reads the
+    MultiClient's servers, separator, namespace, lock and ``list_timeout``)."""
+
+    _servers: dict[str, Any]
+    _lock: threading.Lock
+    _resource_owner: dict[str, str]
+    _prompt_routes: dict[str, tuple[str, str]]
+    separator: str
+    namespace: str
+    list_timeout: float
+
+    def _across(self, ask: Callable[[Any], list[Any]], what: str, timeout: float | None) -> list[tuple[str, list[Any]]]:
+        """``ask(client)`` on every server with a client, concurrently; (server, items) in
+        server order, for those that answered within ``timeout`` (default ``list_timeout``)."""
+        wait = self.list_timeout if timeout is None else float(timeout)
+        with self._lock:
+            servers = [(s.name, s.client) for s in self._servers.values() if s.client is not None]
+        answers: dict[str, list[Any]] = {}
+        failures: dict[str, BaseException] = {}
+
+        def one(name: str, client: Any) -> None:
+            try:
+                answers[name] = list(ask(client))
+            except MethodNotFound:
+                answers[name] = []  # it offers none
+            except BaseException as exc:  # reported, never raised: one server never blocks the rest
+                failures[name] = exc
+
+        threads = [threading.Thread(target=one, args=sv, name=f"mcpsync-{what}-{sv[0]}", daemon=True) for sv in servers]
+        for t in threads:
+            t.start()
+        deadline = time.monotonic() + wait
+        for t in threads:
+            t.join(max(deadline - time.monotonic(), 0.0))
+        for (name, _client), t in zip(servers, threads):
+            if t.is_alive():
+                log.warning("server %s is left out of the %s list: it did not answer within %g s", name, what, wait)
+            elif name in failures:
+                exc = failures[name]
+                log.warning("server %s is left out of the %s list: %s: %s", name, what, type(exc).__name__, exc)
+        return [(name, answers[name]) for name, _client in servers if name in answers]
+
+    def list_resources(self, *, timeout: float | None = None) -> list[Any]:
+        """Every resource of every server that answered, servers in order (URIs as the
+        servers gave them)."""
+        found = self._across(lambda c: c.list_resources(timeout=timeout or self.list_timeout), "resource", timeout)
+        with self._lock:
+            self._resource_owner = {r.uri: name for name, items in found for r in items}
+        return [r for _name, items in found for r in items]
+
+    def read_resource(self, uri: str, **kwargs: Any) -> Any:
+        """Read ``uri`` from the server that listed it (listing first if needed).
+
+        Raises:
+            ResourceNotFound: no server listed it.
+        """
+        owner = self._resource_owner.get(uri)
+        if owner is None:
+            self.list_resources()
+            owner = self._resource_owner.get(uri)
+        if owner is None:
+            raise ResourceNotFound(f"no server lists resource {uri}", code=-32002, uri=uri)
+        return self._servers[owner].client.read_resource(uri, **kwargs)
+
+    def list_prompts(self, *, timeout: float | None = None) -> list[Any]:
+        """Every prompt of every server that answered, named as :meth:`get_prompt` takes
+        them (``server__prompt`` when namespaced, as tools are)."""
+        found = self._across(lambda c: c.list_prompts(timeout=timeout or self.list_timeout), "prompt", timeout)
+        counts: dict[str, int] = {}
+        for _name, items in found:
+            for p in items:
+                counts[p.name] = counts.get(p.name, 0) + 1
+        out, routes = [], {}
+        for server, items in found:
+            for p in items:
+                qualify = self.namespace == "always" or counts[p.name] > 1
+                exposed = f"{server}{self.separator}{p.name}" if qualify else p.name
+                routes[exposed] = (server, p.name)
+                out.append(msgspec.structs.replace(p, name=exposed) if exposed != p.name else p)
+        with self._lock:
+            self._prompt_routes = routes
+        return out
+
+    def get_prompt(self, name: str, arguments: Mapping[str, Any] | None = None, **kwargs: Any) -> Any:
+        """Render prompt ``name`` (as :meth:`list_prompts` names it) on its server.
+
+        Raises:
+            ToolNotFound: no server offers a prompt of that name.
+        """
+        route = self._prompt_routes.get(name)
+        if route is None:
+            self.list_prompts()
+            route = self._prompt_routes.get(name)
+        if route is None:
+            raise ToolNotFound(f"prompt {name} does not exist on any server", code=-32602, data={"prompt": name})
+        server, prompt = route
+        return self._servers[server].client.get_prompt(prompt, arguments, **kwargs)
