@@ -201,9 +201,9 @@ def test_a_config_file_sets_verify_cert_and_proxy(pki: PKI, mtls: dict[str, str]
     server = load_config(doc)["api"]
     assert server.cert == (pki.client[0], pki.client[1]) and "${CLIENT_KEY}" in repr(server)
     with pytest.raises(ConfigError, match="http and sse"):
-        load_config({"mcpServers": {"ws": {"url": "ws://127.0.0.1:1/mcp", "proxy": "http://127.0.0.1:3128"}}})
+        load_config({"mcpServers": {"ws": {"url": "ws://127.0.0.1:1/mcp", "proxy": "http://127.0.0.1:3128"}}}, strict=True)
     with pytest.raises(ConfigError, match="verify"):
-        load_config({"mcpServers": {"api": {"url": mtls["http"], "verify": 3}}})
+        load_config({"mcpServers": {"api": {"url": mtls["http"], "verify": 3}}}, strict=True)
 
 
 def test_a_refusing_alert_is_a_connect_error_and_the_request_was_never_read(pki: PKI) -> None:
