@@ -29,7 +29,7 @@ import itertools
 import logging
 import threading
 import time
-from typing import Any, Callable, Mapping, cast
+from typing import Any, Callable, Mapping
 
 import msgspec
 
@@ -107,11 +107,10 @@ class Dispatcher:
     ) -> None:
         self.transport = transport
         #: the leader's read, without the transport's reader lock where it can (leaders are alone)
-        self._receive: Callable[[float | None], bytes | None] = getattr(transport, "receive_alone", transport.receive)
-        #: a transport that takes each message's facts with its bytes: send(data, timeout, facts)
-        self._send_facts: Callable[[bytes, float | None, MessageFacts], None] | None = (
-            cast("Callable[[bytes, float | None, MessageFacts], None]", transport.send)
-            if getattr(transport, "takes_facts", False) else None)
+        self._receive: Callable[[float | None], bytes | None] = transport.receive_alone
+        self._transmit = transport.send
+        #: whether each message's facts are worth computing: the transport reads them
+        self._facts = transport.needs_facts
         self.name = name
         self._own_worker = worker is None
         self.worker = worker if worker is not None else Worker(f"mcpsync-{name}")
@@ -125,7 +124,7 @@ class Dispatcher:
         self._baton = [True]
         # the last activity, and wait_readable's watch, turned off by a caller after an idle
         # gap (see request, _let_go): each end of a call is one C call
-        self._gate = IdleGate(getattr(transport, "idle_switch", None), GRACE, _monotonic)
+        self._gate = IdleGate(transport.idle_switch, GRACE, _monotonic)
         self._ids = itertools.count(1)
         self._dead: BaseException | None = None
         self._closed = False
@@ -138,9 +137,7 @@ class Dispatcher:
         self._on_request: RequestHandler | None = None
         self._on_close: list[Callable[[BaseException], None]] = []
         self._sent, self._received, self._dropped = itertools.count(), itertools.count(), itertools.count()  # (stats)
-        set_failure_handler = getattr(transport, "set_failure_handler", None)
-        if set_failure_handler is not None:  # transports whose exchanges fail per request (HTTP)
-            set_failure_handler(self._fail_request)
+        transport.set_failure_handler(self._fail_request)  # (exchanges that fail after send: HTTP)
 
     @property
     def stats(self) -> dict[str, int]:
@@ -194,11 +191,7 @@ class Dispatcher:
 
     def _send(self, data: bytes, timeout: float | None = None, facts: MessageFacts | None = None) -> None:
         try:
-            send_facts = self._send_facts
-            if facts is None or send_facts is None:
-                self.transport.send(data, timeout)
-            else:
-                send_facts(data, timeout, facts)
+            self._transmit(data, timeout, facts)
         except NetworkError as exc:
             if isinstance(exc, ConnectionClosed) and not getattr(exc, "renewable", False):  # a lost session: the link lives
                 self._mark_dead(exc)
@@ -211,7 +204,7 @@ class Dispatcher:
         msg: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
         if params is not None:
             msg["params"] = params
-        facts = None if self._send_facts is None else message_facts(None, method, params, _any.decode)
+        facts = message_facts(None, method, params, _any.decode) if self._facts else None
         self._send(encode(msg), timeout, facts)
 
     def request(  # no keyword-only parameters: their defaults cost a dict lookup each, every call
@@ -270,15 +263,7 @@ class Dispatcher:
             self._check_usable()
         self._gate.arrive(now)  # after an idle gap, the answer must not wake the background thread
         try:
-            send_facts = self._send_facts
-            if send_facts is None:
-                self.transport.send(data, timeout)
-            else:
-                facts = message_facts(rid, method, params, _any.decode, headers)
-                if facts is None:
-                    self.transport.send(data, timeout)
-                else:
-                    send_facts(data, timeout, facts)
+            self._transmit(data, timeout, message_facts(rid, method, params, _any.decode, headers) if self._facts else None)
         except BaseException as exc:
             pending.pop(rid, None)
             if self._gate.paused and self._claim():  # nobody leads now: the idle watch back on
@@ -494,14 +479,13 @@ class Dispatcher:
 
     def _background(self) -> None:
         receive = self._receive
-        readable: Callable[[float], bool] | None = getattr(self.transport, "wait_readable", None)
+        readable = self.transport.wait_readable
         while not self._stop.is_set():
-            if readable is not None:
-                try:  # nothing held while nothing comes: a caller that comes leads itself
-                    if not readable(POLL):
-                        continue
-                except Exception:  # the reader below meets the same failure and reports it
-                    pass
+            try:  # nothing held while nothing comes: a caller that comes leads itself
+                if not readable(POLL):
+                    continue
+            except Exception:  # the reader below meets the same failure and reports it
+                pass
             if self._dead is not None or self._closed:
                 return
             started = self._gate.last

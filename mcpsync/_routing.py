@@ -49,6 +49,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping
 
+from ._channel import MessageFacts
 from ._errors import CircuitOpen, NoEndpointAvailable, ServerUnavailable
 from .transports._base import Transport
 
@@ -418,6 +419,7 @@ class _RoutedTransport(Transport):
 
     def __init__(self, inner: Transport, router: Router, endpoint: Endpoint) -> None:
         self._inner = inner
+        self.needs_facts = inner.needs_facts
         self._router = router
         self.endpoint = endpoint
         self.request_scoped = getattr(inner, "request_scoped", False)
@@ -438,9 +440,9 @@ class _RoutedTransport(Transport):
             self._failed(exc)
             raise
 
-    def send(self, message: bytes, timeout: float | None = None) -> None:
+    def send(self, message: bytes, timeout: float | None = None, facts: MessageFacts | None = None) -> None:
         try:
-            self._inner.send(message, timeout)
+            self._inner.send(message, timeout, facts)
         except Exception as exc:
             self._failed(exc)
             raise

@@ -8,9 +8,13 @@ Contract (every implementation keeps it):
 
 * ``connect(timeout)`` starts / reaches the peer, or raises :class:`ConnectError` within
   ``timeout`` seconds.
-* ``send(message, timeout)`` is safe to call from many threads at once (writes are
+* ``send(message, timeout, facts)`` is safe to call from many threads at once (writes are
   serialised, or are independent requests). It raises :class:`ConnectionClosed` when
   the peer is gone and :class:`RequestTimeout` if the write could not finish in time.
+  ``facts`` are the message's :class:`~mcpsync._channel.MessageFacts` (id, method, era,
+  ``Mcp-Name``, extra headers, whether it is safe to resend), computed once by the layer
+  that encoded it: a transport never decodes what it sends to learn them. They are given
+  when the transport's :attr:`Transport.needs_facts` says it reads them; None otherwise.
 * ``receive(timeout)`` is called by one thread at a time (the dispatcher's current
   reader). It returns one message, ``None`` when ``timeout`` passed with nothing to read,
   and raises :class:`ConnectionClosed` at end of stream. An oversized message raises
@@ -30,13 +34,23 @@ Contract (every implementation keeps it):
 from __future__ import annotations
 
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any, Callable
+
+if TYPE_CHECKING:
+    from .._channel import MessageFacts
 
 __all__ = ["Transport"]
 
 
 class Transport:
-    """Base class of the byte transports (stdio, HTTP, SSE, WebSocket, gRPC)."""
+    """Base class of the byte transports (stdio, HTTP, SSE, WebSocket, gRPC).
+
+    What a transport may offer beyond the contract above is declared here with its
+    default, so the layers above read it as they read any attribute (never by probing
+    with ``getattr``): :attr:`needs_facts`, :attr:`idle_switch`, :attr:`on_session_lost`,
+    :meth:`receive_alone`, :meth:`wait_readable`, :meth:`set_failure_handler`,
+    :attr:`session_id`, :attr:`pid`.
+    """
 
     #: True when every request travels on its own exchange (modern Streamable HTTP,
     #: gRPC ``Call``) so that no session state is shared between requests.
@@ -45,20 +59,43 @@ class Transport:
     #: Short name used in logs and errors ("stdio", "http", ...).
     kind: str = "transport"
 
-    #: True when ``send`` takes a third argument, the message's
-    #: :class:`~mcpsync._channel.MessageFacts` (id, method, era, ``Mcp-Name``, whether it
-    #: is safe to resend), computed once by the dispatcher: ``send(message, timeout, facts)``.
-    #: Such a transport never decodes what it sends to learn them.
-    takes_facts: bool = False
+    #: True when :meth:`send` reads its ``facts`` (HTTP headers and era, gRPC routing): the
+    #: layer above computes them for such a transport only (they cost a few thousand
+    #: instructions a message that a pipe would never read).
+    needs_facts: bool = False
+
+    #: The switch that turns the transport's readiness watch off while a caller reads the
+    #: answer itself and on again when it is done (stdio's epoll:
+    #: :class:`~mcpsync._speedups.EpollSwitch`); None: nothing to switch.
+    idle_switch: Any = None
+
+    #: Called with a lost session's id when the transport learns, on its own, that the server
+    #: no longer knows the session (Streamable HTTP's GET stream); set by the session layer.
+    on_session_lost: Callable[[str], None] | None = None
 
     def connect(self, timeout: float) -> None:
         raise NotImplementedError
 
-    def send(self, message: bytes, timeout: float | None = None) -> None:
+    def send(self, message: bytes, timeout: float | None = None, facts: MessageFacts | None = None) -> None:
         raise NotImplementedError
 
     def receive(self, timeout: float | None) -> bytes | None:
         raise NotImplementedError
+
+    def receive_alone(self, timeout: float | None) -> bytes | None:
+        """:meth:`receive` for a caller that knows no other thread reads now (the
+        dispatcher's leader): a transport may skip its reader lock."""
+        return self.receive(timeout)
+
+    def wait_readable(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` s for something to read, holding nothing meanwhile; True
+        when there may be (the default: always, the read itself then waits)."""
+        return True
+
+    def set_failure_handler(self, handler: Callable[[Any, Any], None] | None) -> None:
+        """``handler(request_id, error)`` hears of a request whose exchange failed after
+        :meth:`send` returned (an HTTP response stream); transports whose requests cannot
+        fail so ignore it."""
 
     def close(self) -> None:
         raise NotImplementedError
@@ -76,6 +113,16 @@ class Transport:
 
     def set_protocol_version(self, version: str) -> None:
         """Told by the client once the protocol version is known (HTTP sends it as a header)."""
+
+    @property
+    def session_id(self) -> str | None:
+        """The transport's own session id (Streamable HTTP's ``Mcp-Session-Id``), or None."""
+        return None
+
+    @property
+    def pid(self) -> int | None:
+        """The server process's id (stdio), or None."""
+        return None
 
     def describe(self) -> str:
         """A human-readable address for logs and error messages."""

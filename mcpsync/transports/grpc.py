@@ -365,8 +365,7 @@ class GrpcTransport(Transport):
 
     # ------------------------------------------------------------------ I/O
 
-    #: the dispatcher passes each message's :class:`~mcpsync._channel.MessageFacts`
-    takes_facts = True
+    needs_facts = True  # (see Transport.needs_facts)
 
     def send(self, message: bytes, timeout: float | None = None, facts: MessageFacts | None = None) -> None:
         if self._closed or self._channel is None:

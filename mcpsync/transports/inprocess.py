@@ -36,6 +36,7 @@ import queue
 import threading
 from typing import Any, Callable
 
+from .._channel import MessageFacts
 from .._errors import ConnectionClosed, ConnectError, RequestTimeout
 from ._base import Transport
 
@@ -161,7 +162,7 @@ class SDKServerTransport(Transport):
 
     # ------------------------------------------------------------------ messages
 
-    def send(self, message: bytes, timeout: float | None = None) -> None:
+    def send(self, message: bytes, timeout: float | None = None, facts: MessageFacts | None = None) -> None:
         if self._closed or self._eof:
             raise ConnectionClosed(f"in-process server {self.name} is closed")
         from mcp import types

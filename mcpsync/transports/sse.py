@@ -25,6 +25,7 @@ from typing import Any, Callable, Mapping
 from urllib.parse import urljoin
 
 
+from .._channel import MessageFacts
 from .._errors import ConnectError, ConnectionClosed, MCPError, ProtocolError
 from ._http_errors import read_body, status_error, translate
 from ._http_exchange import _JSON, _SSE, ACCEPT_ENCODING, HTTPExchange, _finish as _drop, _secrets, http_options
@@ -167,7 +168,7 @@ class SSETransport(HTTPExchange):
         )
         self._reader.start()
 
-    def send(self, message: bytes, timeout: float | None = None) -> None:
+    def send(self, message: bytes, timeout: float | None = None, facts: MessageFacts | None = None) -> None:
         """POST one message to the endpoint; the answer arrives on the stream.
 
         Raises:

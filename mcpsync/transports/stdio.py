@@ -33,6 +33,7 @@ import time
 import weakref
 from typing import Any, Mapping, Sequence
 
+from .._channel import MessageFacts
 from .._errors import ConnectError, ConnectionClosed, MessageTooLarge, RequestTimeout, StartFailed
 from .._speedups import DEFAULT_MAX_MESSAGE_SIZE, EpollSwitch, FrameTooLarge, LineFramer
 from ._base import Transport
@@ -421,7 +422,7 @@ class StdioTransport(Transport):
 
     # ------------------------------------------------------------------ I/O
 
-    def send(self, message: bytes, timeout: float | None = None) -> None:
+    def send(self, message: bytes, timeout: float | None = None, facts: MessageFacts | None = None) -> None:
         data = message + b"\n"
         baton = self._wbaton
         try:

@@ -245,8 +245,7 @@ class StreamableHTTPTransport(ResponseStreams):
         if self.sse_fallback and known_kind(self.url) == "sse" and self._delegate is None:
             self._switch_to_sse(timeout)
 
-    #: the dispatcher passes each message's :class:`~mcpsync._channel.MessageFacts`
-    takes_facts = True
+    needs_facts = True  # (see Transport.needs_facts)
 
     def send(self, message: bytes, timeout: float | None = None, facts: MessageFacts | None = None) -> None:
         """POST one message; its answer (if any) becomes available from :meth:`receive`.

@@ -35,6 +35,7 @@ from typing import Any, Iterable, Mapping, Sequence
 import websocket
 from websocket import ABNF
 
+from .._channel import MessageFacts
 from .._errors import (
     ConnectError,
     ConnectionClosed,
@@ -188,7 +189,7 @@ class WebSocketTransport(Transport):
 
     # ------------------------------------------------------------------ I/O
 
-    def send(self, message: bytes, timeout: float | None = None) -> None:
+    def send(self, message: bytes, timeout: float | None = None, facts: MessageFacts | None = None) -> None:
         ws = self._ws
         if ws is None or self._closed.is_set() or self._fault is not None:
             raise ConnectionClosed(self._fault or f"{self.describe()}: connection is closed")

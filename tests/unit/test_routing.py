@@ -176,7 +176,7 @@ class FakeTransport(Transport):
         if self.fail:
             raise ConnectError("refused")
 
-    def send(self, message: bytes, timeout: float | None = None) -> None:
+    def send(self, message: bytes, timeout: float | None = None, facts: object = None) -> None:
         if self.ep.name == "lazy":
             raise ConnectError("refused at the first request")
 
