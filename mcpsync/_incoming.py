@@ -136,7 +136,12 @@ class Incoming:
                 err = env.error
                 error: BaseException | None = None
                 if err is not None:
-                    error = error_from_code(err.code, err.message, err.data, method=slot.method, table=self.code_table)
+                    if len(env.result):
+                        error = ProtocolError(  # invalid JSON-RPC: the server is not well (the breaker counts it)
+                            f"{self.name} answered {slot.method} with both a result and an error "
+                            f"({err.code}: {err.message[:200]})", code=INVALID_REQUEST)
+                    else:
+                        error = error_from_code(err.code, err.message, err.data, method=slot.method, table=self.code_table)
                 elif len(env.result) == 0:
                     error = ProtocolError(f"response to {slot.method} has neither result nor error", code=-32600)
                 # handed on with no call until the wake (see _lead)

@@ -129,7 +129,7 @@ def main() -> None:
             write({"jsonrpc": "1.0", "id": rid, "result": text("taken as a result", **extra)})
         elif mode == "no-jsonrpc":
             write({"id": rid, "result": text("taken as a result", **extra)})
-        elif mode == "result-and-error":  # both members: an error answer, whatever the result says
+        elif mode == "result-and-error":  # both members: invalid JSON-RPC (a ProtocolError for the client)
             write({"jsonrpc": "2.0", "id": rid, "result": text("not taken", **extra),
                    "error": {"code": -32603, "message": "raw: result and error"}})
         elif mode == "extra-member":  # an unknown member beside the result: ignored
