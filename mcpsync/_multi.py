@@ -373,7 +373,24 @@ class MultiClient:
         from ._errors import RequestTimeout
 
         wait_for = self.list_timeout if timeout is None else float(timeout)
-        names = list(self._servers) if servers is None else list(servers)
+        waits = self._start_listing(list(self._servers) if servers is None else list(servers), force)
+        deadline = time.monotonic() + wait_for
+        failed: dict[str, BaseException] = {}
+        for s, event in waits:
+            if not event.wait(max(deadline - time.monotonic(), 0.0)):
+                exc = RequestTimeout(f"server {s.name} did not list its tools within {wait_for:g} s", timeout=wait_for)
+                with self._lock:
+                    s.error = exc
+                    s.checked = time.time()
+                    s.failed_at = time.monotonic()
+                failed[s.name] = exc
+            elif s.error is not None:
+                failed[s.name] = s.error
+        return failed
+
+    def _start_listing(self, names: Iterable[str], force: bool) -> list[tuple[_Server, threading.Event]]:
+        """Start listing ``names`` (each on a thread of its own; one listing at a time per
+        server: a server listing already is joined). Returns (server, its listing's end)."""
         waits: list[tuple[_Server, threading.Event]] = []
         with self._lock:
             if self._closed:
@@ -393,19 +410,7 @@ class MultiClient:
                     )
                     t.start()
                 waits.append((s, s.listing))
-        deadline = time.monotonic() + wait_for
-        failed: dict[str, BaseException] = {}
-        for s, event in waits:
-            if not event.wait(max(deadline - time.monotonic(), 0.0)):
-                exc = RequestTimeout(f"server {s.name} did not list its tools within {wait_for:g} s", timeout=wait_for)
-                with self._lock:
-                    s.error = exc
-                    s.checked = time.time()
-                    s.failed_at = time.monotonic()
-                failed[s.name] = exc
-            elif s.error is not None:
-                failed[s.name] = s.error
-        return failed
+        return waits
 
     def _snapshot(self) -> list[tuple[str, list[Any]]]:
         with self._lock:
@@ -434,18 +439,22 @@ class MultiClient:
                 out.append(ToolEntry(server, name, tool))
         return out
 
-    def _ensure_listed(self) -> None:
-        """List the servers never listed (or invalidated by list_changed); servers that
-        failed recently, or are still busy with an earlier listing, are not waited for."""
+    def _missing(self) -> list[str]:
+        """The servers never listed (or invalidated by list_changed), but not those that
+        failed recently or are still busy with an earlier listing."""
         now = time.monotonic()
         with self._lock:
-            missing = [
+            return [
                 s.name
                 for s in self._servers.values()
                 if s.client is not None
                 and (s.tools is None or s.stale)
                 and (s.failed_at is None or (s.listing is None and now - s.failed_at >= self.relist_after))
             ]
+
+    def _ensure_listed(self) -> None:
+        """List the servers :meth:`_missing` names, waiting for them (``list_timeout``)."""
+        missing = self._missing()
         if missing:
             self.refresh(missing, force=False)
 
@@ -489,15 +498,47 @@ class MultiClient:
 
     # ---------------------------------------------------------------- routing
 
-    def route(self, name: str) -> tuple[str, str]:
+    def route(self, name: str, *, timeout: float | None = None) -> tuple[str, str]:
         """The (server, tool name on that server) a call of ``name`` goes to.
+
+        A name that a listed server offers is routed at once: servers not listed yet are
+        listed meanwhile, in the background, never waited for. Otherwise the servers that
+        may offer it are listed first, waited for up to ``timeout`` s (default
+        ``list_timeout``): a qualified name's own server, or for a bare name every server
+        not listed yet.
 
         Raises:
             ToolNotFound: no reachable server offers it, or a bare name is offered by
                 several servers (the message lists the qualified names). A bare name
                 that exactly one server offers is routed to it.
         """
-        self._ensure_listed()
+        missing = self._missing()
+        if missing:
+            self._start_listing(missing, force=False)  # never waited for here
+            found = self._resolve(name, final=False)
+            if found is not None:
+                return found
+            sep = self.separator
+            own = [m for m in missing if name.startswith(m + sep)]
+            self._await_listings(max(own, key=len) if own else None, missing, timeout)
+        found = self._resolve(name, final=True)
+        assert found is not None  # (final: raises instead)
+        return found
+
+    def _await_listings(self, own: str | None, missing: list[str], timeout: float | None) -> None:
+        """Wait for the listing of a qualified name's own server (``own``), or else of every
+        server ``missing``, up to ``timeout`` s; a listing still going on then goes on."""
+        wait = self.list_timeout if timeout is None else max(float(timeout), 0.0)
+        deadline = time.monotonic() + wait
+        with self._lock:
+            events = [s.listing for n in ([own] if own is not None else missing)
+                      if (s := self._servers[n]).listing is not None]
+        for event in events:
+            event.wait(max(deadline - time.monotonic(), 0.0))
+
+    def _resolve(self, name: str, final: bool) -> tuple[str, str] | None:
+        """Route ``name`` by what the servers listed so far offer; None when that is not
+        enough (``final``: raise :class:`ToolNotFound` instead)."""
         snapshot = self._snapshot()
         entries = self._entries(snapshot)
         for e in entries:
@@ -520,6 +561,8 @@ class MultiClient:
                 code=-32602,
                 data={"candidates": candidates},
             )
+        if not final:
+            return None
         # a qualified name of a server that could not list its tools: let its client try
         with self._lock:
             unreachable = [s for s in self._servers.values() if s.client is not None and s.tools is None]
@@ -538,11 +581,25 @@ class MultiClient:
             arguments: its arguments.
             **kwargs: passed to that server's ``Client.call_tool`` (``timeout`` ...).
 
+        Routing (:meth:`route`) spends the call's own ``timeout``, never more: a call to a
+        listed server does not wait for another's listing, and what a listing took is
+        taken off the time the server's client gets.
+
         Raises:
             ToolNotFound: see :meth:`route`.
             MCPError: what that server's Client raised (the other servers are unaffected).
         """
-        server, tool = self.route(name)
+        timeout = kwargs.get("timeout")
+        started = time.monotonic()
+        server, tool = self.route(name, timeout=timeout)
+        if timeout is not None:
+            left = float(timeout) - (time.monotonic() - started)
+            if left <= 0:
+                from ._errors import RequestTimeout
+
+                raise RequestTimeout(f"tool {name}: the call's {timeout:g} s ran out while the tools of {server} were "
+                                     "listed", timeout=timeout, sent=False)
+            kwargs["timeout"] = left
         s = self._servers[server]
         try:
             return s.client.call_tool(tool, arguments, **kwargs)
