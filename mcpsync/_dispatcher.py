@@ -39,7 +39,10 @@ import msgspec
 
 from ._breaker import count_value
 from ._channel import MessageFacts, NotificationHandler, ProgressCallback, RequestHandler, message_facts
-from ._errors import AuthError, Cancelled, ConnectionClosed, MCPError, MessageTooLarge, NetworkError, RemoteError, RequestTimeout
+from ._errors import (
+    AuthError, Cancelled, ConnectionClosed, MCPError, MessageTooLarge, NetworkError, RemoteError, RequestTimeout,
+    may_have_reached_server,
+)
 from ._incoming import Incoming, Pending
 from ._messages import ANSWER_DECODERS, Request, decode_envelope_unchecked, encode
 from ._speedups import IdleGate
@@ -174,6 +177,10 @@ class Dispatcher(Incoming):
         except NetworkError as exc:
             if isinstance(exc, ConnectionClosed) and not getattr(exc, "renewable", False):  # a lost session: the link lives
                 self._mark_dead(exc)
+            elif isinstance(exc, RequestTimeout) and may_have_reached_server(exc) and self._dead is None and not self._closed:
+                # the answer was due with the send (an HTTP answer in JSON): the server may
+                # be running the request; told as after any other timeout (see _abandon)
+                self._send_cancelled(rid, "request timed out")
             raise
         next(self._sent)
 
@@ -264,6 +271,10 @@ class Dispatcher(Incoming):
                     self._gate.leave()
             if isinstance(exc, ConnectionClosed) and not getattr(exc, "renewable", False):  # a lost session: the link lives
                 self._mark_dead(exc)
+            elif isinstance(exc, RequestTimeout) and may_have_reached_server(exc) and self._dead is None and not self._closed:
+                # the answer was due with the send (an HTTP answer in JSON): the server may
+                # be running the request; told as after any other timeout (see _abandon)
+                self._send_cancelled(rid, "request timed out")
             raise
         next(self._sent)
         if cancel_event is None and self._baton:
