@@ -177,10 +177,6 @@ class Dispatcher(Incoming):
         except NetworkError as exc:
             if isinstance(exc, ConnectionClosed) and not getattr(exc, "renewable", False):  # a lost session: the link lives
                 self._mark_dead(exc)
-            elif isinstance(exc, RequestTimeout) and may_have_reached_server(exc) and self._dead is None and not self._closed:
-                # the answer was due with the send (an HTTP answer in JSON): the server may
-                # be running the request; told as after any other timeout (see _abandon)
-                self._send_cancelled(rid, "request timed out")
             raise
         next(self._sent)
 
