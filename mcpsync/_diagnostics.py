@@ -91,6 +91,8 @@ class Diagnostics:
         cached_tools: the tool names the tool cache holds for this client, ``None``
             when it holds no listing.
         tool_cache: the tool cache's counters for this client's server.
+        events_dropped: events (notifications, progress) the client's worker dropped, the
+            oldest first, because its bounded lane was full (see :mod:`mcpsync._worker`).
     """
 
     name: str
@@ -116,6 +118,7 @@ class Diagnostics:
     subscription_restores: int
     cached_tools: tuple[str, ...] | None
     tool_cache: CacheStats
+    events_dropped: int
 
     @property
     def primary(self) -> ConnectionDiagnostics | None:
@@ -212,4 +215,5 @@ def snapshot(client: Any) -> Diagnostics:
         subscription_restores=restores,
         cached_tools=listed.names if listed is not None else None,
         tool_cache=client._tool_cache.stats(client.name),
+        events_dropped=session.worker.dropped,
     )

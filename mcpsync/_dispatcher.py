@@ -110,6 +110,7 @@ class Dispatcher(Incoming):
         self._halt.acquire()
         self._bg: threading.Thread | None = None
         self._on_notification: NotificationHandler | None = None
+        self._on_notice: NotificationHandler | None = None  # (the 30th attribute: CPython's most for inline values)
         self._on_request: RequestHandler | None = None
         self._on_close: list[Callable[[BaseException], None]] = []
         self._sent, self._received, self._dropped = itertools.count(), itertools.count(), itertools.count()  # (stats)
@@ -134,8 +135,15 @@ class Dispatcher(Incoming):
                 self._bg.start()
         return self
 
-    def set_handlers(self, on_notification: NotificationHandler | None = None, on_request: RequestHandler | None = None) -> None:
-        self._on_notification, self._on_request = on_notification, on_request
+    def set_handlers(
+        self, on_notification: NotificationHandler | None = None, on_request: RequestHandler | None = None,
+        on_notice: NotificationHandler | None = None,
+    ) -> None:
+        """``on_notification(method, params)`` and ``on_request(method, params)`` run on the
+        worker (notifications in order on its bounded lane, see :mod:`mcpsync._worker`);
+        ``on_notice(method, params)`` sees every notification as it is read, before the
+        lane: for the owner's own bookkeeping (caches), quick, never user code."""
+        self._on_notification, self._on_request, self._on_notice = on_notification, on_request, on_notice
 
     def add_close_callback(self, fn: Callable[[BaseException], None]) -> None:
         """``fn(reason)`` runs (on the worker) once when the connection dies or is closed."""
@@ -565,8 +573,7 @@ class Dispatcher(Incoming):
                 log.exception("reading from %s failed", self.name)
                 self._mark_dead(ConnectionClosed(f"reading from {self.name} failed: {exc!r}"))
             finally:
-                baton.append(True)
-                gate.leave()
+                baton.append(True)  # (not gate.leave(): only callers' comings and goings restart the grace)
                 if self._waiters:
                     self._wake_follower()
 

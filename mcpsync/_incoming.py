@@ -71,6 +71,7 @@ class Incoming:
     _dead: BaseException | None
     _closed: bool
     _on_notification: NotificationHandler | None
+    _on_notice: NotificationHandler | None
     _on_request: RequestHandler | None
     _send: Callable[..., None]
 
@@ -167,6 +168,12 @@ class Incoming:
         method = env.method
         assert method is not None
         params = decode_params(env)
+        notice = self._on_notice
+        if notice is not None:
+            try:
+                notice(method, params)
+            except Exception:
+                log.exception("noticing %s from %s failed", method, self.name)
         if method == "notifications/progress" and isinstance(params, dict):
             token = params.get("progressToken")
             with self._mu:

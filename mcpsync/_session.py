@@ -457,7 +457,7 @@ class Session:
                 request_timeout=self.timeouts.request,
                 progress_cap=self.timeouts.progress_cap,
             )
-            disp.set_handlers(c._handlers.notification, c._handlers.on_request)
+            disp.set_handlers(c._handlers.notification, c._handlers.on_request, c._handlers.notice)
             disp.start()
             conn = _Connection(disp, made, made.describe())
             conn.closer = self._close_in_background
