@@ -53,6 +53,7 @@ from ._guard import Guard, Recorder
 from ._policies import PoolLimits, ReconnectPolicy, RetryPolicy, Timeouts
 from ._pool import ConnectionPool
 from ._retry import ReconnectSchedule
+from ._weak import client_gone, close_here, watch, weak_method
 from ._worker import Worker
 from .transports._base import Transport
 
@@ -129,11 +130,11 @@ class Session:
         self.guard = Guard(name, retry=client.retry, breaker=client.breaker, reconnect=self.reconnect, record=record)
         if on_breaker_change is not None:
             self.guard.breaker.add_listener(on_breaker_change)
-        self.pool: ConnectionPool[_Connection] = ConnectionPool(
-            self.open_pooled,
+        self.pool: ConnectionPool[_Connection] = ConnectionPool(  # (weak: the pool's thread must not hold the client)
+            weak_method(self.open_pooled, client_gone),
             replace(limits, idle=min(limits.idle, timeouts.idle)),
             address=name,
-            keepalive=self.keepalive,
+            keepalive=weak_method(self.keepalive),
             keepalive_interval=timeouts.keepalive,
             default_timeout=timeouts.request,
             connect_retries=0,  # _open retries the connect once itself
@@ -144,6 +145,7 @@ class Session:
         self.router: Any = None
         self.endpoint_breakers: dict[str, CircuitBreaker] | None = None
         _SESSIONS.add(self)
+        self.unclosed = watch(client, name, self.pool, self.worker, self.openings)  # a client never closed: _weak.py
 
     def check_usable(self) -> None:
         """Raise if closed; after ``os.fork()``, renew the lock, the worker, the session
@@ -160,6 +162,7 @@ class Session:
     def close(self) -> None:
         """``Client.close``: every connection closed, the client's threads stopped. Idempotent."""
         c = self._client
+        self.unclosed.detach()
         with self.lock:
             if self.closed:
                 return
@@ -366,7 +369,7 @@ class Session:
         """Replace the session connection at once when it dies (subscriptions restored)."""
         add = getattr(conn.channel, "add_close_callback", None)
         if add is not None:
-            add(lambda _reason: self._primary_lost(conn))
+            add(lambda _reason, lost=weak_method(self._primary_lost): lost(conn))
 
     def _primary_lost(self, conn: _Connection) -> None:
         c = self._client
@@ -457,12 +460,13 @@ class Session:
                 request_timeout=self.timeouts.request,
                 progress_cap=self.timeouts.progress_cap,
             )
-            disp.set_handlers(c._handlers.notification, c._handlers.on_request, c._handlers.notice)
+            h = c._handlers  # (weak: the reader thread must not hold the client)
+            disp.set_handlers(weak_method(h.notification), weak_method(h.on_request), weak_method(h.notice))
             disp.start()
             conn = _Connection(disp, made, made.describe())
-            conn.closer = self._close_in_background
+            conn.closer = weak_method(self._close_in_background, close_here)
             if hasattr(made, "on_session_lost"):  # Streamable HTTP: its GET stream found the session gone
-                made.on_session_lost = lambda session_id: self._session_lost(conn, session_id)
+                made.on_session_lost = lambda session_id, lost=weak_method(self._session_lost): lost(conn, session_id)
             return conn
         chan = made
         chan.set_handlers(c._handlers.notification, c._handlers.on_request)

@@ -127,6 +127,7 @@ class Worker:
                 fn(*args)
             except Exception:
                 log.exception("callback %r raised", getattr(fn, "__qualname__", fn))
+            del fn, args  # (a waiting thread holds no callback: it would keep its client alive)
 
     def _run(self, q: "queue.SimpleQueue[Any]", pooled: bool) -> None:
         while True:
@@ -138,6 +139,7 @@ class Worker:
                 fn(*args)
             except Exception:
                 log.exception("callback %r raised", getattr(fn, "__qualname__", fn))
+            del fn, args, item  # (as in _run_lane)
             if pooled:
                 with self._lock:
                     self._idle += 1
