@@ -41,7 +41,7 @@ from ._breaker import count_value
 from ._channel import MessageFacts, NotificationHandler, ProgressCallback, RequestHandler, message_facts
 from ._errors import (
     AuthError, Cancelled, ConnectionClosed, MCPError, MessageTooLarge, NetworkError, RemoteError, RequestTimeout,
-    may_have_reached_server,
+    may_have_reached_server, seconds,
 )
 from ._incoming import Incoming, Pending
 from ._messages import ANSWER_DECODERS, Request, decode_envelope_unchecked, encode
@@ -374,7 +374,7 @@ class Dispatcher(Incoming):
             if _monotonic() >= slot.deadline:
                 if not self._abandon(slot, "request timed out"):
                     break
-                raise RequestTimeout(f"{slot.method} got no answer from {self.name} within {slot.timeout:g} s",
+                raise RequestTimeout(f"{slot.method} got no answer from {self.name} within {seconds(slot.timeout)} s",
                                      method=slot.method, timeout=slot.timeout)
         if slot.error is not None:
             raise slot.error

@@ -360,7 +360,7 @@ class UsageError(Exception):
 
 __all__ += [
     "PoolTimeout", "PoolClosed", "InputRequestError", "OutputSchemaError", "NoEndpointAvailable",
-    "ConfigError", "ProfileError", "UsageError", "NOT_SENT_ERRORS", "TRANSIENT_CODES", "attach_fields",
+    "ConfigError", "ProfileError", "UsageError", "NOT_SENT_ERRORS", "TRANSIENT_CODES", "attach_fields", "seconds",
     "may_have_reached_server", "is_server_error", "is_transient", "counts_as_breaker_failure",
     "HTTP_STATUS_TABLE", "GRPC_STATUS_TABLE", "error_from_http_status", "error_from_grpc_status",
     "retry_after_seconds",
@@ -377,6 +377,12 @@ NOT_SENT_ERRORS: tuple[type[MCPError], ...] = (ConnectError, CircuitOpen, Server
 #: Empty by default (an SDK server answers a handler that raised with -32603, which a
 #: retry would only repeat); add the codes your servers use for "busy, try again".
 TRANSIENT_CODES: set[int] = set()
+
+
+def seconds(t: float) -> str:
+    """A timeout as a message states it: as the caller wrote it, not what was left of it
+    after some microseconds went elsewhere (``seconds(1.99995) == "2"``)."""
+    return f"{t:.3g}" if t < 100 else f"{t:.0f}"
 
 
 def attach_fields(exc: BaseException, **fields: Any) -> BaseException:

@@ -61,6 +61,35 @@ class ServerSession:
     fresh_until: float | None = None
 
 
+class _Opening:
+    """One connection being made off the callers' threads: callers wait up to their own
+    deadlines, the attempt goes on and its connection is kept for the next call;
+    ``phase`` (what it waits for) and ``last``, the last failed try on the reconnect
+    schedule (:meth:`attempt`: out of descriptors, the command gone), are named in a
+    caller's error."""
+
+    __slots__ = ("done", "conn", "error", "phase", "started", "made", "thread", "claimed", "last")
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
+        self.conn: _Connection | None = None
+        self.error: BaseException | None = None
+        self.phase = "starting the connection"
+        self.started = time.monotonic()
+        self.made: Transport | Any = None  # what close() must close to stop it (a Transport or Channel)
+        self.thread: threading.Thread | None = None
+        self.claimed = False  # a borrower is waiting for it
+        self.last: BaseException | None = None
+
+    def attempt(self, open_: Callable[["_Opening"], "_Connection"]) -> "_Connection":
+        """One try of ``open_(self)``; a failure is kept in ``last`` and raised."""
+        try:
+            return open_(self)
+        except Exception as exc:
+            self.last = exc
+            raise
+
+
 class _Connection:
     """One live channel to the server plus the facts of its session."""
 

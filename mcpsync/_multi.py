@@ -595,9 +595,9 @@ class MultiClient:
         if timeout is not None:
             left = float(timeout) - (time.monotonic() - started)
             if left <= 0:
-                from ._errors import RequestTimeout
+                from ._errors import RequestTimeout, seconds
 
-                raise RequestTimeout(f"tool {name}: the call's {timeout:g} s ran out while the tools of {server} were "
+                raise RequestTimeout(f"tool {name}: the call's {seconds(timeout)} s ran out while the tools of {server} were "
                                      "listed", timeout=timeout, sent=False)
             kwargs["timeout"] = left
         s = self._servers[server]

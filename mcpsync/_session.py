@@ -44,7 +44,7 @@ from ._errors import (
 )
 from ._breaker import BreakerState, CircuitBreaker
 from ._constants import META_LOG_LEVEL as _META_LOG
-from ._handshake import Handshake, ServerSession, _Connection
+from ._handshake import Handshake, ServerSession, _Connection, _Opening
 from ._messages import STRUCT_META, decode_result
 from ._metrics import DISCOVERY_METHODS
 from ._mrtr import drive as _drive_input_rounds
@@ -52,7 +52,7 @@ from ._routing import routed_attempt
 from ._guard import Guard, Recorder
 from ._policies import PoolLimits, ReconnectPolicy, RetryPolicy, Timeouts
 from ._pool import ConnectionPool
-from ._retry import ReconnectSchedule
+from ._retry import ReconnectSchedule, in_callers_time
 from ._weak import client_gone, close_here, watch, weak_method
 from ._worker import Worker
 from .transports._base import Transport
@@ -60,24 +60,6 @@ from .transports._base import Transport
 __all__ = ["Session", "SAFE_METHODS"]
 
 log = logging.getLogger("mcpsync.client")
-
-
-class _Opening:
-    """One connection being made off the callers' threads: callers wait up to their own
-    deadlines, the attempt goes on and its connection is kept for the next call;
-    ``phase`` (what it waits for) is named in a caller's error."""
-
-    __slots__ = ("done", "conn", "error", "phase", "started", "made", "thread", "claimed")
-
-    def __init__(self) -> None:
-        self.done = threading.Event()
-        self.conn: _Connection | None = None
-        self.error: BaseException | None = None
-        self.phase = "starting the connection"
-        self.started = time.monotonic()
-        self.made: Transport | Channel | None = None  # what close() must close to stop it
-        self.thread: threading.Thread | None = None
-        self.claimed = False  # a borrower is waiting for it
 
 
 #: Every live Session, told when the process forks (their connections and threads are the parent's).
@@ -289,8 +271,9 @@ class Session:
                     return conn
         if not finished:
             waited = time.monotonic() - opening.started
+            last = f"; its last try failed: {opening.last}" if opening.last is not None else ""
             raise ConnectError(
-                f"MCP server {c.name}: {opening.phase} ({waited:.1f} s so far); the call's time ran out, "
+                f"MCP server {c.name}: {opening.phase} ({waited:.1f} s so far{last}); the call's time ran out, "
                 "the connection goes on in the background",
                 timeout=True, sent=False, pending=True, phase=opening.phase,
             )
@@ -310,7 +293,7 @@ class Session:
             if not self.ever_connected:
                 conn = self._open(opening)
             else:
-                conn = self.reconnect.run(lambda: self._open(opening), sleep=self.stopping.wait)  # type: ignore[arg-type]
+                conn = self.reconnect.run(lambda: opening.attempt(self._open), sleep=self.stopping.wait)  # type: ignore[arg-type]
         except BaseException as exc:  # delivered to the waiting callers
             error = exc
         if conn is not None:
@@ -445,9 +428,8 @@ class Session:
                 if not getattr(exc, "timeout", isinstance(exc, RequestTimeout)):
                     break  # SPEC: a connect is retried once after a *timeout*
         last = errors[-1]
-        raise ConnectError(
-            f"MCP server {c.name} did not respond: {last}", attempts=len(errors)
-        ) from last
+        how = "did not respond" if getattr(last, "timeout", isinstance(last, RequestTimeout)) else "could not be reached"
+        raise ConnectError(f"MCP server {c.name} {how}: {last}", attempts=len(errors)) from last
 
     def _start(self, made: Transport | Channel, deadline: float) -> _Connection:
         c = self._client
@@ -534,25 +516,30 @@ class Session:
         safe_to_retry: bool | None, tool: str | None, retry: RetryPolicy | None,
         start: float | None = None, first: BaseException | None = None,
     ) -> Any:
-        """A request on the guard's own path (``first``: the fast path's attempt raised it)."""
+        """A request on the guard's own path (``first``: the fast path's attempt raised it).
+        A timeout it ends with names the call's ``t``, not what was left of it."""
         guard = self.guard
         safe = (method in SAFE_METHODS) if safe_to_retry is None else safe_to_retry
-        if first is not None and start is not None:
-            deadline = start + t  # the guard's clock is time.monotonic
-            return guard.after_first_failure(
-                first, lambda: self._retry_attempt(method, params, deadline, t, progress), start,
-                safe_to_retry=safe, tool=tool, retry=retry, budget=t,
-            )
-        deadline = time.monotonic() + t
-        tries = [True]
+        try:
+            if first is not None and start is not None:
+                deadline = start + t  # the guard's clock is time.monotonic
+                return guard.after_first_failure(
+                    first, lambda: self._retry_attempt(method, params, deadline, t, progress), start,
+                    safe_to_retry=safe, tool=tool, retry=retry, budget=t,
+                )
+            deadline = time.monotonic() + t
+            tries = [True]
 
-        def attempt() -> Any:
-            if tries[0]:
-                tries[0] = False
-                return self._attempt(method, params, t, progress)
-            return self._retry_attempt(method, params, deadline, t, progress)
+            def attempt() -> Any:
+                if tries[0]:
+                    tries[0] = False
+                    return self._attempt(method, params, t, progress)
+                return self._retry_attempt(method, params, deadline, t, progress)
 
-        return guard.call(attempt, safe_to_retry=safe, tool=tool, retry=retry, budget=t)
+            return guard.call(attempt, safe_to_retry=safe, tool=tool, retry=retry, budget=t)
+        except RequestTimeout as exc:
+            in_callers_time(exc, t)
+            raise
 
     @staticmethod
     def _left(deadline: float) -> float:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import threading
 import time
 
-from .._errors import RequestTimeout
+from .._errors import RequestTimeout, seconds
 
 __all__ = ["take_turn", "wake_first", "POLL"]
 
@@ -45,7 +45,7 @@ def take_turn(baton: list[bool], waiters: list[threading.Lock], timeout: float |
                 if deadline is not None:
                     left = deadline - _monotonic()
                     if left <= 0:
-                        raise RequestTimeout(f"{what}: no turn to write within {timeout:g} s (another write holds "
+                        raise RequestTimeout(f"{what}: no turn to write within {seconds(timeout or 0.0)} s (another write holds "
                                              "the pipe)", sent=False)
                     wait = min(wait, left)
                 gate.acquire(True, wait)

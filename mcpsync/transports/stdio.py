@@ -237,19 +237,28 @@ class StdioTransport(Transport):
         self._out_claim = [proc.stdout.fileno()]
         self._out_fd = proc.stdout.fileno()
         self._poller.register(self._out_fd, select.POLLIN)
-        if _EPOLL:
-            self._idle_poller = select.epoll()
-            self._idle_poller.register(self._out_fd, select.EPOLLIN)
-            self.idle_switch = EpollSwitch(self._idle_poller, self._out_fd)  # (which closes the epoll)
-            self._idle_wake = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
-            self._idle_poller.register(self._idle_wake, select.EPOLLIN)
-            # closed with the object, not with the pipe: _wake_idle never writes to a reused number
-            weakref.finalize(self, os.close, self._idle_wake)
-            self._stderr_wake = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)  # the same for close()
-            weakref.finalize(self, os.close, self._stderr_wake)
-        else:
-            self._idle_poller = select.poll()
-            self._idle_poller.register(self._out_fd, select.POLLIN)
+        try:
+            if _EPOLL:
+                self._idle_poller = select.epoll()
+                self._idle_poller.register(self._out_fd, select.EPOLLIN)
+                self.idle_switch = EpollSwitch(self._idle_poller, self._out_fd)  # (which closes the epoll)
+                self._idle_wake = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
+                self._idle_poller.register(self._idle_wake, select.EPOLLIN)
+                # closed with the object, not with the pipe: _wake_idle never writes to a reused number
+                weakref.finalize(self, os.close, self._idle_wake)
+                self._stderr_wake = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)  # the same for close()
+                weakref.finalize(self, os.close, self._stderr_wake)
+            else:
+                self._idle_poller = select.poll()
+                self._idle_poller.register(self._out_fd, select.POLLIN)
+        except OSError as exc:  # e.g. out of descriptors (EMFILE): the server started must not live on
+            if self.idle_switch is not None:
+                self.idle_switch.close()
+            proc.kill()
+            proc.wait()
+            for pipe in (proc.stdin, proc.stdout, proc.stderr):
+                pipe.close()
+            raise ConnectError(f"could not start MCP server {self.describe()!r}: {exc.strerror or exc}") from exc
         os.set_blocking(self._in_fd, False)
         os.set_blocking(self._out_fd, False)  # a read never blocks past its wait
         self._stderr_thread = threading.Thread(
