@@ -70,9 +70,7 @@ class Incoming:
     _dropped: Any
     _dead: BaseException | None
     _closed: bool
-    _on_notification: NotificationHandler | None
-    _on_notice: NotificationHandler | None
-    _on_request: RequestHandler | None
+    _on: tuple[NotificationHandler | None, RequestHandler | None, NotificationHandler | None]  # notification, request, notice
     _send: Callable[..., None]
 
     def _fail(self, slot: Pending, exc: BaseException) -> None:  # under self._mu: the call ends with exc
@@ -168,7 +166,7 @@ class Incoming:
         method = env.method
         assert method is not None
         params = decode_params(env)
-        notice = self._on_notice
+        notice = self._on[2]
         if notice is not None:
             try:
                 notice(method, params)
@@ -184,13 +182,13 @@ class Incoming:
                 self.worker.serial(slot.progress, params.get("progress", 0), params.get("total"), params.get("message"))
                 self._held = None  # (after: a notification is better delivered twice than lost)
                 return
-        handler = self._on_notification
+        handler = self._on[0]
         if handler is not None:
             self.worker.serial(handler, method, params)
         self._held = None
 
     def _serve_request(self, env: Envelope) -> None:
-        handler = self._on_request
+        handler = self._on[1]
         method = env.method or ""
         try:
             if handler is None:
