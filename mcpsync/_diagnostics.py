@@ -96,6 +96,8 @@ class Diagnostics:
         sessions_lost: server processes and sessions replaced so far (each also a WARNING
             and an ``on_session_lost`` call): what each held was lost.
         last_session_lost: the latest of them, or ``None``.
+        events_dropped: events (notifications, progress) the client's worker dropped, the
+            oldest first, because its bounded lane was full (see :mod:`mcpsync._worker`).
     """
 
     name: str
@@ -121,6 +123,7 @@ class Diagnostics:
     subscription_restores: int
     cached_tools: tuple[str, ...] | None
     tool_cache: CacheStats
+    events_dropped: int
     sessions_lost: int = 0
     last_session_lost: SessionLost | None = None
 
@@ -227,4 +230,5 @@ def snapshot(client: Any) -> Diagnostics:
         tool_cache=client._tool_cache.stats(client.name),
         sessions_lost=session.losses.count,
         last_session_lost=session.losses.last,
+        events_dropped=session.worker.dropped,
     )
