@@ -258,6 +258,8 @@ class ToolCache:
         self._counters: dict[str, _Counters] = {}
         self._servers: dict[str, None] = {}  # insertion-ordered set of servers seen
         self._inflight: dict[tuple[str, str | None], threading.Event] = {}
+        #: server → invalidations so far: a listing asked for before one is not kept (fetch)
+        self._epochs: dict[str, int] = {}
 
     # ------------------------------------------------------------------ reading
 
@@ -380,6 +382,8 @@ class ToolCache:
         ttl_ms: int | None = None,
         scope: str | None = None,
         cred: Any = None,
+        *,
+        epoch: int | None = None,
     ) -> ToolSet:
         """Store a discovery of ``server`` (one ``tools/list`` listing, every page).
 
@@ -390,9 +394,12 @@ class ToolCache:
             scope: the server's ``cacheScope``; ``None`` means public without ``cred``
                 and private with one.
             cred: the authorization context the listing was fetched under.
+            epoch: the server's invalidation count when the listing was asked for: if an
+                invalidation (a ``list_changed``) came since, the listing is returned but
+                not kept (it may predate the change).
 
         Returns:
-            The stored :class:`ToolSet`. Counts one discovery.
+            The :class:`ToolSet` (stored unless outdated). Counts one discovery.
         """
         ck = credential_key(cred)
         if scope is None:
@@ -437,6 +444,10 @@ class ToolCache:
         # a positive ttlMs expires in the store; 0 and None live for the session
         expiry = ttl_ms / 1000.0 if ttl_ms is not None and ttl_ms > 0 else None
         self._store.set(key, entry, expiry)
+        if epoch is not None and self._epochs.get(server, 0) != epoch:
+            # looked at after the store: an invalidation that came before this look is seen
+            # here; one that comes after it drops the entry itself (it counts, then drops)
+            self._store.invalidate(key)
         if drop_private is not None:
             self._store.invalidate(drop_private)
         m = self.metrics
@@ -444,11 +455,11 @@ class ToolCache:
             m.record_discovery(server)
         return entry
 
-    def put_pages(self, server: str, pages: Sequence[Any], cred: Any = None) -> ToolSet:
+    def put_pages(self, server: str, pages: Sequence[Any], cred: Any = None, *, epoch: int | None = None) -> ToolSet:
         """Store a listing given as its pages (``ListToolsResult`` values), merging hints."""
         ttl, scope = merge_cache_hints(pages)
         tools = [t for p in pages for t in (p.get("tools", ()) if isinstance(p, Mapping) else p.tools)]
-        return self.put(server, tools, ttl_ms=ttl, scope=scope, cred=cred)
+        return self.put(server, tools, ttl_ms=ttl, scope=scope, cred=cred, epoch=epoch)
 
     def fetch(
         self,
@@ -495,21 +506,22 @@ class ToolCache:
             if not event.is_set():  # type: ignore[union-attr]
                 break  # the leader is stuck: discover ourselves
         try:
+            epoch = self._epochs.get(server, 0)
             found = discover()
-            return self._store_found(server, found, cred)
+            return self._store_found(server, found, cred, epoch)
         finally:
             with self._lock:
                 ev = self._inflight.pop(flight, None)
             if ev is not None:
                 ev.set()
 
-    def _store_found(self, server: str, found: Any, cred: Any) -> ToolSet:
+    def _store_found(self, server: str, found: Any, cred: Any, epoch: int) -> ToolSet:
         if hasattr(found, "tools"):  # one page
-            return self.put_pages(server, [found], cred)
+            return self.put_pages(server, [found], cred, epoch=epoch)
         items = list(found)
         if items and (hasattr(items[0], "tools") or (isinstance(items[0], Mapping) and "tools" in items[0])):
-            return self.put_pages(server, items, cred)
-        return self.put(server, items, cred=cred)
+            return self.put_pages(server, items, cred, epoch=epoch)
+        return self.put(server, items, cred=cred, epoch=epoch)
 
     # ------------------------------------------------------------------ invalidation
 
@@ -536,6 +548,7 @@ class ToolCache:
                 keys = [(server, None)] + [(server, k) for k in self._private.get(server, ())]
             c = self._counters.setdefault(server, _Counters())
             c.invalidations[reason] = c.invalidations.get(reason, 0) + 1
+            self._epochs[server] = self._epochs.get(server, 0) + 1
         return sum(self._store.invalidate(k) for k in keys)
 
     # ------------------------------------------------------------------ stats

@@ -175,7 +175,8 @@ class Channel(Protocol):
     decodes either with :func:`mcpsync._messages.decode_result`. It raises the typed
     errors of :mod:`mcpsync._errors` (RemoteError for an error response, RequestTimeout,
     ConnectionClosed, ...). Handlers registered with ``set_handlers`` are never called on
-    the thread that reads the connection.
+    the thread that reads the connection, except ``on_notice`` (the owner's quick
+    bookkeeping of every notification as it is read, no user code).
     """
 
     def request(
@@ -192,6 +193,7 @@ class Channel(Protocol):
         self,
         on_notification: NotificationHandler | None = None,
         on_request: RequestHandler | None = None,
+        on_notice: NotificationHandler | None = None,
     ) -> None: ...
 
     def alive(self) -> bool: ...

@@ -96,6 +96,8 @@ class Diagnostics:
         sessions_lost: server processes and sessions replaced so far (each also a WARNING
             and an ``on_session_lost`` call): what each held was lost.
         last_session_lost: the latest of them, or ``None``.
+        events_dropped: events (notifications, progress) the client's worker dropped, the
+            oldest first, because its bounded lane was full (see :mod:`mcpsync._worker`).
     """
 
     name: str
@@ -121,6 +123,7 @@ class Diagnostics:
     subscription_restores: int
     cached_tools: tuple[str, ...] | None
     tool_cache: CacheStats
+    events_dropped: int
     sessions_lost: int = 0
     last_session_lost: SessionLost | None = None
 
@@ -153,8 +156,8 @@ def _connection(conn: Any, in_flight: int, primary: bool) -> ConnectionDiagnosti
         in_flight=in_flight,
         pending=len(pending) if isinstance(pending, dict) else 0,
         dropped=int(stats.get("dropped", 0)) if isinstance(stats, dict) else 0,
-        transport=getattr(transport, "kind", None) if transport is not None else None,
-        pid=getattr(transport, "pid", None) if transport is not None else None,
+        transport=transport.kind if transport is not None else None,
+        pid=transport.pid if transport is not None else None,
         session_id=info.get("session_id"),
         era=session.era if session is not None else None,
         protocol_version=session.protocol_version if session is not None else None,
@@ -227,4 +230,5 @@ def snapshot(client: Any) -> Diagnostics:
         tool_cache=client._tool_cache.stats(client.name),
         sessions_lost=session.losses.count,
         last_session_lost=session.losses.last,
+        events_dropped=session.worker.dropped,
     )

@@ -15,7 +15,11 @@ that arrive while the connection is idle are still read promptly. On a transport
 can wait for input without reading it (``wait_readable``, e.g. stdio) it waits there
 and leads only while there is something to read; a call after an idle gap pauses that
 watch (the transport's ``idle_switch``) until nobody leads, so the answer it reads
-wakes no other thread.
+wakes no other thread. What the reader does with each message is :mod:`mcpsync._incoming`.
+
+Ctrl-C never wedges a connection: every baton taken is given back on every exit, an
+exception raised by a signal handler at any bytecode included (see :meth:`Dispatcher._lead`),
+every wait is bounded, and a message the interrupted reader had in hand goes to the next.
 
 Example:
     >>> d = Dispatcher(transport, name="demo")          # doctest: +SKIP
@@ -36,24 +40,11 @@ import msgspec
 from ._breaker import count_value
 from ._channel import MessageFacts, NotificationHandler, ProgressCallback, RequestHandler, message_facts
 from ._errors import (
-    INTERNAL_ERROR,
-    INVALID_REQUEST,
-    METHOD_NOT_FOUND,
-    AuthError,
-    Cancelled,
-    ConnectionClosed,
-    MCPError,
-    MessageTooLarge,
-    NetworkError,
-    ProtocolError,
-    RemoteError,
-    RequestTimeout,
-    error_from_code,
+    AuthError, Cancelled, ConnectionClosed, MCPError, MessageTooLarge, NetworkError, RemoteError, RequestTimeout,
+    may_have_reached_server, seconds,
 )
-from ._messages import (
-    ANSWER_DECODERS, Envelope, Request, decode_envelope_unchecked, decode_params, encode, envelope_error, error_reply,
-    oversized_id, response_id,
-)
+from ._incoming import Incoming, Pending
+from ._messages import ANSWER_DECODERS, Request, decode_envelope_unchecked, encode
 from ._speedups import IdleGate
 from ._worker import Worker
 from .transports._base import Transport
@@ -70,25 +61,7 @@ POLL = 0.5  #: the longest single wait on the transport, so deadlines and close 
 _ANSWER_START = b'{"jsonrpc":"2.0","id":'  # how servers write an answer: worth the one-pass decode (22 bytes)
 
 
-class _Pending:
-    """A request waiting for its answer: ``_Pending()``, its fields set one by one (an
-    ``__init__`` costs ~1,700 instructions; ``object.__new__(_Pending)`` ~300 more than this)."""
-
-    id: int
-    method: str
-    timeout: float
-    deadline: float
-    cap: float
-    progress: ProgressCallback | None
-    lock: threading.Lock | None = None  # made when the caller must wait as a follower
-    waiting = False
-    signaled = False
-    done = False
-    result: Any = None
-    error: BaseException | None = None
-
-
-class Dispatcher:
+class Dispatcher(Incoming):
     """JSON-RPC over one :class:`Transport`, safe to share between threads.
 
     Args:
@@ -118,12 +91,14 @@ class Dispatcher:
         self.progress_cap = progress_cap
         self.code_table = code_table
         self._mu = threading.Lock()
-        self._pending: dict[Any, _Pending] = {}
-        self._waiters: list[_Pending] = []
+        self._pending: dict[Any, Pending] = {}
+        self._waiters: list[Pending] = []
         # the right to read, popped to lead and put back to let go (atomic under the GIL: no lock)
         self._baton = [True]
+        self._held: bytes | None = None  # the message the reader has in hand (see _lead)
+        self._unread: list[bytes] = []  # messages read by a reader that a signal handler's exception cut short
         # the last activity, and wait_readable's watch, turned off by a caller after an idle
-        # gap (see request, _let_go): each end of a call is one C call
+        # gap (see request, _lead): each end of a call is one C call
         self._gate = IdleGate(transport.idle_switch, GRACE, _monotonic)
         self._ids = itertools.count(1)
         self._dead: BaseException | None = None
@@ -133,8 +108,9 @@ class Dispatcher:
         self._halt = threading.Lock()  # released once at stop: the background thread's cheap timed wait
         self._halt.acquire()
         self._bg: threading.Thread | None = None
-        self._on_notification: NotificationHandler | None = None
-        self._on_request: RequestHandler | None = None
+        # (notification, request, notice) handlers: one attribute, as CPython 3.11 reads at most
+        # 29 of an instance's attributes from its inline values (a 30th makes every read slower)
+        self._on: tuple[NotificationHandler | None, RequestHandler | None, NotificationHandler | None] = (None, None, None)
         self._on_close: list[Callable[[BaseException], None]] = []
         self._sent, self._received, self._dropped = itertools.count(), itertools.count(), itertools.count()  # (stats)
         transport.set_failure_handler(self._fail_request)  # (exchanges that fail after send: HTTP)
@@ -156,8 +132,15 @@ class Dispatcher:
                 self._bg.start()
         return self
 
-    def set_handlers(self, on_notification: NotificationHandler | None = None, on_request: RequestHandler | None = None) -> None:
-        self._on_notification, self._on_request = on_notification, on_request
+    def set_handlers(
+        self, on_notification: NotificationHandler | None = None, on_request: RequestHandler | None = None,
+        on_notice: NotificationHandler | None = None,
+    ) -> None:
+        """``on_notification(method, params)`` and ``on_request(method, params)`` run on the
+        worker (notifications in order on its bounded lane, see :mod:`mcpsync._worker`);
+        ``on_notice(method, params)`` sees every notification as it is read, before the
+        lane: for the owner's own bookkeeping (caches), quick, never user code."""
+        self._on = (on_notification, on_request, on_notice)
 
     def add_close_callback(self, fn: Callable[[BaseException], None]) -> None:
         """``fn(reason)`` runs (on the worker) once when the connection dies or is closed."""
@@ -245,7 +228,7 @@ class Dispatcher:
             cap = self.progress_cap if self.progress_cap is not None else timeout * 10
             if cap < timeout:
                 cap = timeout
-        slot = _Pending()
+        slot = Pending()
         slot.id = rid
         slot.method = method
         slot.timeout = timeout
@@ -266,19 +249,44 @@ class Dispatcher:
             self._transmit(data, timeout, message_facts(rid, method, params, _any.decode, headers) if self._facts else None)
         except BaseException as exc:
             pending.pop(rid, None)
-            if self._gate.paused and self._claim():  # nobody leads now: the idle watch back on
-                self._let_go()
+            baton = self._baton
+            if self._gate.paused and baton:  # nobody leads now: the idle watch back on
+                try:
+                    baton.pop()
+                except IndexError:
+                    pass
+                else:
+                    baton.append(True)
+                    self._gate.leave()
             if isinstance(exc, ConnectionClosed) and not getattr(exc, "renewable", False):  # a lost session: the link lives
                 self._mark_dead(exc)
+            elif isinstance(exc, RequestTimeout) and may_have_reached_server(exc) and self._dead is None and not self._closed:
+                # the answer was due with the send (an HTTP answer in JSON): the server may
+                # be running the request; told as after any other timeout (see _abandon)
+                self._send_cancelled(rid, "request timed out")
             raise
         next(self._sent)
         if cancel_event is None and self._baton:
-            # Fast path: nobody reads, so this caller takes the baton and reads its own answer
+            # Fast path: nobody reads, so this caller takes the baton and reads its own answer.
+            # CPython runs signal handlers only at calls and backward jumps: an exception one
+            # raises right after the pop is caught with the baton in hand and gives it back;
+            # later ones meet the finally, which gives it back first.
+            baton = self._baton
             try:
-                self._baton.pop()
+                baton.pop()
             except IndexError:  # taken meanwhile
                 return self._wait(slot, cancel_event)
-            result = self._lead(slot)
+            except BaseException:
+                baton.append(True)
+                self._interrupted(slot)
+                raise
+            try:
+                result = self._lead(slot)
+            finally:
+                baton.append(True)
+                self._gate.leave()
+                if self._waiters:
+                    self._wake_follower()
             if result is not None:
                 return result
             if slot.done and slot.error is None:
@@ -287,46 +295,63 @@ class Dispatcher:
 
     # ------------------------------------------------------------------ waiting
 
-    def _wait(self, slot: _Pending, cancel_event: threading.Event | None) -> Any:
+    def _wait(self, slot: Pending, cancel_event: threading.Event | None) -> Any:
         mu = self._mu
         waiters = self._waiters
+        baton = self._baton
         while True:
-            with mu:
-                if slot.done:
-                    break
-                waiters.append(slot)  # in the list before the try for the baton: see _let_go
-                lead = self._claim()
-                if lead:
-                    waiters.pop()  # (the last one in: nobody else adds while mu is held)
-                else:
-                    if slot.lock is None:
-                        slot.lock = threading.Lock()
-                        slot.lock.acquire()
-                    slot.waiting = True
-            if lead:
-                result = self._lead(slot)
-                if result is not None:
-                    return result  # handed over: the slot is out of pending, its fields unset
-                if slot.done:
-                    break
-            else:
-                remaining = slot.deadline - _monotonic()
-                if cancel_event is not None:
-                    remaining = min(remaining, 0.05)
-                lock = slot.lock
-                assert lock is not None
-                got = lock.acquire(timeout=max(remaining, 0.0)) if remaining > 0 else False
+            lead = False
+            try:
                 with mu:
-                    slot.waiting = False
-                    try:
-                        self._waiters.remove(slot)
-                    except ValueError:
-                        pass
-                    if not got and slot.signaled:
-                        lock.acquire()  # consume a wake that raced the timeout
-                    slot.signaled = False
-                if slot.done:
-                    break
+                    if slot.done:
+                        break
+                    waiters.append(slot)  # in the list before the try for the baton: see _wake_follower
+                    try:  # (the baton as in request)
+                        baton.pop()
+                        lead = True
+                    except IndexError:
+                        if slot.lock is None:
+                            slot.lock = threading.Lock()
+                            slot.lock.acquire()
+                        slot.waiting = True
+                    except BaseException:
+                        baton.append(True)
+                        raise
+                    if lead:
+                        waiters.pop()  # (the last one in: nobody else adds while mu is held)
+                if lead:
+                    result = self._lead(slot)
+                    if result is not None:
+                        return result  # handed over: the slot is out of pending, its fields unset
+                    if slot.done:
+                        break
+                else:
+                    # each wait is bounded: a wake lost to a signal handler's exception costs one POLL
+                    wait = min(slot.deadline - _monotonic(), POLL if cancel_event is None else 0.05)
+                    lock = slot.lock
+                    assert lock is not None
+                    got = lock.acquire(True, wait) if wait > 0 else False
+                    with mu:
+                        slot.waiting = False
+                        try:
+                            waiters.remove(slot)
+                        except ValueError:
+                            pass
+                        if not got and slot.signaled:
+                            lock.acquire()  # consume a wake that raced the timeout
+                        slot.signaled = False
+                    if slot.done:
+                        break
+            except BaseException as exc:
+                if not lead and not isinstance(exc, Exception):  # (a leader's _lead saw to it)
+                    self._interrupted(slot)
+                raise
+            finally:
+                if lead:
+                    baton.append(True)
+                    self._gate.leave()
+                    if waiters:
+                        self._wake_follower()
             if cancel_event is not None and cancel_event.is_set():
                 if not self._abandon(slot, "cancelled by the caller"):
                     break
@@ -334,13 +359,31 @@ class Dispatcher:
             if _monotonic() >= slot.deadline:
                 if not self._abandon(slot, "request timed out"):
                     break
-                raise RequestTimeout(f"{slot.method} got no answer from {self.name} within {slot.timeout:g} s",
+                raise RequestTimeout(f"{slot.method} got no answer from {self.name} within {seconds(slot.timeout)} s",
                                      method=slot.method, timeout=slot.timeout)
         if slot.error is not None:
             raise slot.error
         return slot.result
 
-    def _abandon(self, slot: _Pending, reason: str) -> bool:
+    def _interrupted(self, slot: Pending) -> None:
+        """The caller left with an exception a signal handler raised (KeyboardInterrupt,
+        SystemExit): its request is withdrawn (the server told), a wake meant for it goes
+        to another follower."""
+        with self._mu:
+            answered = slot.done
+            slot.done = True
+            self._pending.pop(slot.id, None)
+            slot.waiting = False
+            try:
+                self._waiters.remove(slot)
+            except ValueError:
+                pass
+        if self._waiters and self._baton:
+            self._wake_follower()
+        if not answered and self._dead is None and not self._closed:
+            self._send_cancelled(slot.id, "interrupted")
+
+    def _abandon(self, slot: Pending, reason: str) -> bool:
         """Stop waiting for ``slot`` and tell the server. False if it was answered meanwhile."""
         with self._mu:
             if slot.done:
@@ -373,65 +416,58 @@ class Dispatcher:
             if slot is not None:
                 self._fail(slot, exc)
 
-    def _fail(self, slot: _Pending, exc: BaseException) -> None:  # under self._mu: the call ends with exc
-        slot.error = exc
-        slot.done = True
-        self._wake(slot)
+    def _wake_follower(self) -> None:
+        """Wake one waiting follower to take the baton (the leader let go). A follower joins
+        the waiters, then tries for the baton; a leader puts the baton back, then looks for
+        waiters: one of the two sees the other, so no follower is left waiting while nobody
+        leads (and a follower waits at most POLL between looks, for a wake that a signal
+        handler's exception kept from coming)."""
+        with self._mu:
+            for w in self._waiters:
+                if not w.done and not w.signaled:
+                    self._wake(w)
+                    break
 
-    def _wake(self, slot: _Pending) -> None:  # under self._mu
-        if slot.waiting and not slot.signaled:
-            slot.signaled = True
-            slot.lock.release()  # type: ignore[union-attr]  # waiting implies a lock
-
-    def _claim(self) -> bool:
-        try:  # take the baton (start leading) if nobody has it
-            self._baton.pop()
-            return True
-        except IndexError:
-            return False
-
-    def _let_go(self) -> None:
-        """The leader gives the baton back (not under mu) and wakes one waiting follower to
-        take it. A follower joins the waiters, then tries for the baton; this puts the baton
-        back, then looks for waiters: one of the two sees the other, so no follower is left
-        waiting while nobody leads. The idle watch goes back on (IdleGate.leave): a caller
-        pauses it with no lock, then sets paused; this clears paused, then resumes: never
-        paused with paused false (the caller that paused leads, or waits for a leader that
-        lets go after)."""
-        self._gate.leave(self._baton)
-        if self._waiters:
-            with self._mu:
-                for w in self._waiters:
-                    if not w.done and not w.signaled:
-                        self._wake(w)
-                        break
-
-    def _lead(self, slot: _Pending) -> Any:
+    def _lead(self, slot: Pending) -> Any:
         """Read the transport until ``slot`` is answered, its deadline passes or the
-        connection fails, delivering every other message on the way.
+        connection fails, delivering every other message on the way. The caller holds the
+        baton and gives it back.
 
         Returns the result when the answer read is the slot's own success, handed over
         here without a wake (the common case, no lock section); otherwise None, with the
         outcome, if any, on the slot.
+
+        An exception a signal handler raises (KeyboardInterrupt) loses nothing read for
+        others: CPython runs handlers only at calls and backward jumps, so a message read
+        is kept in ``_held`` (no call between the read's return and the keeping) until it
+        is handed on, where ``_held`` is cleared with no call between; the message held
+        when such an exception comes goes back to ``_unread``, for the next reader. The
+        caller's request is withdrawn (:meth:`_interrupted`).
         """
         receive = self._receive
         rid = slot.id
         whole = ANSWER_DECODERS.get(slot.method)
         received = self._received
         pending = self._pending
-        handed_over = False
+        unread = self._unread
+        data: bytes | None
         try:
             while not slot.done:
-                remaining = slot.deadline - _monotonic()
-                if remaining <= 0:
-                    return None
-                try:
-                    data = receive(remaining if remaining < POLL else POLL)
-                except MessageTooLarge as exc:
-                    self._oversized(exc)
-                    continue
-                if data is None:
-                    continue
+                if unread:
+                    data = self._held = unread[0]
+                    del unread[0]
+                else:
+                    remaining = slot.deadline - _monotonic()
+                    if remaining <= 0:
+                        return None
+                    try:
+                        data = receive(remaining if remaining < POLL else POLL)
+                    except MessageTooLarge as exc:
+                        self._oversized(exc)
+                        continue
+                    if data is None:
+                        continue
+                    self._held = data
                 next(received)  # _handle, inline: this runs on every call
                 answer = None
                 if whole is not None and data[:22] == _ANSWER_START:  # a slice: cheaper than startswith
@@ -445,20 +481,16 @@ class Dispatcher:
                     try:
                         env = decode_envelope_unchecked(data)
                     except (msgspec.ValidationError, msgspec.DecodeError) as exc:
+                        self._held = None
                         self._drop_invalid(data, exc)
                         continue
                     if env.id != rid or env.method is not None or env.error is not None or not len(env.result):
-                        self._deliver(env, data)
+                        self._deliver(env, data)  # (clears _held when it hands the message on)
                         continue
                     result = env.result
-                # our own answer: out of pending (atomic: nobody else sees the slot), then the
-                # baton back, with no lock
+                # our own answer: out of pending (atomic: nobody else sees the slot)
+                self._held = None
                 if pending.pop(rid, None) is slot:
-                    handed_over = True
-                    if self._waiters:
-                        self._let_go()
-                    else:  # _let_go with no follower to wake, inline
-                        self._gate.leave(self._baton)
                     return result
                 # cancelled or failed meanwhile: its outcome is already on the slot
             return None
@@ -469,9 +501,13 @@ class Dispatcher:
             log.exception("reading from %s failed", self.name)
             self._mark_dead(ConnectionClosed(f"reading from {self.name} failed: {exc!r}"))
             return None
-        finally:
-            if not handed_over:
-                self._let_go()
+        except BaseException:  # a signal handler's: the message in hand goes to the next reader
+            held = self._held
+            if held is not None:
+                unread[:0] = (held,)
+                self._held = None
+            self._interrupted(slot)
+            raise
 
     def _halted(self, wait: float) -> bool:
         """Wait up to ``wait`` s (a timed acquire: far cheaper than ``Event.wait``); True once stopped."""
@@ -479,30 +515,42 @@ class Dispatcher:
 
     def _background(self) -> None:
         receive = self._receive
-        readable = self.transport.wait_readable
+        readable = self.transport.wait_readable  # (True at once where a transport cannot tell)
+        baton, unread, gate = self._baton, self._unread, self._gate
         while not self._stop.is_set():
-            try:  # nothing held while nothing comes: a caller that comes leads itself
-                if not readable(POLL):
-                    continue
-            except Exception:  # the reader below meets the same failure and reports it
-                pass
+            if not unread:
+                try:  # nothing held while nothing comes: a caller that comes leads itself
+                    if not readable(POLL):
+                        self._quiet()
+                        continue
+                except Exception:  # the reader below meets the same failure and reports it
+                    pass
             if self._dead is not None or self._closed:
                 return
-            started = self._gate.last
-            if not self._baton or _monotonic() - started < GRACE or not self._claim():  # a caller reads
+            started = gate.last
+            if not baton or _monotonic() - started < GRACE:  # a caller reads
                 if self._halted(GRACE):
                     return
                 continue
             try:
+                baton.pop()
+            except IndexError:
+                continue
+            data: bytes | None
+            try:
                 while not self._stop.is_set():
-                    try:
-                        data = receive(POLL)
-                    except MessageTooLarge as exc:
-                        self._oversized(exc)
-                        continue
+                    if unread:
+                        data = unread[0]
+                        del unread[0]
+                    else:
+                        try:
+                            data = receive(POLL)
+                        except MessageTooLarge as exc:
+                            self._oversized(exc)
+                            continue
                     if data is not None:
                         self._handle(data)
-                    if self._gate.last != started or self._waiters or readable is not None:
+                    if gate.last != started or self._waiters or readable is not None:
                         break
             except MCPError as exc:
                 self._mark_dead(exc)
@@ -510,119 +558,18 @@ class Dispatcher:
                 log.exception("reading from %s failed", self.name)
                 self._mark_dead(ConnectionClosed(f"reading from {self.name} failed: {exc!r}"))
             finally:
-                self._let_go()
+                baton.append(True)  # (not gate.leave(): only callers' comings and goings restart the grace)
+                if self._waiters:
+                    self._wake_follower()
 
-    # ------------------------------------------------------------------ incoming
-
-    def _handle(self, data: bytes) -> None:
-        """Count one message read and deliver it; an invalid one is logged and dropped."""
-        next(self._received)
-        try:
-            env = decode_envelope_unchecked(data)
-        except (msgspec.ValidationError, msgspec.DecodeError) as exc:
-            self._drop_invalid(data, exc)
-            return
-        self._deliver(env, data)
-
-    def _drop_invalid(self, data: bytes, exc: msgspec.ValidationError | msgspec.DecodeError) -> None:
-        """Count and log a message that is not a valid JSON-RPC envelope. One shaped like an
-        answer to a pending request (``"jsonrpc": "1.0"`` or none, or bytes that start like a
-        response but do not parse) fails that request with :class:`ProtocolError` at once."""
-        next(self._dropped)
-        error = envelope_error(exc)
-        rid = response_id(data)
-        if isinstance(rid, str) and rid.isdigit():
-            rid = int(rid)
-        slot = None
-        if rid is not None:
-            with self._mu:
-                slot = self._pending.pop(rid, None)
-                if slot is not None:
-                    self._fail(slot, ProtocolError(
-                        f"{self.name} answered {slot.method} with an invalid JSON-RPC message: {error}",
-                        code=getattr(error, "code", INVALID_REQUEST), method=slot.method))
-        if slot is not None:
-            log.warning("%s sent an invalid answer to %s: %s: %.200r", self.name, slot.method, error, data)
-        else:
-            log.warning("%s sent an invalid message (dropped): %s: %.200r", self.name, error, data)
-
-    def _deliver(self, env: Envelope, data: bytes) -> None:
-        if env.method is None:
-            self._handle_response(env, data)
-        elif env.id is None:
-            self._handle_notification(env)
-        else:
-            self.worker.submit(self._serve_request, env)
-
-    def _handle_response(self, env: Envelope, data: bytes) -> None:
-        rid = env.id
-        if isinstance(rid, str) and rid.isdigit():
-            rid = int(rid)
-        with self._mu:
-            slot = self._pending.pop(rid, None) if rid is not None else None
-            if slot is None:
-                next(self._dropped)
-            else:
-                err = env.error
-                if err is not None:
-                    slot.error = error_from_code(err.code, err.message, err.data, method=slot.method, table=self.code_table)
-                elif len(env.result) == 0:
-                    slot.error = ProtocolError(f"response to {slot.method} has neither result nor error", code=-32600)
-                else:
-                    slot.result = env.result
-                slot.done = True
-                self._wake(slot)
-                return
-        if env.error is not None and rid is None:
-            log.warning("%s reported an error: %s (%s)", self.name, env.error.message, env.error.code)
-        else:
-            log.warning("%s answered an unknown request id %r (dropped)", self.name, env.id)
-
-    def _handle_notification(self, env: Envelope) -> None:
-        method = env.method
-        assert method is not None
-        params = decode_params(env)
-        if method == "notifications/progress" and isinstance(params, dict):
-            token = params.get("progressToken")
-            with self._mu:
-                slot = self._pending.get(token)
-                if slot is not None:
-                    slot.deadline = min(_monotonic() + slot.timeout, slot.cap)
-            if slot is not None and slot.progress is not None:
-                self.worker.serial(slot.progress, params.get("progress", 0), params.get("total"), params.get("message"))
-                return
-        handler = self._on_notification
-        if handler is not None:
-            self.worker.serial(handler, method, params)
-
-    def _serve_request(self, env: Envelope) -> None:
-        handler = self._on_request
-        method = env.method or ""
-        try:
-            if handler is None:
-                raise RemoteError(f"method not supported by this client: {method}", code=METHOD_NOT_FOUND)
-            result = handler(method, decode_params(env))
-            reply: dict[str, Any] = {"jsonrpc": "2.0", "id": env.id, "result": result if result is not None else {}}
-        except RemoteError as exc:
-            reply = error_reply(env.id, exc.code, exc.message, exc.data)
-        except Exception as exc:
-            log.exception("handler for %s raised", method)
-            reply = error_reply(env.id, INTERNAL_ERROR, f"client handler failed: {exc}")
-        if self._dead is None and not self._closed:
-            try:
-                self._send(encode(reply), self.request_timeout)
-            except MCPError as exc:
-                log.warning("could not answer %s request from %s: %s", method, self.name, exc)
-
-    def _oversized(self, exc: MessageTooLarge) -> None:
-        rid = oversized_id(getattr(exc, "head", b"") or b"", getattr(exc, "tail", b"") or b"")
-        with self._mu:
-            slot = self._pending.pop(rid, None) if rid is not None else None
-            if slot is not None:
-                self._fail(slot, MessageTooLarge(f"the answer to {slot.method} from {self.name} was too large: {exc}"))
-                return
-        next(self._dropped)
-        log.warning("%s sent an oversized message (dropped): %s", self.name, exc)
+    def _quiet(self) -> None:
+        """Nothing came for POLL s: an idle watch left off (a caller's pause whose end a
+        signal handler's exception cut short) goes back on while nobody leads."""
+        gate = self._gate
+        switch = self.transport.idle_switch
+        if switch is not None and self._baton and _monotonic() - gate.last >= POLL:
+            gate.paused = False
+            switch.turn(True)
 
     # ------------------------------------------------------------------ failure
 

@@ -378,7 +378,7 @@ class UsageError(Exception):
 
 __all__ += [
     "PoolTimeout", "PoolClosed", "InputRequestError", "OutputSchemaError", "NoEndpointAvailable",
-    "ConfigError", "ProfileError", "UsageError", "NOT_SENT_ERRORS", "TRANSIENT_CODES", "attach_fields",
+    "ConfigError", "ProfileError", "UsageError", "NOT_SENT_ERRORS", "TRANSIENT_CODES", "attach_fields", "seconds",
     "may_have_reached_server", "is_server_error", "is_transient", "counts_as_breaker_failure",
 ]
 
@@ -391,6 +391,12 @@ NOT_SENT_ERRORS: tuple[type[MCPError], ...] = (ConnectError, CircuitOpen, Server
 #: codes that mark a *transient* fault for every client (retried, counted by the breaker);
 #: still honoured, together with each policy's own. Empty by default.
 TRANSIENT_CODES: set[int] = set()
+
+
+def seconds(t: float) -> str:
+    """A timeout as a message states it: as the caller wrote it, not what was left of it
+    after some microseconds went elsewhere (``seconds(1.99995) == "2"``)."""
+    return f"{t:.3g}" if t < 100 else f"{t:.0f}"
 
 
 def attach_fields(exc: BaseException, **fields: Any) -> BaseException:

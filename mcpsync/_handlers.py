@@ -86,9 +86,20 @@ class Handlers:
         with self._client._session.lock:
             self._notification_handlers.setdefault(method, []).append(handler)
 
+    def notice(self, method: str, params: Mapping[str, Any] | None) -> None:
+        """Every notification from the server as it is read (on the reader, before the
+        worker's lane, which may be busy or full): the caches it makes stale are dropped at
+        once. Quick, and no user code."""
+        c = self._client
+        if method == "notifications/tools/list_changed":
+            c._tools.list_changed()
+        else:
+            c._subscriptions.notice(method, params)
+
     def notification(self, method: str, params: Mapping[str, Any] | None) -> None:
         """Every notification from the server (on the worker): to the part it concerns
-        (tool cache, log messages, subscriptions), then to the user's handlers of ``method``."""
+        (log messages, subscriptions), then to the user's handlers of ``method``. (The
+        caches it makes stale were dropped as it was read: :meth:`notice`.)"""
         tel = self._telemetry
         if tel is not None:
             tel.received(self._client, method, params, lambda: self._notification(method, params))
@@ -97,8 +108,6 @@ class Handlers:
 
     def _notification(self, method: str, params: Mapping[str, Any] | None) -> None:
         c = self._client
-        if method == "notifications/tools/list_changed":
-            c._tools.list_changed()
         try:
             if method == "notifications/message":
                 self.log_message(params or {})

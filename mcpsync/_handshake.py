@@ -25,7 +25,6 @@ import msgspec
 from ._constants import LATEST_LEGACY, LATEST_MODERN, LEGACY_VERSIONS, MODERN_VERSIONS
 from ._constants import META_CLIENT_CAPABILITIES as _META_CAPS, META_CLIENT_INFO as _META_INFO
 from ._constants import META_LOG_LEVEL as _META_LOG, META_VERSION as _META_VERSION
-from ._channel import Channel
 from ._dispatcher import Dispatcher
 from ._errors import (
     ConnectionClosed,
@@ -62,6 +61,35 @@ class ServerSession:
     #: modern era: the discover result's ``ttlMs`` as a ``time.monotonic()`` instant;
     #: past it, the next look at the session re-discovers (None: no expiry)
     fresh_until: float | None = None
+
+
+class _Opening:
+    """One connection being made off the callers' threads: callers wait up to their own
+    deadlines, the attempt goes on and its connection is kept for the next call;
+    ``phase`` (what it waits for) and ``last``, the last failed try on the reconnect
+    schedule (:meth:`attempt`: out of descriptors, the command gone), are named in a
+    caller's error."""
+
+    __slots__ = ("done", "conn", "error", "phase", "started", "made", "thread", "claimed", "last")
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
+        self.conn: _Connection | None = None
+        self.error: BaseException | None = None
+        self.phase = "starting the connection"
+        self.started = time.monotonic()
+        self.made: Transport | Any = None  # what close() must close to stop it (a Transport or Channel)
+        self.thread: threading.Thread | None = None
+        self.claimed = False  # a borrower is waiting for it
+        self.last: BaseException | None = None
+
+    def attempt(self, open_: Callable[["_Opening"], "_Connection"]) -> "_Connection":
+        """One try of ``open_(self)``; a failure is kept in ``last`` and raised."""
+        try:
+            return open_(self)
+        except Exception as exc:
+            self.last = exc
+            raise
 
 
 class _Connection:
@@ -118,24 +146,6 @@ class _Connection:
             self.channel.close()
         except Exception:  # pragma: no cover - close is best effort
             log.debug("closing %s failed", self.key, exc_info=True)
-
-
-class _Opening:
-    """One connection being made off the callers' threads: callers wait up to their own
-    deadlines, the attempt goes on and its connection is kept for the next call;
-    ``phase`` (what it waits for) is named in a caller's error."""
-
-    __slots__ = ("done", "conn", "error", "phase", "started", "made", "thread", "claimed")
-
-    def __init__(self) -> None:
-        self.done = threading.Event()
-        self.conn: _Connection | None = None
-        self.error: BaseException | None = None
-        self.phase = "starting the connection"
-        self.started = time.monotonic()
-        self.made: Transport | Channel | None = None  # what close() must close to stop it
-        self.thread: threading.Thread | None = None
-        self.claimed = False  # a borrower is waiting for it
 
 
 #: HTTP statuses of a failed handshake that another attempt may mend: authentication (its own
@@ -365,7 +375,7 @@ class Handshake:
         c = self._client
         transport = conn.transport
         with conn.renewing:
-            current = getattr(transport, "session_id", None)
+            current = transport.session_id if transport is not None else None
             if current != expired.session_id:
                 if current is None:  # pragma: no cover - a transport without a session
                     raise expired

@@ -86,7 +86,7 @@ def identity(conn: Any) -> tuple[str, str | None] | None:
 
 def _ended(conn: Any, reason: BaseException) -> str:
     """How a lost connection ended, in words."""
-    code = getattr(conn.transport, "returncode", None)
+    code = conn.transport.returncode if conn.transport is not None else None
     if isinstance(code, int):
         return f"killed by signal {-code}" if code < 0 else f"exited with code {code}"
     return str(reason) or type(reason).__name__
@@ -188,7 +188,7 @@ class Renewal:
         by the callers that met the same expiry; e.g. a replica behind a balancer died),
         announce it, then renew what the session held, as after a reconnect."""
         if self._renew(conn, expired, deadline):
-            new = getattr(conn.transport, "session_id", None)
+            new = conn.transport.session_id if conn.transport is not None else None
             status = getattr(expired, "status", None)
             self.losses.renewed(expired.session_id, new, f"the server no longer knew it (HTTP {status})" if status else
                                 "the server no longer knew it")

@@ -30,13 +30,12 @@ import logging
 import os
 import threading
 import time
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterable, Literal, Mapping, Sequence
 
 import msgspec
 
 from ._errors import ToolNotFound
-from ._multi_catalog import Catalog
+from ._multi_catalog import Catalog, ServerStatus, ToolEntry
 
 if TYPE_CHECKING:
     from ._messages import CallToolResult, Tool
@@ -64,55 +63,6 @@ def _close_client(name: str, client: Any) -> None:
         client.close()
     except Exception:
         log.warning("closing the client of %s failed", name, exc_info=True)
-
-
-@dataclass(frozen=True, slots=True)
-class ToolEntry:
-    """One tool as the MultiClient exposes it.
-
-    Attributes:
-        server: the server's name.
-        name: the name callers use (qualified ``server__tool`` when namespaced).
-        tool: the server's :class:`~mcpsync.Tool`, with its own name.
-    """
-
-    server: str
-    name: str
-    tool: Tool
-
-    @property
-    def original_name(self) -> str:
-        return str(self.tool.name)
-
-
-@dataclass(frozen=True, slots=True)
-class ServerStatus:
-    """What the MultiClient knows about one server.
-
-    Attributes:
-        name: the server's name.
-        state: ``"ok"`` (ready: tools listed), ``"starting"`` (its listing outlived
-            ``list_timeout`` and goes on: listed as soon as it answers), ``"error"``
-            (failed: the last listing or connection failed), ``"pending"`` (not listed
-            yet), ``"config-error"`` (the configuration entry cannot be used: a malformed
-            entry, an unset variable), ``"disabled"``.
-        tools: how many tools it offered at the last successful listing.
-        error: the error's message, when ``state`` is an error (never a secret: it is
-            the message mcpsync built).
-        error_type: the error's class name.
-        checked: ``time.time()`` of the last listing attempt, or ``None``.
-    """
-
-    name: str
-    state: str
-    tools: int = 0
-    error: str | None = None
-    error_type: str | None = None
-    checked: float | None = None
-
-    @property
-    def ok(self) -> bool:
-        return self.state == "ok"
 
 
 class _Server:
@@ -409,7 +359,29 @@ class MultiClient(Catalog):
         from ._errors import RequestTimeout
 
         wait_for = self.list_timeout if timeout is None else float(timeout)
-        names = list(self._servers) if servers is None else list(servers)
+        waits = self._start_listing(list(self._servers) if servers is None else list(servers), force)
+        deadline = time.monotonic() + wait_for
+        failed: dict[str, BaseException] = {}
+        for s, event in waits:
+            if not event.wait(max(deadline - time.monotonic(), 0.0)):
+                exc = RequestTimeout(f"server {s.name} did not list its tools within {wait_for:g} s; it is still "
+                                     "starting, and is listed as soon as it answers", timeout=wait_for)
+                with self._lock:
+                    still = s.listing is event
+                    if still:  # its listing goes on: no failure (that would hold it off for relist_after)
+                        s.starting = True
+                        s.checked = time.time()
+                if still:
+                    self._left_out(s, f"it is still starting after {wait_for:g} s: its tools are listed as soon "
+                                      "as it answers")
+                failed[s.name] = exc
+            elif s.error is not None:
+                failed[s.name] = s.error
+        return failed
+
+    def _start_listing(self, names: Iterable[str], force: bool) -> list[tuple[_Server, threading.Event]]:
+        """Start listing ``names`` (each on a thread of its own; one listing at a time per
+        server: a server listing already is joined). Returns (server, its listing's end)."""
         waits: list[tuple[_Server, threading.Event]] = []
         with self._lock:
             if self._closed:
@@ -429,24 +401,7 @@ class MultiClient(Catalog):
                     )
                     t.start()
                 waits.append((s, s.listing))
-        deadline = time.monotonic() + wait_for
-        failed: dict[str, BaseException] = {}
-        for s, event in waits:
-            if not event.wait(max(deadline - time.monotonic(), 0.0)):
-                exc = RequestTimeout(f"server {s.name} did not list its tools within {wait_for:g} s; it is still "
-                                     "starting, and is listed as soon as it answers", timeout=wait_for)
-                with self._lock:
-                    still = s.listing is event
-                    if still:  # its listing goes on: no failure (that would hold it off for relist_after)
-                        s.starting = True
-                        s.checked = time.time()
-                if still:
-                    self._left_out(s, f"it is still starting after {wait_for:g} s: its tools are listed as soon "
-                                      "as it answers")
-                failed[s.name] = exc
-            elif s.error is not None:
-                failed[s.name] = s.error
-        return failed
+        return waits
 
     def _left_out(self, server: _Server, why: str) -> None:
         """Say once (per reason) that ``server``'s tools are left out of the listings."""
@@ -482,12 +437,12 @@ class MultiClient(Catalog):
                 out.append(ToolEntry(server, name, tool))
         return out
 
-    def _ensure_listed(self) -> None:
-        """List the servers never listed (or invalidated by list_changed); servers that
-        failed recently, or are still busy with an earlier listing, are not waited for."""
+    def _missing(self) -> list[str]:
+        """The servers never listed (or invalidated by list_changed), but not those that
+        failed recently or are still busy with an earlier listing."""
         now = time.monotonic()
         with self._lock:
-            missing = [
+            return [
                 s.name
                 for s in self._servers.values()
                 if s.client is not None
@@ -495,6 +450,10 @@ class MultiClient(Catalog):
                 and not s.starting  # its listing goes on: it is listed when it answers, nobody waits
                 and (s.failed_at is None or (s.listing is None and now - s.failed_at >= self.relist_after))
             ]
+
+    def _ensure_listed(self) -> None:
+        """List the servers :meth:`_missing` names, waiting for them (``list_timeout``)."""
+        missing = self._missing()
         if missing:
             self.refresh(missing, force=False)
 
@@ -538,15 +497,47 @@ class MultiClient(Catalog):
 
     # ---------------------------------------------------------------- routing
 
-    def route(self, name: str) -> tuple[str, str]:
+    def route(self, name: str, *, timeout: float | None = None) -> tuple[str, str]:
         """The (server, tool name on that server) a call of ``name`` goes to.
+
+        A name that a listed server offers is routed at once: servers not listed yet are
+        listed meanwhile, in the background, never waited for. Otherwise the servers that
+        may offer it are listed first, waited for up to ``timeout`` s (default
+        ``list_timeout``): a qualified name's own server, or for a bare name every server
+        not listed yet.
 
         Raises:
             ToolNotFound: no reachable server offers it, or a bare name is offered by
                 several servers (the message lists the qualified names). A bare name
                 that exactly one server offers is routed to it.
         """
-        self._ensure_listed()
+        missing = self._missing()
+        if missing:
+            self._start_listing(missing, force=False)  # never waited for here
+            found = self._resolve(name, final=False)
+            if found is not None:
+                return found
+            sep = self.separator
+            own = [m for m in missing if name.startswith(m + sep)]
+            self._await_listings(max(own, key=len) if own else None, missing, timeout)
+        found = self._resolve(name, final=True)
+        assert found is not None  # (final: raises instead)
+        return found
+
+    def _await_listings(self, own: str | None, missing: list[str], timeout: float | None) -> None:
+        """Wait for the listing of a qualified name's own server (``own``), or else of every
+        server ``missing``, up to ``timeout`` s; a listing still going on then goes on."""
+        wait = self.list_timeout if timeout is None else max(float(timeout), 0.0)
+        deadline = time.monotonic() + wait
+        with self._lock:
+            events = [s.listing for n in ([own] if own is not None else missing)
+                      if (s := self._servers[n]).listing is not None]
+        for event in events:
+            event.wait(max(deadline - time.monotonic(), 0.0))
+
+    def _resolve(self, name: str, final: bool) -> tuple[str, str] | None:
+        """Route ``name`` by what the servers listed so far offer; None when that is not
+        enough (``final``: raise :class:`ToolNotFound` instead)."""
         snapshot = self._snapshot()
         entries = self._entries(snapshot)
         for e in entries:
@@ -569,6 +560,8 @@ class MultiClient(Catalog):
                 code=-32602,
                 data={"candidates": candidates},
             )
+        if not final:
+            return None
         # a qualified name of a server that could not list its tools: let its client try,
         # unless it is still starting (say so at once: the call would only wait)
         with self._lock:
@@ -616,11 +609,25 @@ class MultiClient(Catalog):
             arguments: its arguments.
             **kwargs: passed to that server's ``Client.call_tool`` (``timeout`` ...).
 
+        Routing (:meth:`route`) spends the call's own ``timeout``, never more: a call to a
+        listed server does not wait for another's listing, and what a listing took is
+        taken off the time the server's client gets.
+
         Raises:
             ToolNotFound: see :meth:`route`.
             MCPError: what that server's Client raised (the other servers are unaffected).
         """
-        server, tool = self.route(name)
+        timeout = kwargs.get("timeout")
+        started = time.monotonic()
+        server, tool = self.route(name, timeout=timeout)
+        if timeout is not None:
+            left = float(timeout) - (time.monotonic() - started)
+            if left <= 0:
+                from ._errors import RequestTimeout, seconds
+
+                raise RequestTimeout(f"tool {name}: the call's {seconds(timeout)} s ran out while the tools of {server} were "
+                                     "listed", timeout=timeout, sent=False)
+            kwargs["timeout"] = left
         s = self._servers[server]
         try:
             result: CallToolResult = s.client.call_tool(tool, arguments, **kwargs)

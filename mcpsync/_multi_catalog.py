@@ -1,4 +1,5 @@
-"""Resources and prompts across the servers of a :class:`~mcpsync.MultiClient`.
+"""Resources and prompts across the servers of a :class:`~mcpsync.MultiClient`, and what
+it reports of its tools and servers (:class:`ToolEntry`, :class:`ServerStatus`).
 
 Each server is asked concurrently, each bounded by the MultiClient's ``list_timeout``, so a
 slow or dead server never holds up the others (it is left out, said once in a WARNING on
@@ -18,15 +19,68 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Any, Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 import msgspec
 
 from ._errors import MethodNotFound, ResourceNotFound, ToolNotFound
 
-__all__ = ["Catalog"]
+if TYPE_CHECKING:
+    from ._messages import Tool
+
+__all__ = ["Catalog", "ServerStatus", "ToolEntry"]
 
 log = logging.getLogger("mcpsync.multi")
+
+
+@dataclass(frozen=True, slots=True)
+class ToolEntry:
+    """One tool as the MultiClient exposes it.
+
+    Attributes:
+        server: the server's name.
+        name: the name callers use (qualified ``server__tool`` when namespaced).
+        tool: the server's :class:`~mcpsync.Tool`, with its own name.
+    """
+
+    server: str
+    name: str
+    tool: Tool
+
+    @property
+    def original_name(self) -> str:
+        return str(self.tool.name)
+
+
+@dataclass(frozen=True, slots=True)
+class ServerStatus:
+    """What the MultiClient knows about one server.
+
+    Attributes:
+        name: the server's name.
+        state: ``"ok"`` (ready: tools listed), ``"starting"`` (its listing outlived
+            ``list_timeout`` and goes on: listed as soon as it answers), ``"error"``
+            (failed: the last listing or connection failed), ``"pending"`` (not listed
+            yet), ``"config-error"`` (the configuration entry cannot be used: a malformed
+            entry, an unset variable), ``"disabled"``.
+        tools: how many tools it offered at the last successful listing.
+        error: the error's message, when ``state`` is an error (never a secret: it is
+            the message mcpsync built).
+        error_type: the error's class name.
+        checked: ``time.time()`` of the last listing attempt, or ``None``.
+    """
+
+    name: str
+    state: str
+    tools: int = 0
+    error: str | None = None
+    error_type: str | None = None
+    checked: float | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.state == "ok"
 
 
 class Catalog:

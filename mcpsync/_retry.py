@@ -29,14 +29,26 @@ from ._errors import (
     TransientResult,
     attach_fields,
     may_have_reached_server,
+    seconds,
 )
 from ._policies import ReconnectPolicy, RetryPolicy, RetryThrottle
 
-__all__ = ["ReconnectSchedule", "RetryBudget", "retry_call", "tool_is_retry_safe"]
+__all__ = ["ReconnectSchedule", "RetryBudget", "retry_call", "tool_is_retry_safe", "in_callers_time"]
 
 log = logging.getLogger("mcpsync.guard")
 
 T = TypeVar("T")
+
+
+def in_callers_time(exc: MCPError, timeout: float) -> None:
+    """Restate a timeout that names what was left of a call's time (after waiting for a
+    connection, or a retry's rest) with the call's own ``timeout``."""
+    left = getattr(exc, "timeout", None)
+    said = f"within {seconds(left)} s" if isinstance(left, (int, float)) else ""
+    if said and seconds(left) != seconds(timeout) and said in exc.message:  # type: ignore[arg-type]
+        exc.message = exc.message.replace(said, f"within the call's {seconds(timeout)} s")
+        exc.args = (exc.message,)
+        attach_fields(exc, timeout=timeout)
 
 
 def tool_is_retry_safe(tool: Any, *, opt_in: bool = False) -> bool:

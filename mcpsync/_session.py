@@ -53,7 +53,8 @@ from ._guard import Guard, Recorder
 from ._losses import Losses, Renewal, SessionLost
 from ._policies import PoolLimits, ReconnectPolicy, RetryPolicy, Timeouts
 from ._pool import ConnectionPool
-from ._retry import ReconnectSchedule
+from ._retry import ReconnectSchedule, in_callers_time
+from ._weak import client_gone, close_here, watch, weak_method
 from ._worker import Worker
 from .transports._base import Transport
 
@@ -113,11 +114,11 @@ class Session:
         self.guard = Guard(name, retry=client.retry, breaker=client.breaker, reconnect=self.reconnect, record=record)
         if on_breaker_change is not None:
             self.guard.breaker.add_listener(on_breaker_change)
-        self.pool: ConnectionPool[_Connection] = ConnectionPool(
-            self.open_pooled,
+        self.pool: ConnectionPool[_Connection] = ConnectionPool(  # (weak: the pool's thread must not hold the client)
+            weak_method(self.open_pooled, client_gone),
             replace(limits, idle=min(limits.idle, timeouts.idle)),
             address=name,
-            keepalive=self.keepalive,
+            keepalive=weak_method(self.keepalive),
             keepalive_interval=timeouts.keepalive,
             default_timeout=timeouts.request,
             connect_retries=0,  # _open retries the connect once itself
@@ -136,6 +137,7 @@ class Session:
             connect_timeout=timeouts.connect,
         )
         _SESSIONS.add(self)
+        self.unclosed = watch(client, name, self.pool, self.worker, self.openings)  # a client never closed: _weak.py
 
     def check_usable(self) -> None:
         """Raise if closed; after ``os.fork()``, renew the lock, the worker, the session
@@ -152,6 +154,7 @@ class Session:
     def close(self) -> None:
         """``Client.close``: every connection closed, the client's threads stopped. Idempotent."""
         c = self._client
+        self.unclosed.detach()
         with self.lock:
             if self.closed:
                 return
@@ -278,8 +281,9 @@ class Session:
                     return conn
         if not finished:
             waited = time.monotonic() - opening.started
+            last = f"; its last try failed: {opening.last}" if opening.last is not None else ""
             raise ConnectError(
-                f"MCP server {c.name}: {opening.phase} ({waited:.1f} s so far); the call's time ran out, "
+                f"MCP server {c.name}: {opening.phase} ({waited:.1f} s so far{last}); the call's time ran out, "
                 "the connection goes on in the background",
                 timeout=True, sent=False, pending=True, phase=opening.phase,
             )
@@ -299,7 +303,7 @@ class Session:
             if not self.ever_connected:
                 conn = self._open(opening)
             else:
-                conn = self.reconnect.run(lambda: self._open(opening), sleep=self.stopping.wait)  # type: ignore[arg-type]
+                conn = self.reconnect.run(lambda: opening.attempt(self._open), sleep=self.stopping.wait)  # type: ignore[arg-type]
         except BaseException as exc:  # delivered to the waiting callers
             error = exc
         if conn is not None:
@@ -336,7 +340,7 @@ class Session:
         """Replace the session connection at once when it dies (subscriptions restored)."""
         add = getattr(conn.channel, "add_close_callback", None)
         if add is not None:
-            add(lambda _reason: self._primary_lost(conn))
+            add(lambda _reason, lost=weak_method(self._primary_lost): lost(conn))
 
     def _primary_lost(self, conn: _Connection) -> None:
         c = self._client
@@ -416,12 +420,18 @@ class Session:
                 if not getattr(exc, "timeout", isinstance(exc, RequestTimeout)):
                     break  # SPEC: a connect is retried once after a *timeout*
         last = errors[-1]
+        how = "did not respond" if getattr(last, "timeout", isinstance(last, RequestTimeout)) else "could not be reached"
         if not never_reached(last):
-            raise ConnectError(f"MCP server {c.name} did not respond: {last}", attempts=len(errors)) from last
+            raise ConnectError(f"MCP server {c.name} {how}: {last}", attempts=len(errors)) from last
         # refused, unknown host, no route: on a first contact, said at once (not retried within
         # the call); once reached, a lost server is the reconnect schedule's
         raise ConnectError(f"MCP server {c.name} could not be reached: {last}", attempts=len(errors),
                            unreached=not self.ever_connected) from last
+
+    def _stream_lost(self, conn: _Connection, session_id: str) -> None:
+        """The GET stream of ``conn`` found its session gone (on the transport's thread,
+        which holds this weakly: a client nobody closed is still collected)."""
+        self.renewal.stream_found_it_gone(conn, session_id, lambda: self.closed)
 
     def _start(self, made: Transport | Channel, deadline: float) -> _Connection:
         c = self._client
@@ -434,12 +444,13 @@ class Session:
                 request_timeout=self.timeouts.request,
                 progress_cap=self.timeouts.progress_cap,
             )
-            disp.set_handlers(c._handlers.notification, c._handlers.on_request)
+            h = c._handlers  # (weak: the reader thread must not hold the client)
+            disp.set_handlers(weak_method(h.notification), weak_method(h.on_request), weak_method(h.notice))
             disp.start()
             conn = _Connection(disp, made, made.describe())
-            conn.closer = self._close_in_background
-            if hasattr(made, "on_session_lost"):  # Streamable HTTP: its GET stream found the session gone
-                made.on_session_lost = lambda sid: self.renewal.stream_found_it_gone(conn, sid, lambda: self.closed)
+            conn.closer = weak_method(self._close_in_background, close_here)
+            # (Streamable HTTP: its GET stream found the session gone)
+            made.on_session_lost = lambda sid, lost=weak_method(self._stream_lost): lost(conn, sid)
             return conn
         chan = made
         chan.set_handlers(c._handlers.notification, c._handlers.on_request)
@@ -509,25 +520,30 @@ class Session:
         safe_to_retry: bool | None, tool: str | None, retry: RetryPolicy | None,
         start: float | None = None, first: BaseException | None = None,
     ) -> Any:
-        """A request on the guard's own path (``first``: the fast path's attempt raised it)."""
+        """A request on the guard's own path (``first``: the fast path's attempt raised it).
+        A timeout it ends with names the call's ``t``, not what was left of it."""
         guard = self.guard
         safe = (method in SAFE_METHODS) if safe_to_retry is None else safe_to_retry
-        if first is not None and start is not None:
-            deadline = start + t  # the guard's clock is time.monotonic
-            return guard.after_first_failure(
-                first, lambda: self._retry_attempt(method, params, deadline, t, progress), start,
-                safe_to_retry=safe, tool=tool, retry=retry, budget=t,
-            )
-        deadline = time.monotonic() + t
-        tries = [True]
+        try:
+            if first is not None and start is not None:
+                deadline = start + t  # the guard's clock is time.monotonic
+                return guard.after_first_failure(
+                    first, lambda: self._retry_attempt(method, params, deadline, t, progress), start,
+                    safe_to_retry=safe, tool=tool, retry=retry, budget=t,
+                )
+            deadline = time.monotonic() + t
+            tries = [True]
 
-        def attempt() -> Any:
-            if tries[0]:
-                tries[0] = False
-                return self._attempt(method, params, t, progress)
-            return self._retry_attempt(method, params, deadline, t, progress)
+            def attempt() -> Any:
+                if tries[0]:
+                    tries[0] = False
+                    return self._attempt(method, params, t, progress)
+                return self._retry_attempt(method, params, deadline, t, progress)
 
-        return guard.call(attempt, safe_to_retry=safe, tool=tool, retry=retry, budget=t)
+            return guard.call(attempt, safe_to_retry=safe, tool=tool, retry=retry, budget=t)
+        except RequestTimeout as exc:
+            in_callers_time(exc, t)
+            raise
 
     @staticmethod
     def _left(deadline: float) -> float:

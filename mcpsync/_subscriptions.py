@@ -257,17 +257,23 @@ class Subscriptions:
                 return
             self._event(method, params)
 
+    def notice(self, method: str, params: Mapping[str, Any] | None) -> None:
+        """A notification as it is read (``Handlers.notice``: before the worker's lane): the
+        cached results it makes stale are dropped at once."""
+        if method == "notifications/resources/updated" and isinstance(params, Mapping):
+            self._client._results.invalidate(("resources/read",), str(params.get("uri", "")))
+        elif method in LIST_CHANGED and _INVALIDATES[LIST_CHANGED[method]]:
+            self._client._results.invalidate(_INVALIDATES[LIST_CHANGED[method]])
+
     def _event(self, method: str, params: Mapping[str, Any]) -> None:
-        results = self._client._results
+        # (the caches were dropped as the notification was read: notice)
         if method == "notifications/resources/updated":
             uri = str(params.get("uri", ""))
-            results.invalidate(("resources/read",), uri)
             with self.lock:
                 callbacks = list(self.subs.get(uri, ()))
             arg = uri
         else:
             kind = LIST_CHANGED[method]
-            results.invalidate(_INVALIDATES[kind])
             with self.lock:
                 callbacks = list(self.list_cbs[kind])
             arg = kind

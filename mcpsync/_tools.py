@@ -168,17 +168,21 @@ class Tools:
         c = self._client
         cache = c._tool_cache
         cred = c._cache_credential
+        found = None
         if cache.peek(c.name, cred) is None:
             if time.monotonic() < c._discovery_backoff_until:
                 return None
             bound = min(timeout if timeout is not None else c.timeouts.request, 10.0)
             try:
-                cache.fetch(c.name, lambda: self.pages(bound, retry=RetryPolicy.NONE), cred)
+                found = cache.fetch(c.name, lambda: self.pages(bound, retry=RetryPolicy.NONE), cred)
             except MCPError as exc:
                 c._discovery_backoff_until = time.monotonic() + DISCOVERY_BACKOFF
                 log.info("%s: tools/list failed (%s); tool results go unchecked for a minute", c.name, exc)
                 return None
-        return cache.lookup(c.name, name, cred)  # type: ignore[no-any-return]
+        tool: Tool | None = cache.lookup(c.name, name, cred)
+        if tool is None and found is not None:  # (not kept: a change came while it was asked for; still the server's word)
+            tool = found.by_name.get(name)
+        return tool
 
     def check_result(self, tool: Tool | str, result: CallToolResult) -> CallToolResult:
         """Validate ``result.structured_content`` against the tool's ``outputSchema``

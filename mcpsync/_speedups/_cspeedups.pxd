@@ -3,10 +3,14 @@
 cimport cython
 
 cdef Py_ssize_t _EDGE
+cdef Py_ssize_t _CHUNK
+cdef object _CHUNK_ARG
+cdef object _os_read
 
 cdef bytes _without_cr(bytes frame)
 cdef bint _worth_keeping(bytes frame)
 
+@cython.final
 cdef class LineFramer:
     cdef public Py_ssize_t max_size
     cdef bytearray _buf
@@ -14,11 +18,22 @@ cdef class LineFramer:
     cdef Py_ssize_t _discard_size
     cdef bytes _head
     cdef bytes _tail
-    cdef list _ready
+    cdef readonly list first
+    cdef readonly object ready
+    cdef object _pending
+    cdef object _source
+    cdef int _source_fd
 
-    @cython.locals(start=Py_ssize_t, n=Py_ssize_t, nl=Py_ssize_t, stop=Py_ssize_t, size=Py_ssize_t, out=list, buf=bytearray,
-                   frame=bytes)
     cpdef list feed(self, bytes data)
+    @cython.locals(first=list)
+    cpdef list pop(self)
+    @cython.locals(first=list)
+    cpdef promote(self)
+    cpdef Py_ssize_t read(self, int fd)
+    @cython.locals(start=Py_ssize_t, n=Py_ssize_t, nl=Py_ssize_t, stop=Py_ssize_t, size=Py_ssize_t, out=list, buf=bytearray,
+                   frame=bytes, held=Py_ssize_t, drop=bint, discarding=bint, discard_size=Py_ssize_t, before=bytes,
+                   first=list)
+    cdef _frame(self, bytes data)
 
 cdef class TTLCache:
     cdef public object ttl
@@ -131,4 +146,4 @@ cdef class IdleGate:
     cdef public bint paused
 
     cpdef arrive(self, double now)
-    cpdef leave(self, list baton)
+    cpdef leave(self)

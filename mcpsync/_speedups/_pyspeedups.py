@@ -8,7 +8,10 @@ types from ``_cspeedups.pxd``) into the ``_cspeedups`` extension. Keep it in the
 of Python that Cython compiles unchanged.
 """
 
+import collections
 import errno
+import functools
+import os
 import select
 import threading
 import time
@@ -25,6 +28,9 @@ __all__ = ["LineFramer", "FrameTooLarge", "TTLCache", "DEFAULT_MAX_MESSAGE_SIZE"
 
 DEFAULT_MAX_MESSAGE_SIZE = 16 * 1024 * 1024
 _EDGE = 256
+_CHUNK = 65536  # one read of a pipe (LineFramer.read)
+_CHUNK_ARG = _CHUNK  # (the same as an object: made once)
+_os_read = os.read
 
 
 class FrameTooLarge(Exception):
@@ -57,6 +63,19 @@ class LineFramer:
     :class:`FrameTooLarge` once, at the newline that ends it; the framer then carries on,
     so later messages are unaffected. Messages completed in the same chunk as the
     error are kept for the next ``feed``/``pop``.
+
+    ``read(fd)`` is a reader's way: it reads one chunk of a pipe and frames it, keeping
+    the complete messages, oldest first, in ``first`` (a list of one: the message or
+    None) and then ``ready`` (a deque), from which the reader takes them with no call
+    (``data = first[0]; first[0] = None``; ``promote()`` moves the next one up), so that
+    no byte read is ever only in a local.
+    Compiled, each call runs in C, where no signal handler runs. An exception a handler
+    raises (KeyboardInterrupt) can come at any call or backward jump of the pure build,
+    never elsewhere (CPython runs handlers there only): the chunk is read by a ``for``
+    step (over ``iter(partial(os.read, fd, size), b"")``) and kept in ``_pending`` with no
+    call between; the framing works on locals and is committed with no call (the
+    carried-over bytes, the discard state, the messages, ``_pending`` cleared); a read
+    cut short leaves its chunk to the next read.
     """
 
     def __init__(self, max_size=DEFAULT_MAX_MESSAGE_SIZE):
@@ -68,7 +87,11 @@ class LineFramer:
         self._discard_size = 0
         self._head = b""
         self._tail = b""
-        self._ready = []
+        self.first = [None]
+        self.ready = collections.deque()
+        self._pending = None
+        self._source = None  # the pure twin's reads of _source_fd (see read)
+        self._source_fd = -1
 
     @property
     def buffered(self):
@@ -77,15 +100,56 @@ class LineFramer:
 
     def pop(self):
         """Messages already complete (left over from a feed that raised)."""
-        out = self._ready
-        self._ready = []
+        first = self.first
+        out = [] if first[0] is None else [first[0]]
+        out.extend(self.ready)
+        first[0] = None
+        self.ready.clear()
         return out
 
     def feed(self, data):
+        self._frame(data)
+        return self.pop()
+
+    def promote(self):
+        """Move the oldest message of ``ready`` to ``first`` when ``first`` is empty (with
+        no call: see the class)."""
+        ready = self.ready
+        first = self.first
+        if first[0] is None and ready:
+            first[0] = ready[0]
+            del ready[0]
+
+    def read(self, fd):
+        """Read what the file ``fd`` (non-blocking) holds, up to 64 KiB, and frame it.
+        Returns 1 after a read, 0 at the end of the stream, -1 when there is nothing to
+        read (BlockingIOError, caught here: cheaper than through C); raises what else
+        reading raises, and :class:`FrameTooLarge`."""
+        data = self._pending
+        if data is None:
+            try:
+                if _COMPILED:  # in C, where no signal handler runs
+                    data = _os_read(fd, _CHUNK_ARG)
+                else:  # a for step reads: no signal check between the read and the keeping
+                    if self._source_fd != fd:
+                        self._source = iter(functools.partial(os.read, fd, _CHUNK), b"")
+                        self._source_fd = fd
+                    data = b""
+                    for data in self._source:
+                        break
+            except BlockingIOError:
+                return -1
+            if not data:
+                return 0
+            self._pending = data  # no call since the read: see the class
+        self._frame(data)
+        return 1
+
+    def _frame(self, data):
+        # frames ``data`` after the bytes held; committed at the end with no call (see the class)
         buf = self._buf
-        out = self._ready
-        self._ready = []
         n = len(data)
+        out = []
         if n > 1 and data[n - 1] == 10 and not buf and not self._discarding and n <= self.max_size:
             # the usual read: whole messages, nothing held from the read before: one split
             # (the last piece is the empty one after the final newline)
@@ -93,39 +157,56 @@ class LineFramer:
                 frame = _without_cr(frame)
                 if _worth_keeping(frame):
                     out.append(frame)
-            return out
+            rest = out[1:] if len(out) > 1 else None
+            # the commit: no call from here to the end
+            first = self.first
+            if first[0] is None and not self.ready and out:
+                first[0] = out[0]
+                if rest is not None:
+                    self.ready += rest
+            else:
+                self.ready += out
+            self._pending = None
+            return
         error = None
+        discarding = self._discarding
+        discard_size = self._discard_size
+        head = self._head
+        tail = self._tail
+        held = len(buf)  # bytes of buf that start the next line (0 once used)
+        drop = False  # buf was used: emptied at the commit
+        rest = b""  # what buf gets at the commit
         start = 0
         while start < n:
             nl = data.find(b"\n", start)
-            if self._discarding:
+            if discarding:
                 stop = n if nl < 0 else nl
-                self._discard_size += stop - start
-                self._tail = (self._tail + data[max(start, stop - _EDGE):stop])[-_EDGE:]
+                discard_size += stop - start
+                tail = (tail + data[max(start, stop - _EDGE):stop])[-_EDGE:]
                 if nl < 0:
                     break
-                self._discarding = False
+                discarding = False
                 start = nl + 1
                 if error is None:
-                    error = FrameTooLarge(self._discard_size, self.max_size, self._head, self._tail)
+                    error = FrameTooLarge(discard_size, self.max_size, head, tail)
                 continue
             if nl < 0:
-                size = len(buf) + (n - start)
+                size = held + (n - start)
                 if size > self.max_size:
-                    head = (bytes(buf[:_EDGE]) + data[start:start + _EDGE])[:_EDGE]
-                    tail = (bytes(buf[-_EDGE:]) + data[max(start, n - _EDGE):n])[-_EDGE:]
-                    self._discarding = True
-                    self._discard_size = size
-                    self._head = head
-                    self._tail = tail
-                    del buf[:]
+                    before = bytes(buf) if held else b""
+                    head = (before[:_EDGE] + data[start:start + _EDGE])[:_EDGE]
+                    tail = (before[-_EDGE:] + data[max(start, n - _EDGE):n])[-_EDGE:]
+                    discarding = True
+                    discard_size = size
+                    drop = held > 0
+                    held = 0
                 else:
-                    buf += data[start:]
+                    rest = data[start:]
                 break
-            if buf:
-                buf += data[start:nl]
-                frame = bytes(buf)
-                del buf[:]
+            if held:
+                frame = b"".join((buf, data[start:nl]))
+                drop = True
+                held = 0
             else:
                 frame = data[start:nl]
             start = nl + 1
@@ -135,15 +216,32 @@ class LineFramer:
                     error = FrameTooLarge(len(frame), self.max_size, frame[:_EDGE], frame[-_EDGE:])
             elif _worth_keeping(frame):
                 out.append(frame)
+        after = out[1:] if len(out) > 1 else None
+        # the commit: no call from here to the end
+        if drop:
+            del buf[:]
+        buf += rest
+        self._discarding = discarding
+        self._discard_size = discard_size
+        self._head = head
+        self._tail = tail
+        first = self.first
+        if first[0] is None and not self.ready and out:
+            first[0] = out[0]
+            if after is not None:
+                self.ready += after
+        else:
+            self.ready += out
+        self._pending = None
         if error is not None:
-            self._ready = out
             raise error
-        return out
 
     def reset(self):
         del self._buf[:]
         self._discarding = False
-        self._ready = []
+        self._pending = None
+        self.first[0] = None
+        self.ready.clear()
 
 
 class TTLCache:
@@ -504,15 +602,15 @@ class EpollSwitch:
 class IdleGate:
     """A dispatcher's last activity (``last``, on ``clock``) and its transport's idle
     watch (``switch``, an :class:`EpollSwitch`, or None), one call into C at each end of a
-    call in the compiled build (see ``Dispatcher.request`` and ``Dispatcher._let_go``).
+    call in the compiled build (see ``Dispatcher.request`` and ``Dispatcher._lead``).
 
     ``arrive(now)``: a caller starts a request at ``now``. After ``grace`` s with no
     activity the background thread waits in the watch, so it is turned off first, then
-    ``paused`` set; ``last`` becomes ``now``. ``leave(baton)``: the leader lets go: ``last``
-    becomes the time, the baton goes back (``baton.append(True)``), then a paused watch
-    goes on again (``paused`` cleared first), so it is never off with ``paused`` false. A
-    turn that fails means the transport is closing, which its readers report: ignored.
-    Compiled, each runs whole under the GIL.
+    ``paused`` set; ``last`` becomes ``now``. ``leave()``: the leader let go (it put the
+    read baton back itself, first: see ``Dispatcher._lead``): ``last`` becomes the time,
+    then a paused watch goes on again (``paused`` cleared first), so it is never off with
+    ``paused`` false. A turn that fails means the transport is closing, which its readers
+    report: ignored. Compiled, each runs whole under the GIL.
     """
 
     def __init__(self, switch, grace, clock):
@@ -528,9 +626,8 @@ class IdleGate:
             self.paused = True
         self.last = now
 
-    def leave(self, baton):
+    def leave(self):
         self.last = self._clock()
-        baton.append(True)
         if self.paused:
             self.paused = False
             self._switch.turn(True)

@@ -49,7 +49,7 @@ class Transport:
     default, so the layers above read it as they read any attribute (never by probing
     with ``getattr``): :attr:`needs_facts`, :attr:`idle_switch`, :attr:`on_session_lost`,
     :meth:`receive_alone`, :meth:`wait_readable`, :meth:`set_failure_handler`,
-    :attr:`session_id`, :attr:`pid`.
+    :attr:`session_id`, :attr:`pid`, :attr:`returncode`.
     """
 
     #: True when every request travels on its own exchange (modern Streamable HTTP,
@@ -122,6 +122,11 @@ class Transport:
     @property
     def pid(self) -> int | None:
         """The server process's id (stdio), or None."""
+        return None
+
+    @property
+    def returncode(self) -> int | None:
+        """The server process's exit status once it has ended (stdio), or None."""
         return None
 
     def describe(self) -> str:

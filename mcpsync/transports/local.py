@@ -79,6 +79,7 @@ class LocalChannel:
         self,
         on_notification: NotificationHandler | None = None,
         on_request: RequestHandler | None = None,
+        on_notice: NotificationHandler | None = None,  # (a registry sends log messages only: nothing to notice)
     ) -> None:
         self._on_notification = on_notification
         self._on_request = on_request

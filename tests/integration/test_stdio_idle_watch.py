@@ -56,7 +56,7 @@ def _switches(t: object, how: str) -> tuple[Callable[[], object], Callable[[], o
     if how == "switch":
         return lambda: switch.turn(False), lambda: switch.turn(True)
     gate = IdleGate(switch, 0.02, time.monotonic)
-    return lambda: gate.arrive(time.monotonic() + 1.0), lambda: gate.leave([])
+    return lambda: gate.arrive(time.monotonic() + 1.0), lambda: gate.leave()
 
 
 @pausable
@@ -134,7 +134,7 @@ def test_the_switch_of_a_closed_transport_fails_quietly() -> None:
     assert switch.turn(False) == switch.turn(True) == errno.EBADF
     gate.arrive(time.monotonic() + 1.0)  # the dispatcher's gate carries on: the send reports the close
     assert gate.paused
-    gate.leave([])
+    gate.leave()
     assert not gate.paused
 
 

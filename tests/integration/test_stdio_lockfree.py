@@ -192,7 +192,7 @@ def test_close_while_senders_are_stuck_on_a_full_pipe_ends_every_send() -> None:
     senders = [threading.Thread(target=send, daemon=True) for _ in range(3)]
     for s in senders:
         s.start()
-    assert wait_until(lambda: t._wwaiting, 10.0), "no sender queued for the right to write"
+    assert wait_until(lambda: t._wwaiters, 10.0), "no sender queued for the right to write"
     closer = threading.Thread(target=t.close, daemon=True)
     closer.start()
     for s in senders:

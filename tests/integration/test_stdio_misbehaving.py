@@ -24,6 +24,7 @@ from mcpsync import (
     StartFailed,
     Timeouts,
 )
+from mcpsync._errors import counts_as_breaker_failure
 from tests.conftest import server_command
 from tests.helpers import wait_until
 
@@ -337,9 +338,12 @@ def test_answers_of_unusual_shape_come_out_as_the_general_decode_gives_them(mode
     """The reader decodes the usual tools/call answer in one pass; every other shape takes
     the general path and comes out as before."""
     with raw_client("--misbehave", "result-and-error", mode=mode) as c:
-        with pytest.raises(RemoteError) as info:
+        # invalid JSON-RPC (issue 31): a ProtocolError, counted by the breaker, not the error answer
+        with pytest.raises(ProtocolError) as info:
             c.call_tool("bad", {})
-        assert info.value.code == -32603 and "result and error" in str(info.value)
+        assert info.value.code == -32600 and "both a result and an error" in str(info.value)
+        assert "-32603: raw: result and error" in str(info.value)
+        assert not isinstance(info.value, RemoteError) and counts_as_breaker_failure(info.value)
         assert c.call_tool("echo", {"message": "after"}).text == "after"
     with raw_client("--misbehave", "extra-member", mode=mode) as c:
         assert c.call_tool("bad", {}).text == "extra ignored"

@@ -2,8 +2,8 @@
 
 Used by the HTTP transport tests as a real peer. Run as::
 
-    python http_sdk_server.py --port 8123 [--transport streamable|sse] [--json]
-        [--stateless] [--event-store] [--retry-ms 100] [--tls CERT KEY [--client-ca CA]]
+    python http_sdk_server.py --port 8123 [--transport streamable|sse|stdio] [--json]
+        [--stateless] [--event-store] [--retry-ms 100] [--tls CERT KEY [--client-ca CA]] [--log PATH]
 
 ``--client-ca``: TLS that requires a client certificate signed by CA (mTLS).
 
@@ -15,6 +15,8 @@ Tools:
                               with Last-Event-ID brings the rest), then "resumed"
     ask(question)          -> elicits an answer from the client (server→client request)
     sleep(seconds)         -> "slept", after ``seconds``
+    finish(seconds, key)   -> appends "start <key>" to the ``--log`` file, sleeps ``seconds``, appends
+                              "end <key>" and answers "finished": a cancelled call has no end line
     big(size)              -> a text of ``size`` bytes
     headers()              -> the HTTP request headers it saw, as JSON
     touch(uri)             -> sends notifications/resources/updated for ``uri``
@@ -69,8 +71,22 @@ class Answer(BaseModel):
     answer: str
 
 
-def build_server() -> MCPServer:
+def _note(path: str | None, line: str) -> None:
+    if path:
+        with open(path, "a") as f:  # one short write per line (O_APPEND)
+            f.write(line + "\n")
+
+
+def build_server(log: str | None = None) -> MCPServer:
     server = MCPServer("mcpsync-http-test", version="1.0.0")
+
+    @server.tool()
+    async def finish(seconds: float, key: str) -> str:
+        """Log the start, sleep, log the end: whether a call ran to its end."""
+        _note(log, f"start {key}")
+        await asyncio.sleep(seconds)
+        _note(log, f"end {key}")
+        return "finished"
 
     @server.tool()
     def echo(message: str) -> str:
@@ -166,8 +182,8 @@ def build_server() -> MCPServer:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--port", type=int, required=True)
-    parser.add_argument("--transport", choices=["streamable", "sse"], default="streamable")
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--transport", choices=["streamable", "sse", "stdio"], default="streamable")
     parser.add_argument("--json", action="store_true", help="JSON responses instead of SSE")
     parser.add_argument("--stateless", action="store_true")
     parser.add_argument("--event-store", action="store_true")
@@ -175,9 +191,13 @@ def main() -> None:
     parser.add_argument("--idle-timeout", type=float, default=None)
     parser.add_argument("--tls", nargs=2, metavar=("CERT", "KEY"), default=None)
     parser.add_argument("--client-ca", default=None, help="require a client certificate signed by this CA")
+    parser.add_argument("--log", default=None, help="where the finish tool logs its start and end")
     args = parser.parse_args()
 
-    server = build_server()
+    server = build_server(args.log)
+    if args.transport == "stdio":  # the same tools over stdio (both eras)
+        server.run("stdio")
+        return
     if args.transport == "sse":
         app = server.sse_app(host="127.0.0.1")
     else:

@@ -13,7 +13,10 @@ MODE (applied to ``tools/call`` of the tool named ``bad``; other tools behave):
   jsonrpc-1.0  answer with "jsonrpc": "1.0" (not JSON-RPC 2.0)
   no-jsonrpc   answer without the "jsonrpc" member
 ``--reject-version N``: the first N modern requests get -32022 listing the version they sent.
-Tool ``sleep`` sleeps ``seconds`` then answers; ``progress`` sends progress notifications.
+Tool ``sleep`` sleeps ``seconds`` then answers; ``progress`` sends progress notifications;
+``flood(count, rate=0, changed_at=0)`` (not listed) answers, then sends ``count``
+notifications/message (``data``: 1..count), as fast as the pipe takes them or about ``rate``
+a second, and a tools/list_changed around the ``changed_at``-th.
 Counts of each method are kept and returned by tool ``stats``.
 """
 
@@ -96,10 +99,36 @@ def main() -> None:
             result(rid, text("done", **extra))
         elif name == "stats":
             result(rid, text(json.dumps(counts), structuredContent=dict(counts), **extra))
+        elif name == "flood":  # (not listed)
+            result(rid, text("flooding", **extra))
+            threading.Thread(target=flood, args=(int(args.get("count", 1000)), float(args.get("rate", 0)),
+                                                 int(args.get("changed_at", 0))), daemon=True).start()
         elif name == "bad":
             misbehave(rid, extra)
         else:
             write({"jsonrpc": "2.0", "id": rid, "error": {"code": -32602, "message": f"Unknown tool: {name}"}})
+
+    def flood(count: int, rate: float, changed_at: int) -> None:
+        # notifications/message, numbered 1..count: as fast as the pipe takes them (rate 0),
+        # else about ``rate`` a second, in writes of up to 500; a tools/list_changed after
+        # the ``changed_at``-th (0: none)
+        batch = 500 if rate <= 0 else max(1, min(500, int(rate / 100)))
+        started = time.monotonic()
+        sent = 0
+        while sent < count:
+            n = min(batch, count - sent)
+            lines = b"".join(b'{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":%d}}\n'
+                             % (sent + i + 1) for i in range(n))
+            if sent < changed_at <= sent + n:
+                lines += b'{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}\n'
+            with lock:
+                out.write(lines)
+                out.flush()
+            sent += n
+            if rate > 0:
+                ahead = started + sent / rate - time.monotonic()
+                if ahead > 0:
+                    time.sleep(ahead)
 
     def misbehave(rid: object, extra: dict) -> None:
         mode = opts.misbehave
@@ -129,7 +158,7 @@ def main() -> None:
             write({"jsonrpc": "1.0", "id": rid, "result": text("taken as a result", **extra)})
         elif mode == "no-jsonrpc":
             write({"id": rid, "result": text("taken as a result", **extra)})
-        elif mode == "result-and-error":  # both members: an error answer, whatever the result says
+        elif mode == "result-and-error":  # both members: invalid JSON-RPC (a ProtocolError for the client)
             write({"jsonrpc": "2.0", "id": rid, "result": text("not taken", **extra),
                    "error": {"code": -32603, "message": "raw: result and error"}})
         elif mode == "extra-member":  # an unknown member beside the result: ignored

@@ -64,10 +64,11 @@ def test_updates_invalidate_cached_reads(c):
     for uri in ("a://1", "a://2"):
         rc.put("anonymous", "resources/read", {"uri": uri}, uri, ttl_ms=1e9, scope=None, generation=gen)
     rc.put("anonymous", "prompts/list", None, "old", ttl_ms=1e9, scope="public", generation=gen)
-    c._handlers.notification("notifications/resources/updated", {"uri": "a://1"})
+    # as the notification is read (Handlers.notice, before the worker's lane: issue 31)
+    c._handlers.notice("notifications/resources/updated", {"uri": "a://1"})
     assert rc.get("anonymous", "resources/read", {"uri": "a://1"}) is None
     assert rc.get("anonymous", "resources/read", {"uri": "a://2"}) == "a://2"
-    c._handlers.notification("notifications/prompts/list_changed", None)
+    c._handlers.notice("notifications/prompts/list_changed", None)
     assert rc.get("anonymous", "prompts/list", None) is None
 
 

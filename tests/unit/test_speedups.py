@@ -110,6 +110,63 @@ def test_framing_rejects_bad_limit(impl):
         impl.LineFramer(max_size=0)
 
 
+def _take(f):
+    """A reader's take (stdio's receive): first[0], then the next one moved up."""
+    first = f.first
+    if first[0] is None:
+        f.promote()
+    data, first[0] = first[0], None
+    return data
+
+
+def test_a_reader_reads_a_pipe_into_first_then_ready(impl):
+    r, w = os.pipe()
+    os.set_blocking(r, False)
+    try:
+        f = impl.LineFramer(max_size=100)
+        assert f.read(r) == -1  # nothing in yet
+        os.write(w, b'{"a":1}\n{"b":2}\n{"c"')
+        assert f.read(r) == 1
+        assert f.first == [b'{"a":1}'] and list(f.ready) == [b'{"b":2}'] and f.buffered == 4
+        os.write(w, b':3}\n{"d":4}\n')
+        assert f.read(r) == 1  # a message not yet taken stays first; the later ones queue behind it
+        assert [_take(f) for _ in range(4)] == [b'{"a":1}', b'{"b":2}', b'{"c":3}', b'{"d":4}']
+        assert _take(f) is None
+        os.write(w, b'{"e":5}\n' + b"z" * 200 + b'\n{"f":6}\n')
+        with pytest.raises(impl.FrameTooLarge):
+            f.read(r)
+        assert [_take(f), _take(f)] == [b'{"e":5}', b'{"f":6}']  # its neighbours are kept
+        os.close(w)
+        w = -1
+        assert f.read(r) == 0  # the end of the stream
+    finally:
+        os.close(r)
+        if w >= 0:
+            os.close(w)
+
+
+def test_a_read_cut_short_keeps_its_chunk_for_the_next():
+    # the pure twin keeps the chunk it read in _pending until its messages are kept: a
+    # framing cut short by an exception (a signal handler's) loses nothing
+    from mcpsync._speedups import _pyspeedups
+
+    r, w = os.pipe()
+    os.set_blocking(r, False)
+    try:
+        f = _pyspeedups.LineFramer()
+        real = f._frame
+        f._frame = lambda data: (_ for _ in ()).throw(KeyboardInterrupt)  # cut short at the call
+        os.write(w, b'{"a":1}\n')
+        with pytest.raises(KeyboardInterrupt):
+            f.read(r)
+        assert f.first == [None] and f._pending == b'{"a":1}\n'
+        f._frame = real
+        assert f.read(r) == 1 and f.first == [b'{"a":1}'] and f._pending is None
+    finally:
+        os.close(r)
+        os.close(w)
+
+
 # ------------------------------------------------------------------ TTL cache
 
 
@@ -503,19 +560,18 @@ def test_idle_gate_turns_the_watch_off_after_the_grace_and_on_when_the_leader_le
     assert gate.paused and gate.last == 100.04 and ep.poll(0) == []
     gate.arrive(100.09)  # already off (another caller leads): stays so
     assert gate.paused and ep.poll(0) == []
-    baton: list[bool] = []
     clock.now = 100.1
-    gate.leave(baton)
-    assert baton == [True] and gate.last == 100.1 and not gate.paused and ep.poll(0) == [(r, select.EPOLLIN)]
-    gate.leave(baton)
-    assert baton == [True, True] and not gate.paused
+    gate.leave()
+    assert gate.last == 100.1 and not gate.paused and ep.poll(0) == [(r, select.EPOLLIN)]
+    gate.leave()
+    assert not gate.paused
 
 
 def test_idle_gate_without_a_watch(impl):
     gate = impl.IdleGate(None, 0.02, FakeClock())
     gate.arrive(200.0)
     assert not gate.paused and gate.last == 200.0
-    gate.leave([])
+    gate.leave()
 
 
 # ------------------------------------------------------------------ the histogram's one update
