@@ -130,9 +130,12 @@ class Session:
         self.router: Any = None
         self.endpoint_breakers: dict[str, CircuitBreaker] | None = None
         #: replaced processes and sessions, announced; legacy sessions renewed (mcpsync._losses)
-        self.losses = Losses(name, on_session_lost, submit=lambda fn, *args: self.worker.submit(fn, *args))
+        # (weakly: a connection's close callback holds the Losses, and the reader thread the
+        # connection; an unclosed client must stay collectable, see _weak.watch)
+        submit = weak_method(self._submit)
+        self.losses = Losses(name, on_session_lost, submit=submit)
         self.renewal = Renewal(
-            name, self._handshake.renew, self.losses, submit=lambda fn: self.worker.submit(fn),
+            name, self._handshake.renew, self.losses, submit=submit,
             current=lambda conn: not self.closed and self.primary is conn, replaced=self.primary_replaced,
             connect_timeout=timeouts.connect,
         )
@@ -350,6 +353,10 @@ class Session:
             self.primary_connection()
         except MCPError as exc:  # the next use tries again
             log.info("%s: replacing the lost session connection failed: %s", c.name, exc)
+
+    def _submit(self, fn: Callable[..., Any], *args: Any) -> None:
+        """Run ``fn(*args)`` on the session's worker (the one of the moment: a fork makes a new one)."""
+        self.worker.submit(fn, *args)
 
     def keepalive(self, conn: _Connection) -> None:
         c = self._client

@@ -50,7 +50,8 @@ def _forget(make: Callable[[], Client]) -> tuple["weakref.ref[Client]", tuple[in
 
 @pytest.mark.parametrize("mode", ["legacy", "modern"])
 def test_an_unclosed_stdio_client_is_collected_and_ends_its_server(mode: str) -> None:
-    Client.stdio(RAW[0], RAW[1:], mode=mode).close()  # (process-wide parts made once, not counted)
+    with Client.stdio(RAW[0], RAW[1:], mode=mode) as warm:  # process-wide parts made once (the
+        warm.call_tool("echo", {"message": "hi"})  # spawner thread, the groups' watchdog), not counted
     threads, fds = set(threading.enumerate()), _fds()
     with pytest.warns(ResourceWarning, match="never closed"):
         ref, pids = _forget(lambda: Client.stdio(RAW[0], RAW[1:], mode=mode))  # type: ignore[arg-type]
