@@ -471,6 +471,42 @@ class _RoutedTransport(Transport):
     def describe(self) -> str:
         return f"{self._inner.describe()} [{self.endpoint.name}]"
 
+    # what Transport declares with a default is the inner transport's (__getattr__ below
+    # never sees a name the class has)
+    def receive_alone(self, timeout: float | None) -> bytes | None:
+        return self.receive(timeout)  # (through receive: the first message settles the endpoint)
+
+    def wait_readable(self, timeout: float) -> bool:
+        return self._inner.wait_readable(timeout)
+
+    def set_failure_handler(self, handler: Callable[[Any, Any], None] | None) -> None:
+        self._inner.set_failure_handler(handler)
+
+    def set_session_lost_handler(self, handler: Callable[[str], None] | None) -> None:
+        self._inner.set_session_lost_handler(handler)
+
+    def start_failure(self, wait: float = 0.0) -> Any:
+        return self._inner.start_failure(wait)
+
+    def starting(self) -> bool:
+        return self._inner.starting()
+
+    @property
+    def idle_switch(self) -> Any:
+        return self._inner.idle_switch
+
+    @property
+    def session_id(self) -> str | None:
+        return self._inner.session_id
+
+    @property
+    def pid(self) -> int | None:
+        return self._inner.pid
+
+    @property
+    def returncode(self) -> int | None:
+        return self._inner.returncode
+
     def session_info(self) -> dict[str, Any]:
         return self._inner.session_info()
 

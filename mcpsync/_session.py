@@ -456,8 +456,8 @@ class Session:
             disp.start()
             conn = _Connection(disp, made, made.describe())
             conn.closer = weak_method(self._close_in_background, close_here)
-            # (Streamable HTTP: its GET stream found the session gone)
-            made.on_session_lost = lambda sid, lost=weak_method(self._stream_lost): lost(conn, sid)
+            lost = weak_method(self._stream_lost)  # (Streamable HTTP: its GET stream found the session gone)
+            made.set_session_lost_handler(lambda session_id: lost(conn, session_id))
             return conn
         chan = made
         chan.set_handlers(c._handlers.notification, c._handlers.on_request)

@@ -47,7 +47,7 @@ class Transport:
 
     What a transport may offer beyond the contract above is declared here with its
     default, so the layers above read it as they read any attribute (never by probing
-    with ``getattr``): :attr:`needs_facts`, :attr:`idle_switch`, :attr:`on_session_lost`,
+    with ``getattr``): :attr:`needs_facts`, :attr:`idle_switch`, :meth:`set_session_lost_handler`,
     :meth:`receive_alone`, :meth:`wait_readable`, :meth:`set_failure_handler`,
     :attr:`session_id`, :attr:`pid`, :attr:`returncode`.
     """
@@ -68,10 +68,6 @@ class Transport:
     #: answer itself and on again when it is done (stdio's epoll:
     #: :class:`~mcpsync._speedups.EpollSwitch`); None: nothing to switch.
     idle_switch: Any = None
-
-    #: Called with a lost session's id when the transport learns, on its own, that the server
-    #: no longer knows the session (Streamable HTTP's GET stream); set by the session layer.
-    on_session_lost: Callable[[str], None] | None = None
 
     def connect(self, timeout: float) -> None:
         raise NotImplementedError
@@ -96,6 +92,10 @@ class Transport:
         """``handler(request_id, error)`` hears of a request whose exchange failed after
         :meth:`send` returned (an HTTP response stream); transports whose requests cannot
         fail so ignore it."""
+
+    def set_session_lost_handler(self, handler: Callable[[str], None] | None) -> None:
+        """``handler(session_id)`` hears that the server no longer knows the session, when the
+        transport learns it on its own (Streamable HTTP's GET stream); others ignore it."""
 
     def close(self) -> None:
         raise NotImplementedError

@@ -400,6 +400,9 @@ class StreamableHTTPTransport(ResponseStreams):
         if self._delegate is not None:
             self._delegate.set_protocol_version(version)
 
+    def set_session_lost_handler(self, handler: Callable[[str], None] | None) -> None:
+        self.on_session_lost = handler
+
     def set_failure_handler(self, handler: Callable[[Any, MCPError], None] | None) -> None:
         """``handler(request_id, error)`` is called when a request's response stream
         fails after ``send`` returned (it cannot be resumed or re-issued). Without a

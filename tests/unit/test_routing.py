@@ -296,3 +296,18 @@ def test_probe_in_background_without_a_probe_does_nothing():
     r = Router(eps("a", "b"))
     assert not r.probe_in_background()
     assert r.choose(probe=False).name == "a"
+
+
+def test_a_routed_transport_forwards_every_capability_transport_declares():
+    # __getattr__ delegation never sees a name the class has: each optional capability with a
+    # default on Transport (an HTTP failure handler, a session-lost handler, readiness, the
+    # session id, ...) must be forwarded explicitly, or a routed HTTP client would lose them
+    import inspect
+
+    from mcpsync._routing import _RoutedTransport
+    from mcpsync.transports import Transport
+
+    declared = {n for n, v in vars(Transport).items() if not n.startswith("_") and (callable(v) or isinstance(v, property))}
+    missing = sorted(n for n in declared if n not in vars(_RoutedTransport) and n not in ("connect",))
+    assert not missing, f"_RoutedTransport does not forward: {missing}"
+    assert inspect.isfunction(vars(_RoutedTransport)["set_failure_handler"])
