@@ -5,7 +5,9 @@ whose ``finish`` tool logs its start, sleeps, then logs its end: a call the clie
 on must have no end line. Legacy era (2025-11-25): ``notifications/cancelled``. Modern era
 (2026-07-28): over HTTP, closing the answer's stream is the cancellation (no notice); over
 stdio, ``notifications/cancelled``. The SDK cancels the handler either way, except for a
-closed connection whose answer is JSON (below).
+closed connection whose answer is JSON (below). WebSocket and gRPC reach the same server
+(over stdio) through ``mcpsync bridge``, which hands the notice on; in-process, the server
+object runs in this process (``Client.local``).
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ from typing import Iterator
 import pytest
 
 from mcpsync import Client, RequestTimeout
+from mcpsync.transports.grpc import GrpcTransport
+from mcpsync.transports.websocket import WebSocketTransport
 from tests.helpers import wait_until
 from tests.servers.http_support import free_port, run_server, sdk_server_argv
 
@@ -79,4 +83,31 @@ def test_a_timed_out_call_over_http_and_sse_is_cancelled(log: Path) -> None:
 @pytest.mark.parametrize("mode", ["legacy", "modern"])
 def test_a_timed_out_call_over_stdio_is_cancelled(log: Path, mode: str) -> None:
     with Client.stdio(sys.executable, [SDK, "--transport", "stdio", "--log", str(log)], mode=mode) as c:  # type: ignore[arg-type]
+        _call_and_give_up(c, log)
+
+
+@pytest.mark.parametrize("mode", ["legacy", "modern"])
+@pytest.mark.parametrize("transport", ["websocket", "grpc"])
+def test_a_timed_out_call_through_the_bridge_is_cancelled(log: Path, transport: str, mode: str) -> None:
+    pytest.importorskip("websockets")
+    pytest.importorskip("grpc")
+    from tests.integration.test_bridge import spawn_bridge, stop
+
+    b = spawn_bridge("--websocket", "127.0.0.1:0", "--grpc", "127.0.0.1:0",
+                     command=[sys.executable, SDK, "--transport", "stdio", "--log", str(log)])
+    try:
+        ws, target = b.ws, b.grpc
+        assert ws is not None and target is not None
+        make = (lambda: WebSocketTransport(ws)) if transport == "websocket" else (lambda: GrpcTransport(target))
+        with Client(make, mode=mode) as c:  # type: ignore[arg-type]
+            _call_and_give_up(c, log)
+    finally:
+        stop(b)
+
+
+@pytest.mark.parametrize("mode", ["legacy", "modern"])
+def test_a_timed_out_call_in_process_is_cancelled(log: Path, mode: str) -> None:
+    from tests.servers.http_sdk_server import build_server
+
+    with Client.local(build_server(str(log)), mode=mode) as c:  # type: ignore[arg-type]
         _call_and_give_up(c, log)
