@@ -318,14 +318,14 @@ def test_one_client_shares_its_pools_per_origin_and_releases_them(faulty: Faulty
     for t in (a, b, alone):
         t.connect(1)
     try:
-        assert a._pool is b._pool
-        assert alone._pool is not a._pool
+        assert a.exchange.pools is b.exchange.pools
+        assert alone.exchange.pools is not a.exchange.pools
     finally:
         a.close()
-        assert list(conns._pools.values()) == [b._pool]
+        assert conns.in_use() == [b.exchange.pools]
         b.close()
         alone.close()
-    assert not conns._pools
+    assert not conns.in_use()
 
 
 def test_exhausted_pool_is_a_bounded_wait(transport: Any, faulty: FaultyServer, http_path: str) -> None:
