@@ -115,7 +115,7 @@ def _seconds(value: Any) -> float | None:
     return value if isinstance(value, (int, float)) else None
 
 
-_dict_get = dict.get  # the headers' own lookups, not _Headers' case-folding ones
+_dict_get = dict.get  # the headers' own lookups, not FastHeaders' case-folding ones
 #: what a request target cannot hold as it is: spaces, controls, and beyond ASCII
 _UNSENDABLE = re.compile(r"[^\x21-\x7e]")
 

@@ -33,7 +33,6 @@ from ._http_errors import (
     translate,
 )
 from ._http_headers import auth_retry, call_auth_headers, dpop_nonce_challenge, MAX_DPOP_NONCE_RETRIES
-from ._fastconn import _dict_get
 from ._http_cookies import set_cookie_values
 from ._http_options import HTTPOptions, headers_problem, wire_url
 from ._http_pools import ClientConnections, Pools
@@ -50,6 +49,7 @@ SSE = "text/event-stream"
 #: both HTTP paths decode these (bounded: a piece at a time), as requests and httpx ask for them
 ACCEPT_ENCODING = "gzip, deflate"
 _SESSION_ID = re.compile(r"[\x21-\x7e]+\Z")
+_dict_get = dict.get  # the fast path's headers' own lookups (a dict under lower-case names)
 
 
 def session_id(value: str | None, url: str) -> str | None:
@@ -118,7 +118,7 @@ def shutdown(resp: Any) -> None:
 
 def sent_values(resp: Any) -> tuple[str, ...]:
     """The values of the headers ``resp``'s request carried (never quoted in errors)."""
-    sent = getattr(resp, "_mcpsync_sent", None)
+    sent = getattr(resp, "mcpsync_sent", None)
     return sent_secrets(sent) if sent else ()
 
 
@@ -305,7 +305,7 @@ class HTTPExchange:
                 if self._closed:
                     raise ConnectionClosed("transport is closed") from exc
                 raise translate(exc, url, connecting=True, written=None if pools.fast else was_written()) from exc
-            resp._mcpsync_sent = send_headers  # quoted nowhere
+            resp.mcpsync_sent = send_headers  # quoted nowhere
             if (_dict_get(resp.headers, "set-cookie") if fast else resp.headers.get("set-cookie")) is not None:
                 cookies.store(url, set_cookie_values(resp))
             if resp.status == 200:

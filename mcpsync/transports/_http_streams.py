@@ -42,7 +42,7 @@ from ._http_exchange import SSE, HTTPExchange, finish, sent_values, shutdown
 from ._http_messages import Message, decode_any, encode, peek_in, reissued, with_id
 from ._http_options import media_type
 from ._http_pools import StreamThreads
-from ._sse import _Oversized, SSEParser
+from ._sse import Oversized, SSEParser
 
 __all__ = ["ResponseStreams"]
 
@@ -82,7 +82,7 @@ class ResponseStreams:
 
     Args:
         exchange: the transport's exchange: its URL, options and request loop.
-        put: queue one received message (or an ``_Oversized``) for ``receive``.
+        put: queue one received message (or an ``Oversized``) for ``receive``.
         poke: wake a waiting reader, whose request just failed through the failure handler.
         headers: ``headers(msg, method, accept=None)``, the transport's request headers.
         session_id: the transport's session id now (None: none, or a modern request).
@@ -419,7 +419,7 @@ class ResponseStreams:
                     break
                 answered = False
                 for ev in parser.feed(chunk):
-                    if isinstance(ev, _Oversized):
+                    if isinstance(ev, Oversized):
                         self._put(ev)
                         if awaited is not None:
                             awaited.oversize = ev.error
@@ -602,7 +602,7 @@ class ResponseStreams:
                 if not chunk:
                     break
                 for ev in parser.feed(chunk):
-                    if isinstance(ev, _Oversized):
+                    if isinstance(ev, Oversized):
                         self._put(ev)
                         continue
                     if ev.event != "message" or not ev.data.strip():

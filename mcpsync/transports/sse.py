@@ -38,7 +38,7 @@ from ._http_options import HTTPOptions, media_type, origin_of, wire_url
 from ._tls import Cert, Verify
 from ._inbox import ENDED, Inbox
 from ._http_pools import ClientConnections
-from ._sse import _Oversized, SSEParser
+from ._sse import Oversized, SSEParser
 
 __all__ = ["SSETransport"]
 
@@ -137,7 +137,7 @@ class SSETransport(Transport):
                 if not chunk:
                     raise ConnectError(f"{self.url} closed the stream before the endpoint event")
                 for ev in parser.feed(chunk):
-                    if endpoint is None and not isinstance(ev, _Oversized) and ev.event == "endpoint":
+                    if endpoint is None and not isinstance(ev, Oversized) and ev.event == "endpoint":
                         endpoint = ev.data.decode("utf-8", "replace").strip()
                     else:
                         pending.append(ev)
@@ -208,7 +208,7 @@ class SSETransport(Transport):
             if self._closed:
                 raise ConnectionClosed("transport is closed")
             raise ConnectionClosed(f"SSE stream ended: {self._ended}")
-        if isinstance(item, _Oversized):
+        if isinstance(item, Oversized):
             raise item.error
         return item  # type: ignore[no-any-return]
 
@@ -271,7 +271,7 @@ class SSETransport(Transport):
             self.endpoint = new
 
     def _take(self, ev: Any) -> None:
-        if isinstance(ev, _Oversized):
+        if isinstance(ev, Oversized):
             self._inbox.put(ev)
         elif ev.event == "message" and ev.data.strip():
             self._inbox.put(ev.data)

@@ -92,7 +92,7 @@ from .._constants import MODERN_FIRST
 from .._errors import ConnectionClosed, MCPError, ProtocolError, RequestTimeout, SessionExpired
 from ._base import Transport
 from ._http_errors import read_body, status_error, time_left
-from ._fastconn import _dict_get, _Headers, FastResponse
+from ._fastconn import FastHeaders, FastResponse
 from ._http_exchange import ACCEPT_ENCODING, JSON, SSE, HTTPExchange, finish, http_options, sent_values, session_id
 from ._http_headers import encode_header_value
 from ._http_options import HeaderBlock, HTTPOptions, media_type
@@ -100,7 +100,7 @@ from ._tls import Cert, Verify
 from ._http_pools import ClientConnections
 from ._http_messages import ErrorPeek, Incoming, Message, peek_error, peek_in
 from ._http_streams import ResponseStreams
-from ._sse import _Oversized
+from ._sse import Oversized
 
 __all__ = ["StreamableHTTPTransport", "known_kind", "forget_url"]
 
@@ -112,6 +112,7 @@ _THREADS_JOIN = 2.0  # close() waits this long, at most, for the stream threads 
 #: put in the receive queue to wake a waiting receiver: the transport's state changed
 #: (closed, switched to HTTP+SSE, a call failed through the failure handler)
 _WAKE: Any = object()
+_dict_get = dict.get  # the fast path's headers' own lookups (a dict under lower-case names)
 
 # ----------------------------------------------------------------- per-URL memory
 
@@ -314,7 +315,7 @@ class StreamableHTTPTransport(Transport):
                 if self._closed or self._dead is not None or self._delegate is not None:
                     q.put(_WAKE)
             elif item is not _NOTHING:
-                if isinstance(item, _Oversized):
+                if isinstance(item, Oversized):
                     raise item.error
                 return item  # type: ignore[no-any-return]
             if self._delegate is not None:
@@ -498,7 +499,7 @@ class StreamableHTTPTransport(Transport):
             status = resp.status
             rh = resp.headers
             # the fast path's headers are a dict under lower-case names: read as one
-            ctype = _dict_get(rh, "content-type") if rh.__class__ is _Headers else rh.get("content-type")
+            ctype = _dict_get(rh, "content-type") if rh.__class__ is FastHeaders else rh.get("content-type")
             if ctype != JSON:  # the common answer needs no parsing
                 ctype = media_type(ctype)
 
