@@ -367,12 +367,15 @@ class ResponseStreams:
                 # (with a new id) only when the tool is read-only, idempotent or opted in.
                 self._fail(
                     msg.id,
-                    NetworkError(f"{self._exchange.url} broke the stream of {msg.method} before answering: {error}", sent=True),
+                    NetworkError(
+                        f"{self._exchange.url} broke the stream of {msg.method} before answering: {error}", sent=True
+                    ),
                 )
                 return
             if msg.modern_version:
                 if awaited.reissues >= _REISSUE_ATTEMPTS:
-                    self._fail(msg.id, error or ConnectionClosed(f"{self._exchange.url} closed the stream before answering"))
+                    closed = ConnectionClosed(f"{self._exchange.url} closed the stream before answering")
+                    self._fail(msg.id, error or closed)
                     return
                 awaited.reissues += 1
                 awaited.wire_id = f"mcpsync-reissue-{next(self._ids)}"
@@ -384,7 +387,8 @@ class ResponseStreams:
                 continue
             # legacy: resume with Last-Event-ID if the server gave event ids
             if parser.last_event_id is None or self._session_id() is None or resumes >= _RESUME_ATTEMPTS:
-                self._fail(msg.id, error or ConnectionClosed(f"{self._exchange.url} closed the stream before answering"))
+                closed = ConnectionClosed(f"{self._exchange.url} closed the stream before answering")
+                self._fail(msg.id, error or closed)
                 return
             resumes += 1
             log.info("stream for %r broke (%s): resuming after event %s", msg.id, error, parser.last_event_id)
@@ -457,7 +461,8 @@ class ResponseStreams:
     def _reissue(self, awaited: _Awaited, *, report: bool = True) -> Any:
         """POST ``awaited``'s request again under its wire id; None when no stream came of it
         (the answer came as JSON, or it failed: reported unless ``report`` is False)."""
-        body = awaited.msg.body if awaited.wire_id == awaited.msg.id else reissued(awaited.msg.body, awaited.msg.id, awaited.wire_id)
+        msg = awaited.msg
+        body = msg.body if awaited.wire_id == msg.id else reissued(msg.body, msg.id, awaited.wire_id)
         headers = self._headers(awaited.msg, "POST")
         try:
             resp = self._exchange.request("POST", headers, body, self._options.read_timeout)
@@ -487,7 +492,9 @@ class ResponseStreams:
             session = awaited.msg.modern_version is None and self._session_id() is not None
             self._fail(
                 awaited.msg.id,
-                status_error(resp.status, self._exchange.url, body, resp.headers, secrets=sent_values(resp), session=session),
+                status_error(
+                    resp.status, self._exchange.url, body, resp.headers, secrets=sent_values(resp), session=session
+                ),
             )
         return None
 

@@ -191,7 +191,8 @@ class SSETransport(Transport):
         headers = self._headers({"Content-Type": JSON, "Accept": f"{JSON}, {SSE}"})
         deadline = None if timeout is None else time.monotonic() + timeout
         exchange = self._exchange
-        resp = exchange.request("POST", headers, message, exchange.read_timeout(timeout), deadline=deadline, url=self.endpoint)
+        read_timeout = exchange.read_timeout(timeout)
+        resp = exchange.request("POST", headers, message, read_timeout, deadline=deadline, url=self.endpoint)
         body = read_body(resp, 65536, self.endpoint, deadline)
         resp.release_conn()
         if 200 <= resp.status < 300:
