@@ -114,13 +114,3 @@ def test_the_http_transports_hold_their_parts_instead_of_inheriting_them() -> No
         assert isinstance(s.exchange, HTTPExchange) and s.exchange.url == s.url
     finally:
         s.close()
-
-
-def test_a_same_origin_redirect_of_the_endpoint_moves_the_sse_endpoint_only() -> None:
-    s = SSETransport("http://127.0.0.1:9/sse")
-    try:
-        s.endpoint = "http://127.0.0.1:9/messages"
-        s._redirected("http://127.0.0.1:9/messages", "http://127.0.0.1:9/messages/")
-        assert (s.url, s.endpoint) == ("http://127.0.0.1:9/sse", "http://127.0.0.1:9/messages/")
-    finally:
-        s.close()
