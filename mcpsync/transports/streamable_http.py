@@ -78,7 +78,6 @@ Example:
 
 from __future__ import annotations
 
-import itertools
 import logging
 import queue
 import threading
