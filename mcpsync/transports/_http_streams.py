@@ -20,8 +20,9 @@ lost session. It holds what happens after a POST was answered:
   Cancelling a request closes its stream.
 * **The standalone GET stream** (legacy sessions) — (re)started when
   ``notifications/initialized`` goes out, reconnected with ``Last-Event-ID`` and
-  backoff; 405 means not offered; a 404 after it had worked calls
-  ``on_session_lost`` (renewing the session is the session layer's work).
+  backoff; 405 means not offered; a 404 after it had worked is told to the
+  ``session_lost`` forwarder (the transport's ``on_session_lost``: renewing the
+  session is the session layer's work).
 
 What it reads of a message comes from :mod:`~mcpsync.transports._http_messages`.
 """
