@@ -37,7 +37,7 @@ from urllib3.exceptions import (
     SSLError,
 )
 
-__all__ = ["FastResponse", "MAX_FIELDS", "MAX_HEAD", "MAX_LINE", "_Headers", "_dict_get", "httptools"]
+__all__ = ["FastHeaders", "FastResponse", "MAX_FIELDS", "MAX_HEAD", "MAX_LINE", "httptools"]
 
 _CHUNK = 65536
 #: the most bytes an answer's head may take (interim heads before it included), and
@@ -53,10 +53,10 @@ _KEEP_BACK = 8192
 _LINE_BATCH = 16384
 _TOO_LONG = f"the answer's head (or a stretch of it without body) is over {MAX_HEAD} bytes"
 
-_dict_get = dict.get  # the headers' own lookups, not _Headers' case-folding ones
+_dict_get = dict.get  # the headers' own lookups, not FastHeaders' case-folding ones
 
 
-class _Headers(dict[str, str]):
+class FastHeaders(dict[str, str]):
     """Response headers under lower-case names; lookups ignore case (repeats joined by ``, ``)."""
 
     def get(self, key: str, default: Any = None) -> Any:
@@ -255,14 +255,14 @@ class FastResponse:
     not read by read; ``read_body`` sets it.
     """
 
-    __slots__ = ("_pool", "connection", "status", "headers", "_taken", "_mcpsync_sent", "deadline", "_decoder")
+    __slots__ = ("_pool", "connection", "status", "headers", "_taken", "mcpsync_sent", "deadline", "_decoder")
     deadline: float | None
 
     def __init__(self, pool: _OriginPool, conn: _Conn) -> None:
         self._pool = pool
         self.connection: _Conn | None = conn
         self.status: int = conn.parser.get_status_code()
-        self.headers = headers = _Headers()
+        self.headers = headers = FastHeaders()
         raw = conn.raw  # (counted as it came; longer fields cannot come in one read of a head, later reads are measured)
         for name, data in zip(raw[::2], raw[1::2]):  # under lower-case names, repeats joined
             key = _dict_get(_NAMES, name)

@@ -25,7 +25,7 @@ and on urllib3's):
   and other controls (:func:`~._http_options.headers_problem`); a user's ``Host``
   replaces the URL's; the framing (``Content-Length``) is the client's own.
 
-Per request it costs what Python must do and little more (issue 21 counts instructions
+Per request it costs what Python must do and little more (benchmarks/callgrind.py counts instructions
 under callgrind): :meth:`FastPoolManager.exchange` takes its time as plain values (no
 ``urllib3.Timeout``), a :class:`~._http_options.HeaderBlock`'s wire form is made once,
 each socket keeps one parser whose body, head-end and message-begin callbacks are C
@@ -115,7 +115,7 @@ def _seconds(value: Any) -> float | None:
     return value if isinstance(value, (int, float)) else None
 
 
-_dict_get = dict.get  # the headers' own lookups, not _Headers' case-folding ones
+_dict_get = dict.get  # the headers' own lookups, not FastHeaders' case-folding ones
 #: what a request target cannot hold as it is: spaces, controls, and beyond ASCII
 _UNSENDABLE = re.compile(r"[^\x21-\x7e]")
 

@@ -42,7 +42,7 @@ from .._errors import (
 )
 from .._status_errors import error_from_http_status
 from ._fastconn import FastResponse
-from ._http_options import _EDGE, origin_of, wire_url
+from ._http_options import EDGE, origin_of, wire_url
 from ._tls import refusal
 from ._urllib3_path import guard
 
@@ -389,6 +389,6 @@ def _oversized(url: str, limit: int, size: int, start: bytes, last: bytes) -> Me
         f"response from {url} exceeds the limit of {limit} bytes",
         size=size,
         limit=limit,
-        head=redact(start[:_EDGE], limit=_EDGE).encode(),
-        tail=redact(last[-_EDGE:], limit=_EDGE).encode(),
+        head=redact(start[:EDGE], limit=EDGE).encode(),
+        tail=redact(last[-EDGE:], limit=EDGE).encode(),
     )

@@ -1,12 +1,15 @@
 """What the two HTTP transports share: one HTTP exchange up to the response headers.
 
-:class:`HTTPExchange` is the base of :class:`~mcpsync.transports.streamable_http.StreamableHTTPTransport`
-and :class:`~mcpsync.transports.sse.SSETransport`. Its :meth:`~HTTPExchange._open` is
-the one request loop of both: the auth hook's headers before every attempt and its one
-retry on 401 / 403 (DPoP nonce challenges answered apart from it), a same-origin 307 /
-308 redirect followed and kept, the caller's deadline shared by the pool wait, the
-connects and the read, and transport errors translated at this boundary. Also the
-small helpers both use on a response (close or release it, never quote what it sent).
+:class:`HTTPExchange` is a helper that
+:class:`~mcpsync.transports.streamable_http.StreamableHTTPTransport` and
+:class:`~mcpsync.transports.sse.SSETransport` each build and hold (as does the former's
+response streams part). It owns the URL, the options and the client's pools for that
+origin; its :meth:`~HTTPExchange.request` is the one request loop of both transports:
+the auth hook's headers before every attempt and its one retry on 401 / 403 (DPoP nonce
+challenges answered apart from it), the client's cookies, a same-origin 307 / 308
+redirect followed and kept, the caller's deadline shared by the pool wait, the connects
+and the read, and transport errors translated at this boundary. Also the small helpers
+both use on a response (close or release it, never quote what it sent).
 """
 
 from __future__ import annotations
@@ -15,10 +18,11 @@ import logging
 import re
 import time
 from dataclasses import replace
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
+
+import urllib3
 
 from .._errors import ConnectionClosed, ProtocolError, RequestTimeout
-from ._base import Transport
 from ._http_errors import (
     MAX_REDIRECTS,
     read_body,
@@ -29,21 +33,23 @@ from ._http_errors import (
     translate,
 )
 from ._http_headers import auth_retry, call_auth_headers, dpop_nonce_challenge, MAX_DPOP_NONCE_RETRIES
-from ._fastconn import _dict_get
 from ._http_cookies import set_cookie_values
 from ._http_options import HTTPOptions, headers_problem, wire_url
-from ._http_pools import Pools
+from ._http_pools import ClientConnections, Pools
 from ._urllib3_path import attempt, was_written
 
-__all__ = ["ACCEPT_ENCODING", "HTTPExchange", "http_options", "session_id"]
+__all__ = [
+    "ACCEPT_ENCODING", "JSON", "SSE", "HTTPExchange", "finish", "http_options", "sent_values", "session_id", "shutdown",
+]
 
 log = logging.getLogger("mcpsync.http")
 
-_JSON = "application/json"
-_SSE = "text/event-stream"
+JSON = "application/json"
+SSE = "text/event-stream"
 #: both HTTP paths decode these (bounded: a piece at a time), as requests and httpx ask for them
 ACCEPT_ENCODING = "gzip, deflate"
 _SESSION_ID = re.compile(r"[\x21-\x7e]+\Z")
+_dict_get = dict.get  # the fast path's headers' own lookups (a dict under lower-case names)
 
 
 def session_id(value: str | None, url: str) -> str | None:
@@ -100,7 +106,7 @@ def http_options(
     return url, options
 
 
-def _shutdown(resp: Any) -> None:
+def shutdown(resp: Any) -> None:
     """Unblock a thread reading ``resp`` (from any thread)."""
     if resp is None:
         return
@@ -110,13 +116,13 @@ def _shutdown(resp: Any) -> None:
         pass
 
 
-def _secrets(resp: Any) -> tuple[str, ...]:
+def sent_values(resp: Any) -> tuple[str, ...]:
     """The values of the headers ``resp``'s request carried (never quoted in errors)."""
-    sent = getattr(resp, "_mcpsync_sent", None)
+    sent = getattr(resp, "mcpsync_sent", None)
     return sent_secrets(sent) if sent else ()
 
 
-def _finish(resp: Any, *, reusable: bool = False) -> None:
+def finish(resp: Any, *, reusable: bool = False) -> None:
     """Give ``resp``'s connection back (reusable) or close it."""
     try:
         if not reusable:
@@ -126,15 +132,87 @@ def _finish(resp: Any, *, reusable: bool = False) -> None:
         pass
 
 
-class HTTPExchange(Transport):
-    """The base of the HTTP transports: their URL, options, pool and request loop."""
+class HTTPExchange:
+    """One transport's HTTP exchanges: its URL, options, pools and request loop.
 
-    url: str
-    options: HTTPOptions
-    _pool: Pools | None
-    _closed: bool
+    Args:
+        url: the URL requests go to unless they name another (kept up to date across a
+            same-origin 307 / 308 redirect).
+        options: the transport's :class:`HTTPOptions`.
+        connections: the client's :class:`~._http_pools.ClientConnections` (None: its own).
+        on_redirect: told ``(old, new)`` when a request to a URL other than :attr:`url`
+            was redirected within its origin (the HTTP+SSE endpoint); None: nothing to tell.
+    """
 
-    def _open(
+    __slots__ = ("url", "options", "pools", "_connections", "_on_redirect", "_closed")
+
+    def __init__(
+        self,
+        url: str,
+        options: HTTPOptions,
+        connections: ClientConnections | None = None,
+        on_redirect: Callable[[str, str], None] | None = None,
+    ) -> None:
+        self.url = url
+        self.options = options
+        #: the client's pools for the URL's origin, from :meth:`acquire` on (None before)
+        self.pools: Pools | None = None
+        self._connections = connections if connections is not None else ClientConnections()
+        self._on_redirect = on_redirect
+        self._closed = False
+
+    @property
+    def connections(self) -> ClientConnections:
+        """The client's connections these pools come from (what an HTTP+SSE fallback shares)."""
+        return self._connections
+
+    def acquire(self) -> Pools:
+        """The client's pools for the URL's origin, taken on the first call."""
+        pools = self.pools
+        if pools is None:
+            pools = self.pools = self._connections.acquire(self.url, self.options)
+        return pools
+
+    def close(self) -> None:
+        """From now on a request that fails reads as ConnectionClosed (its owner closed);
+        the pools stay usable until :meth:`release`."""
+        self._closed = True
+
+    def release(self) -> None:
+        """Give the pools back to the client (once nothing uses them any more)."""
+        if self.pools is not None:
+            self._connections.release(self.pools)
+
+    def read_timeout(self, timeout: float | None) -> float:
+        """The read timeout of a request with ``timeout`` left: the option's, or less."""
+        limit = self.options.read_timeout
+        if timeout is None or timeout >= limit:  # max(0.001, min(timeout, limit)), as comparisons
+            return limit
+        return timeout if timeout > 0.001 else 0.001
+
+    def request_once(self, method: str, headers: dict[str, str], timeout: float) -> None:
+        """A best-effort request on the control pool (the client's cookies attached; no
+        redirect, no auth retry, the answer dropped), e.g. a session's DELETE on close.
+
+        Raises:
+            Exception: whatever the pool raised (the caller logs it and goes on).
+        """
+        pools = self.pools
+        if pools is None:
+            return
+        if pools.cookies.held:  # a balancer pins the session by cookie: this goes there too
+            headers = pools.cookies.headers(self.url, headers)
+        resp = pools.control.request(
+            method,
+            self.url,
+            headers=headers,
+            timeout=urllib3.Timeout(connect=timeout, read=timeout),
+            retries=False,
+            redirect=False,
+        )
+        resp.release_conn()
+
+    def request(
         self,
         method: str,
         headers: dict[str, str],
@@ -152,8 +230,14 @@ class HTTPExchange(Transport):
         With a ``deadline`` (monotonic: the caller's timeout, set when the send began)
         the pool wait, each connect and the read of the answer get only what is left of
         it, and both connect attempts fit in it; without one each read may take
-        ``read_timeout``. ``url`` defaults to the transport's own; a same-origin 307 /
-        308 redirect is followed and kept (:meth:`_redirected`).
+        ``read_timeout``. ``url`` defaults to :attr:`url`; a same-origin 307 / 308
+        redirect is followed and kept.
+
+        Raises:
+            ConnectionClosed: not acquired yet, or closed meanwhile.
+            RequestTimeout: the deadline passed before the request could be sent.
+            ProtocolError: a header that cannot be sent; too many redirects; a 101.
+            MCPError: the translated transport error, or a final 401 / 403.
         """
         if url is None:
             url = self.url
@@ -168,7 +252,7 @@ class HTTPExchange(Transport):
             half = first / 2  # both connect attempts fit in the deadline
             if half < connect:  # max(0.05, min(…)) without the builtins' argument parsing
                 connect = half if half > 0.05 else 0.05
-        pools = self._pool
+        pools = self.pools
         if pools is None:
             raise ConnectionClosed("transport is closed")
         pool = pools.control if control else pools.main
@@ -221,7 +305,7 @@ class HTTPExchange(Transport):
                 if self._closed:
                     raise ConnectionClosed("transport is closed") from exc
                 raise translate(exc, url, connecting=True, written=None if pools.fast else was_written()) from exc
-            resp._mcpsync_sent = send_headers  # quoted nowhere
+            resp.mcpsync_sent = send_headers  # quoted nowhere
             if (_dict_get(resp.headers, "set-cookie") if fast else resp.headers.get("set-cookie")) is not None:
                 cookies.store(url, set_cookie_values(resp))
             if resp.status == 200:
@@ -229,7 +313,7 @@ class HTTPExchange(Transport):
             if resp.status < 200:
                 # a 101 (both paths read past the interim answers): whatever follows on the
                 # socket is not HTTP any more. Closed, never reused
-                _finish(resp, reusable=False)
+                finish(resp, reusable=False)
                 raise ProtocolError(f"{url} switched protocols (HTTP {resp.status}), which was not asked for",
                                     status=resp.status)
             target = redirect_target(url, resp)
@@ -238,7 +322,10 @@ class HTTPExchange(Transport):
                 if redirects > MAX_REDIRECTS:
                     raise ProtocolError(f"{url}: too many redirects", status=resp.status)
                 log.info("%s redirects to %s (HTTP %d): using that from now on", url, target, resp.status)
-                self._redirected(url, target)
+                if url == self.url:
+                    self.url = target
+                elif self._on_redirect is not None:
+                    self._on_redirect(url, target)
                 url = target
                 continue
             if resp.status in (401, 403):
@@ -254,14 +341,3 @@ class HTTPExchange(Transport):
                     continue
                 raise status_error(resp.status, url, data, resp.headers, secrets=sent_secrets(send_headers))
             return resp
-
-    def _read_timeout(self, timeout: float | None) -> float:
-        limit = self.options.read_timeout
-        if timeout is None or timeout >= limit:  # max(0.001, min(timeout, limit)), as comparisons
-            return limit
-        return timeout if timeout > 0.001 else 0.001
-
-    def _redirected(self, old: str, new: str) -> None:
-        """A request to ``old`` was redirected to ``new`` (same origin): keep using it."""
-        if old == self.url:
-            self.url = new

@@ -23,7 +23,8 @@ from ._tls import Verify, check_tls
 
 log = logging.getLogger("mcpsync.http")
 
-_EDGE = 256
+#: how many bytes of an oversized message (its head and tail) are kept, to quote redacted
+EDGE = 256
 
 
 class AuthHook(Protocol):

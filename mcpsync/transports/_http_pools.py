@@ -125,6 +125,11 @@ class ClientConnections:
         _close(pools.main)
         _close(pools.control)
 
+    def in_use(self) -> list[Pools]:
+        """The pools some transport holds now (each origin's once)."""
+        with self._lock:
+            return list(self._pools.values())
+
     def _tls_context(self, opts: HTTPOptions) -> ssl.SSLContext:
         key = (opts.verify, opts.cert)
         context = self._tls.get(key)

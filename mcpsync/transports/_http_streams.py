@@ -1,8 +1,11 @@
 """The receiving half of the Streamable HTTP transport: response streams and the GET stream.
 
-:class:`ResponseStreams` is the base of
-:class:`~mcpsync.transports.streamable_http.StreamableHTTPTransport`; it holds what
-happens after a POST was answered:
+:class:`ResponseStreams` is a part that
+:class:`~mcpsync.transports.streamable_http.StreamableHTTPTransport` builds and holds,
+given its collaborators: the transport's :class:`~._http_exchange.HTTPExchange` (every
+request it makes again), the hand-off to ``receive`` and the wake-up of a waiting
+reader, the transport's request headers, its session id (read), and the forwarder of a
+lost session. It holds what happens after a POST was answered:
 
 * **Delivery** — every incoming message is queued for ``receive``; a response is
   matched to the request it answers (under its wire id when it was re-issued) and
@@ -17,31 +20,30 @@ happens after a POST was answered:
   Cancelling a request closes its stream.
 * **The standalone GET stream** (legacy sessions) — (re)started when
   ``notifications/initialized`` goes out, reconnected with ``Last-Event-ID`` and
-  backoff; 405 means not offered; a 404 after it had worked calls
-  ``on_session_lost`` (renewing the session is the session layer's work).
+  backoff; 405 means not offered; a 404 after it had worked is told to the
+  ``session_lost`` forwarder (the transport's ``on_session_lost``: renewing the
+  session is the session layer's work).
 
-Also the message peeking the transport needs (id, method, error code), without
-decoding whole messages.
+What it reads of a message comes from :mod:`~mcpsync.transports._http_messages`.
 """
 
 from __future__ import annotations
 
 import itertools
 import logging
-import queue
 import threading
-from typing import Any, Callable, Union
+from typing import Any, Callable
 
 import msgspec
-from msgspec import UNSET, Raw, Struct, UnsetType
+from msgspec import UNSET
 
-from .._channel import MessageFacts, message_facts
 from .._errors import ConnectionClosed, MCPError, MessageTooLarge, NetworkError, ProtocolError, RequestTimeout
 from ._http_errors import read_body, redact, status_error, translate
-from ._http_exchange import _SSE, HTTPExchange, _finish, _secrets, _shutdown
+from ._http_exchange import SSE, HTTPExchange, finish, sent_values, shutdown
+from ._http_messages import Message, decode_any, encode, peek_in, reissued, with_id
 from ._http_options import media_type
 from ._http_pools import StreamThreads
-from ._sse import _Oversized, SSEParser
+from ._sse import Oversized, SSEParser
 
 __all__ = ["ResponseStreams"]
 
@@ -51,109 +53,18 @@ _RESUME_ATTEMPTS = 5
 _REISSUE_ATTEMPTS = 2
 _DRAIN_WAIT = 1.0
 
-#: put in the receive queue to wake a waiting receiver: the transport's state changed
-_WAKE: Any = object()
-
-# ----------------------------------------------------------------- message peeking
-
-
-class _In(Struct):
-    id: Union[int, str, None, UnsetType] = UNSET
-    method: Union[str, None] = None
-    result: Raw = Raw()
-    error: Raw = Raw()
-
-
-class _ErrorPeek(Struct):
-    code: int = 0
-    message: str = ""
-
-
-_in_decoder = msgspec.json.Decoder(_In)
-_error_decoder = msgspec.json.Decoder(_ErrorPeek)
-_any_decoder = msgspec.json.Decoder()
-_encoder = msgspec.json.Encoder()
-
-
-class _Message:
-    """What the transport needs to know about one outgoing message: its bytes and the
-    :class:`~mcpsync._channel.MessageFacts` the layer above computed when it encoded
-    them (decoded from the bytes only when a caller gave none)."""
-
-    __slots__ = ("body", "facts", "id", "method", "modern_version", "kind")
-
-    def __init__(self, body: bytes, facts: MessageFacts | None = None) -> None:
-        self.body = body
-        if facts is None:
-            facts = _facts_of(body)
-        self.facts = facts
-        self.id = facts.id
-        self.method = facts.method
-        self.modern_version = facts.modern_version
-        if facts.method is not None:
-            self.kind = "request" if facts.id is not None else "notification"
-        else:
-            self.kind = "response"
-
-    @property
-    def is_request(self) -> bool:
-        return self.kind == "request"
-
-
-def _facts_of(body: bytes) -> MessageFacts:
-    """Facts for bytes that came without them (a direct caller, an internal replay)."""
-    try:
-        obj = _any_decoder.decode(body)
-    except (msgspec.ValidationError, msgspec.DecodeError):
-        obj = None
-    if not isinstance(obj, dict):
-        return MessageFacts()
-    method = obj.get("method")
-    facts = message_facts(obj.get("id"), method if isinstance(method, str) else None, obj.get("params"))
-    return facts if facts is not None else MessageFacts(obj.get("id"), method if isinstance(method, str) else None)
-
-
-def _reissued(body: bytes, old_id: Any, new_id: Any) -> bytes:
-    """An outgoing request's bytes under ``new_id``: spliced when the body starts as the
-    dispatcher encodes it (no decode on the way out), else rewritten."""
-    prefix = b'{"jsonrpc":"2.0","id":' + _encoder.encode(old_id) + b","
-    if body.startswith(prefix):
-        return b'{"jsonrpc":"2.0","id":' + _encoder.encode(new_id) + b"," + body[len(prefix):]
-    return _with_id(body, new_id)
-
-
-def _with_id(body: bytes, new_id: Any) -> bytes:
-    obj = _any_decoder.decode(body)
-    obj["id"] = new_id
-    return _encoder.encode(obj)
-
-
-def _peek_error(raw: Raw) -> _ErrorPeek | None:
-    try:
-        return _error_decoder.decode(raw)
-    except (msgspec.ValidationError, msgspec.DecodeError):
-        return None
-
-
-def _peek_in(data: bytes) -> _In | None:
-    try:
-        return _in_decoder.decode(data)
-    except (msgspec.ValidationError, msgspec.DecodeError):
-        return None
-
-
 # ----------------------------------------------------------------- response streams
 
 
-class _Exchange:
+class _Awaited:
     """One request awaiting its response on an HTTP response stream."""
 
     __slots__ = ("msg", "wire_id", "resp", "done", "cancelled", "oversize", "reissues", "delivered")
 
-    def __init__(self, msg: _Message) -> None:
+    def __init__(self, msg: Message, resp: Any) -> None:
         self.msg = msg
         self.wire_id: Any = msg.id
-        self.resp: Any = None
+        self.resp: Any = resp
         self.done = False
         self.cancelled = False
         self.oversize: MessageTooLarge | None = None
@@ -163,44 +74,169 @@ class _Exchange:
 
 _NO_STREAM = object()  # a reopened stream that failed to open: nothing to read this round
 
+#: ``headers(msg, method, accept=None)``: a request's headers, as the transport makes them
+Headers = Callable[..., dict[str, str]]
 
-class ResponseStreams(HTTPExchange):
-    """Delivery, response streams and the GET stream (see the module's docstring)."""
 
-    get_stream_enabled: bool
-    get_stream_idle: float
-    on_session_lost: Callable[[str], None] | None
-    _lock: threading.Lock
-    _queue: queue.SimpleQueue[Any]
-    #: queue one received message (or an _Oversized) for ``receive``: the queue's own
-    #: ``put``. A :data:`_WAKE` mark in the queue tells a waiting receiver to look at the
-    #: state again (closed, switched to HTTP+SSE, a call failed through the handler)
-    _put: Callable[[Any], None]
-    _closed_event: threading.Event
-    _session_id: str | None
-    _ids: itertools.count[int]
-    _inflight: dict[Any, _Exchange]
-    _get_generation: int
-    _get_resp: Any
-    _get_thread: threading.Thread | None
-    _get_last_id: str | None
-    _failure_handler: Callable[[Any, MCPError], None] | None
-    _poked: bool
-    _threads: StreamThreads
-    _loose: set[Any]
+class ResponseStreams:
+    """Delivery, response streams and the GET stream (see the module's docstring).
 
-    def _headers(self, msg: _Message | None, method: str, *, accept: str | None = None) -> dict[str, str]:
-        raise NotImplementedError
+    Args:
+        exchange: the transport's exchange: its URL, options and request loop.
+        put: queue one received message (or an ``Oversized``) for ``receive``.
+        poke: wake a waiting reader, whose request just failed through the failure handler.
+        headers: ``headers(msg, method, accept=None)``, the transport's request headers.
+        session_id: the transport's session id now (None: none, or a modern request).
+        session_lost: told the lost session's id when the GET stream finds it gone (on
+            the GET thread: it should only schedule the renewal).
+        get_stream: open the standalone GET stream when asked to (:meth:`start_get_stream`).
+        get_stream_idle: reconnect the GET stream after this many seconds of silence.
+    """
+
+    __slots__ = (
+        "_exchange", "_options", "_put", "_poke", "_headers", "_session_id", "_session_lost", "failure_handler",
+        "get_stream_enabled", "get_stream_idle", "_lock", "_closed", "_closed_event", "_ids", "_inflight",
+        "_get_generation", "_get_resp", "_get_thread", "_get_last_id", "_threads", "_loose",
+    )
+
+    def __init__(
+        self,
+        exchange: HTTPExchange,
+        *,
+        put: Callable[[Any], None],
+        poke: Callable[[], None],
+        headers: Headers,
+        session_id: Callable[[], str | None],
+        session_lost: Callable[[str], None],
+        get_stream: bool = True,
+        get_stream_idle: float = 60.0,
+    ) -> None:
+        self._exchange = exchange
+        self._options = exchange.options
+        self._put = put
+        self._poke = poke
+        self._headers = headers
+        self._session_id = session_id
+        self._session_lost = session_lost
+        #: ``handler(request_id, error)`` for a request whose stream failed after ``send``
+        #: returned; None: it is answered with a JSON-RPC error (code -32000) instead
+        self.failure_handler: Callable[[Any, MCPError], None] | None = None
+        self.get_stream_enabled = get_stream
+        self.get_stream_idle = get_stream_idle
+        self._lock = threading.Lock()
+        self._closed = False
+        self._closed_event = threading.Event()
+        self._ids = itertools.count(1)
+        self._inflight: dict[Any, _Awaited] = {}
+        self._get_generation = 0
+        self._get_resp: Any = None
+        self._get_thread: threading.Thread | None = None
+        self._get_last_id: str | None = None
+        self._threads = StreamThreads()
+        self._loose: set[Any] = set()  # SSE answers to notifications being read
+
+    # ------------------------------------------------------------- the transport's calls
+
+    def follow(self, msg: Message, resp: Any) -> None:
+        """Read ``resp``, the SSE answer to ``msg``, on a stream thread: to the request's
+        answer (resumed / re-issued as needed), or to its end for a notification or a
+        response.
+
+        Raises:
+            ConnectionClosed: closed meanwhile (``resp`` is dropped).
+        """
+        self._set_stream_timeout(resp)
+        if not msg.is_request:
+            self._spawn_or_drop(resp, self._loose_worker, resp)
+            return
+        awaited = _Awaited(msg, resp)
+        with self._lock:
+            self._inflight[msg.id] = awaited
+        try:
+            self._spawn_or_drop(resp, self._stream_worker, awaited)
+        except ConnectionClosed:
+            with self._lock:
+                self._inflight.pop(msg.id, None)
+            raise
+
+    def deliver(self, data: bytes, msg: Message) -> None:
+        """Queue the JSON answer to ``msg`` (one message, handed up under its own id).
+
+        Raises:
+            ProtocolError: a request's answer is malformed JSON.
+        """
+        self._deliver(data, None, msg)
+
+    def deliver_json(self, body: bytes, msg: Message | None) -> None:
+        """Queue a JSON body: one message or a batch of them, one at a time.
+
+        Raises:
+            ProtocolError: malformed JSON.
+        """
+        stripped = body.lstrip()
+        if stripped[:1] == b"[":
+            try:
+                items = decode_any(body)
+            except msgspec.DecodeError as exc:
+                raise ProtocolError(f"malformed JSON from {self._exchange.url}: {exc}") from None
+            for item in items:
+                self._deliver(encode(item), None, msg)
+            return
+        self._deliver(body, None, msg)
+
+    def cancel(self, msg: Message) -> bool:
+        """Close the stream of the request ``msg`` cancels. True when nothing needs POSTing."""
+        rid = msg.facts.cancels
+        with self._lock:
+            awaited = self._inflight.get(rid)
+        if awaited is None:
+            return msg.modern_version is not None
+        awaited.cancelled = True
+        shutdown(awaited.resp)
+        # modern: closing the stream is the cancellation; legacy: tell the server as well
+        return awaited.msg.modern_version is not None
+
+    def stop(self) -> None:
+        """Stop every stream (from any thread): nothing is read or reopened any more."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            inflight = list(self._inflight.values())
+            loose = list(self._loose)
+            get_resp = self._get_resp
+        self._closed_event.set()
+        for awaited in inflight:
+            awaited.cancelled = True
+            shutdown(awaited.resp)
+        for resp in loose:
+            shutdown(resp)
+        shutdown(get_resp)
+
+    def join(self, timeout: float) -> None:
+        """After :meth:`stop`: wait (bounded) for the GET thread and the stream threads."""
+        get_thread = self._get_thread
+        if get_thread is not None and get_thread is not threading.current_thread():
+            with self._lock:
+                shutdown(self._get_resp)
+            get_thread.join(1.0)
+        if not self._threads.close(timeout):
+            log.debug("stream threads for %s still running after close", self._exchange.url)
+
+    def info(self) -> dict[str, Any]:
+        """Whether the GET stream runs, and how many requests await their streams."""
+        thread = self._get_thread
+        return {"get_stream": thread is not None and thread.is_alive(), "inflight_streams": len(self._inflight)}
 
     # ------------------------------------------------------------- delivery
 
     def _fail(self, request_id: Any, error: MCPError) -> None:
-        handler = self._failure_handler
+        handler = self.failure_handler
         if handler is None:
             # no typed channel to the caller: answer with a JSON-RPC error so it does not hang
-            log.warning("request %r to %s failed after send: %s", request_id, self.url, error)
+            log.warning("request %r to %s failed after send: %s", request_id, self._exchange.url, error)
             self._put(
-                _encoder.encode(
+                encode(
                     {
                         "jsonrpc": "2.0",
                         "id": request_id,
@@ -217,24 +253,11 @@ class ResponseStreams(HTTPExchange):
             handler(request_id, error)
         except Exception:  # noqa: BLE001 - the handler belongs to the dispatcher
             log.exception("failure handler raised")
-        self._poked = True  # wake the reader so it sees the failed call at once
-        self._queue.put(_WAKE)
+        self._poke()  # wake the reader so it sees the failed call at once
 
-    def _deliver_json(self, body: bytes, msg: _Message | None) -> None:
-        stripped = body.lstrip()
-        if stripped[:1] == b"[":
-            try:
-                items = _any_decoder.decode(body)
-            except msgspec.DecodeError as exc:
-                raise ProtocolError(f"malformed JSON from {self.url}: {exc}") from None
-            for item in items:
-                self._deliver(_encoder.encode(item), None, msg)
-            return
-        self._deliver(body, None, msg)
-
-    def _deliver(self, data: bytes, exch: _Exchange | None, msg: _Message | None) -> bool:
-        """Queue one incoming message. True when it is the response ``exch``/``msg`` awaits."""
-        if exch is None and msg is not None:
+    def _deliver(self, data: bytes, awaited: _Awaited | None, msg: Message | None) -> bool:
+        """Queue one incoming message. True when it is the response ``awaited``/``msg`` awaits."""
+        if awaited is None and msg is not None:
             # the JSON answer to the request just sent, as servers write it (the id first,
             # then the result, one object): nothing to rewrite, so no decode here; the
             # dispatcher decodes it anyway (and reports it, should it still be malformed)
@@ -246,42 +269,42 @@ class ResponseStreams(HTTPExchange):
             ):
                 self._put(data)
                 return True
-        peek = _peek_in(data)
+        peek = peek_in(data)
         if peek is None:
-            if msg is not None and msg.is_request and exch is None:
-                raise ProtocolError(f"{self.url} answered {msg.method} with malformed JSON: {redact(data, limit=80)!r}")
+            if msg is not None and msg.is_request and awaited is None:
+                raise ProtocolError(
+                    f"{self._exchange.url} answered {msg.method} with malformed JSON: {redact(data, limit=80)!r}"
+                )
             self._put(data)  # the dispatcher reports it
             return False
         is_response = peek.method is None and peek.id is not UNSET
         answered = False
         if is_response:
-            expected = exch.wire_id if exch is not None else (msg.id if msg is not None else None)
-            original = exch.msg.id if exch is not None else expected
+            expected = awaited.wire_id if awaited is not None else (msg.id if msg is not None else None)
+            original = awaited.msg.id if awaited is not None else expected
             if expected is not None and (peek.id == expected or peek.id is None):
                 answered = True
                 if peek.id != original:
-                    data = _with_id(data, original)
+                    data = with_id(data, original)
         self._put(data)
         return answered
 
     # ------------------------------------------------------------- response streams
-
-    def _spawn(self, target: Callable[..., None], *args: Any) -> None:
-        self._threads.spawn(target, *args)
 
     def _spawn_or_drop(self, resp: Any, target: Callable[..., None], *args: Any) -> None:
         """Read ``resp`` on a stream thread; closed meanwhile: drop it (ConnectionClosed)."""
         try:
             self._threads.spawn(target, *args)
         except ConnectionClosed:
-            _finish(resp, reusable=False)
+            finish(resp, reusable=False)
             raise
 
     def _set_stream_timeout(self, resp: Any) -> None:
+        # the dispatcher times the request; the stream itself may idle up to read_timeout
         try:
             sock = getattr(resp.connection, "sock", None)
             if sock is not None:
-                sock.settimeout(self.options.read_timeout)
+                sock.settimeout(self._options.read_timeout)
         except Exception:  # noqa: BLE001 - the POST's own read timeout stays
             pass
 
@@ -289,55 +312,55 @@ class ResponseStreams(HTTPExchange):
         """An SSE answer to a notification or response: deliver what comes, to its end."""
         with self._lock:
             if self._closed:
-                _shutdown(resp)
+                shutdown(resp)
             self._loose.add(resp)
         try:
-            self._read_get(resp, SSEParser(self.options.max_message_size))
+            self._read_get(resp, SSEParser(self._options.max_message_size))
         except Exception:  # noqa: BLE001
-            log.exception("stream reader for %s failed", self.url)
+            log.exception("stream reader for %s failed", self._exchange.url)
         finally:
             with self._lock:
                 self._loose.discard(resp)
 
-    def _stream_worker(self, exch: _Exchange) -> None:
+    def _stream_worker(self, awaited: _Awaited) -> None:
         try:
-            self._follow(exch)
+            self._follow(awaited)
         except Exception:  # noqa: BLE001 - never let a stream thread die silently
-            log.exception("stream reader for %s failed", self.url)
+            log.exception("stream reader for %s failed", self._exchange.url)
         finally:
             with self._lock:
-                if self._inflight.get(exch.msg.id) is exch:
-                    del self._inflight[exch.msg.id]
+                if self._inflight.get(awaited.msg.id) is awaited:
+                    del self._inflight[awaited.msg.id]
 
-    def _follow(self, exch: _Exchange) -> None:
-        """Read ``exch``'s response stream to its answer, resuming / re-issuing as needed."""
-        parser = SSEParser(self.options.max_message_size)
-        resp = exch.resp
+    def _follow(self, awaited: _Awaited) -> None:
+        """Read ``awaited``'s response stream to its answer, resuming / re-issuing as needed."""
+        parser = SSEParser(self._options.max_message_size)
+        resp = awaited.resp
         resumes = 0
         quiet = 0
         while True:
-            error = self._read_stream(resp, parser, exch) if resp is not _NO_STREAM else None
-            if exch.done or exch.cancelled or self._closed:
+            error = self._read_stream(resp, parser, awaited) if resp is not _NO_STREAM else None
+            if awaited.done or awaited.cancelled or self._closed:
                 return
-            if exch.oversize is not None:
-                self._fail(exch.msg.id, exch.oversize)
+            if awaited.oversize is not None:
+                self._fail(awaited.msg.id, awaited.oversize)
                 return
-            msg = exch.msg
+            msg = awaited.msg
             if msg.method == "subscriptions/listen" and msg.modern_version:
                 # a listen stream is meant to stay open: reopen it under the same id (its
                 # notifications name that id), backing off while it delivers nothing
-                quiet = 0 if exch.delivered else quiet + 1
-                exch.delivered = 0
+                quiet = 0 if awaited.delivered else quiet + 1
+                awaited.delivered = 0
                 delay = 1.0 if quiet == 0 else min(30.0, 2.0**quiet)
                 log.info("listen stream %r ended (%s): reopening in %g s", msg.id, error, delay)
-                if self._closed_event.wait(delay) or exch.cancelled:
+                if self._closed_event.wait(delay) or awaited.cancelled:
                     return
-                resp = self._reissue(exch, report=False)
+                resp = self._reissue(awaited, report=False)
                 if resp is None:
-                    if exch.done:
+                    if awaited.done:
                         return
                     resp = _NO_STREAM
-                parser = SSEParser(self.options.max_message_size)
+                parser = SSEParser(self._options.max_message_size)
                 continue
             if msg.modern_version and not msg.facts.safe_to_resend:
                 # the server may already be acting on it: re-issuing could run a tool
@@ -345,24 +368,28 @@ class ResponseStreams(HTTPExchange):
                 # (with a new id) only when the tool is read-only, idempotent or opted in.
                 self._fail(
                     msg.id,
-                    NetworkError(f"{self.url} broke the stream of {msg.method} before answering: {error}", sent=True),
+                    NetworkError(
+                        f"{self._exchange.url} broke the stream of {msg.method} before answering: {error}", sent=True
+                    ),
                 )
                 return
             if msg.modern_version:
-                if exch.reissues >= _REISSUE_ATTEMPTS:
-                    self._fail(msg.id, error or ConnectionClosed(f"{self.url} closed the stream before answering"))
+                if awaited.reissues >= _REISSUE_ATTEMPTS:
+                    closed = ConnectionClosed(f"{self._exchange.url} closed the stream before answering")
+                    self._fail(msg.id, error or closed)
                     return
-                exch.reissues += 1
-                exch.wire_id = f"mcpsync-reissue-{next(self._ids)}"
-                log.info("stream for %r broke (%s): re-issuing as %s", msg.id, error, exch.wire_id)
-                resp = self._reissue(exch)
+                awaited.reissues += 1
+                awaited.wire_id = f"mcpsync-reissue-{next(self._ids)}"
+                log.info("stream for %r broke (%s): re-issuing as %s", msg.id, error, awaited.wire_id)
+                resp = self._reissue(awaited)
                 if resp is None:
                     return
-                parser = SSEParser(self.options.max_message_size)
+                parser = SSEParser(self._options.max_message_size)
                 continue
             # legacy: resume with Last-Event-ID if the server gave event ids
-            if parser.last_event_id is None or self._session_id is None or resumes >= _RESUME_ATTEMPTS:
-                self._fail(msg.id, error or ConnectionClosed(f"{self.url} closed the stream before answering"))
+            if parser.last_event_id is None or self._session_id() is None or resumes >= _RESUME_ATTEMPTS:
+                closed = ConnectionClosed(f"{self._exchange.url} closed the stream before answering")
+                self._fail(msg.id, error or closed)
                 return
             resumes += 1
             log.info("stream for %r broke (%s): resuming after event %s", msg.id, error, parser.last_event_id)
@@ -379,13 +406,13 @@ class ResponseStreams(HTTPExchange):
                     self._fail(msg.id, error or ConnectionClosed("stream could not be resumed"))
                     return
                 continue
-            exch.resp = resp
-            if exch.cancelled or self._closed:
-                _shutdown(resp)
-                _finish(resp, reusable=False)
+            awaited.resp = resp
+            if awaited.cancelled or self._closed:
+                shutdown(resp)
+                finish(resp, reusable=False)
                 return
 
-    def _read_stream(self, resp: Any, parser: SSEParser, exch: _Exchange | None) -> MCPError | None:
+    def _read_stream(self, resp: Any, parser: SSEParser, awaited: _Awaited | None) -> MCPError | None:
         """Deliver events from ``resp`` until the awaited answer, EOF or an error."""
         error: MCPError | None = None
         eof = False
@@ -397,26 +424,26 @@ class ResponseStreams(HTTPExchange):
                     break
                 answered = False
                 for ev in parser.feed(chunk):
-                    if isinstance(ev, _Oversized):
+                    if isinstance(ev, Oversized):
                         self._put(ev)
-                        if exch is not None:
-                            exch.oversize = ev.error
+                        if awaited is not None:
+                            awaited.oversize = ev.error
                         continue
                     if ev.event != "message" or not ev.data.strip():
                         continue
-                    if exch is not None:
-                        exch.delivered += 1
-                    if self._deliver(ev.data, exch, None):
+                    if awaited is not None:
+                        awaited.delivered += 1
+                    if self._deliver(ev.data, awaited, None):
                         answered = True
-                if answered and exch is not None:
-                    exch.done = True
+                if answered and awaited is not None:
+                    awaited.done = True
                     break
         except Exception as exc:  # noqa: BLE001 - translated below
-            if not (exch is not None and (exch.cancelled or exch.done)) and not self._closed:
-                error = translate(exc, self.url, fatal=False)
-        if exch is not None and exch.done and not eof:
+            if not (awaited is not None and (awaited.cancelled or awaited.done)) and not self._closed:
+                error = translate(exc, self._exchange.url, fatal=False)
+        if awaited is not None and awaited.done and not eof:
             eof = self._drain(resp)
-        _finish(resp, reusable=eof and error is None)
+        finish(resp, reusable=eof and error is None)
         return error
 
     def _drain(self, resp: Any) -> bool:
@@ -432,69 +459,60 @@ class ResponseStreams(HTTPExchange):
             pass
         return False
 
-    def _reissue(self, exch: _Exchange, *, report: bool = True) -> Any:
-        """POST ``exch``'s request again under its wire id; None when no stream came of it
+    def _reissue(self, awaited: _Awaited, *, report: bool = True) -> Any:
+        """POST ``awaited``'s request again under its wire id; None when no stream came of it
         (the answer came as JSON, or it failed: reported unless ``report`` is False)."""
-        body = exch.msg.body if exch.wire_id == exch.msg.id else _reissued(exch.msg.body, exch.msg.id, exch.wire_id)
-        headers = self._headers(exch.msg, "POST")
+        msg = awaited.msg
+        body = msg.body if awaited.wire_id == msg.id else reissued(msg.body, msg.id, awaited.wire_id)
+        headers = self._headers(awaited.msg, "POST")
         try:
-            resp = self._open("POST", headers, body, self.options.read_timeout)
+            resp = self._exchange.request("POST", headers, body, self._options.read_timeout)
         except MCPError as exc:
             if report:
-                self._fail(exch.msg.id, exc)
+                self._fail(awaited.msg.id, exc)
             return None
         ctype = media_type(resp.headers.get("content-type"))
-        if ctype == _SSE and 200 <= resp.status < 300:
-            exch.resp = resp
-            if exch.cancelled or self._closed:
-                _shutdown(resp)
+        if ctype == SSE and 200 <= resp.status < 300:
+            awaited.resp = resp
+            if awaited.cancelled or self._closed:
+                shutdown(resp)
             return resp
         try:
-            body = read_body(resp, self.options.max_message_size, self.url)
+            body = read_body(resp, self._options.max_message_size, self._exchange.url)
         except MCPError as exc:
             if report:
-                self._fail(exch.msg.id, exc)
+                self._fail(awaited.msg.id, exc)
             return None
         resp.release_conn()
-        peek = _peek_in(body)
+        peek = peek_in(body)
         if peek is not None and (200 <= resp.status < 300 or peek.id is not UNSET):
-            if self._deliver(body, exch, None):
-                exch.done = True
+            if self._deliver(body, awaited, None):
+                awaited.done = True
                 return None
         if report:
-            session = exch.msg.modern_version is None and self._session_id is not None
+            session = awaited.msg.modern_version is None and self._session_id() is not None
             self._fail(
-                exch.msg.id,
-                status_error(resp.status, self.url, body, resp.headers, secrets=_secrets(resp), session=session),
+                awaited.msg.id,
+                status_error(
+                    resp.status, self._exchange.url, body, resp.headers, secrets=sent_values(resp), session=session
+                ),
             )
         return None
 
     def _resume(self, last_event_id: str) -> Any:
         """GET with ``Last-Event-ID``; the response, or None when the server refuses."""
-        headers = self._headers(None, "GET", accept=_SSE)
+        headers = self._headers(None, "GET", accept=SSE)
         headers["Last-Event-ID"] = last_event_id
-        resp = self._open("GET", headers, None, self.options.read_timeout)
-        if 200 <= resp.status < 300 and media_type(resp.headers.get("content-type")) == _SSE:
+        resp = self._exchange.request("GET", headers, None, self._options.read_timeout)
+        if 200 <= resp.status < 300 and media_type(resp.headers.get("content-type")) == SSE:
             return resp
-        body = read_body(resp, 65536, self.url)
+        body = read_body(resp, 65536, self._exchange.url)
         resp.release_conn()
-        raise status_error(resp.status, self.url, body, resp.headers, secrets=_secrets(resp))
-
-    def _cancel(self, msg: _Message) -> bool:
-        """Close the stream of the cancelled request. True when nothing needs POSTing."""
-        rid = msg.facts.cancels
-        with self._lock:
-            exch = self._inflight.get(rid)
-        if exch is None:
-            return msg.modern_version is not None
-        exch.cancelled = True
-        _shutdown(exch.resp)
-        # modern: closing the stream is the cancellation; legacy: tell the server as well
-        return exch.msg.modern_version is not None
+        raise status_error(resp.status, self._exchange.url, body, resp.headers, secrets=sent_values(resp))
 
     # ------------------------------------------------------------- standalone GET stream
 
-    def _start_get_stream(self, wait: float = 0.0) -> None:
+    def start_get_stream(self, wait: float = 0.0) -> None:
         """(Re)start the standalone GET stream; wait up to ``wait`` s for the server's answer,
         so that server messages sent right after the handshake have a stream to go to."""
         if not self.get_stream_enabled or self._closed:
@@ -503,7 +521,7 @@ class ResponseStreams(HTTPExchange):
             self._get_generation += 1
             generation = self._get_generation
             old = self._get_resp
-        _shutdown(old)
+        shutdown(old)
         answered = threading.Event()
         thread = threading.Thread(
             target=self._get_loop, args=(generation, answered), name="mcpsync-http-get", daemon=True
@@ -517,53 +535,51 @@ class ResponseStreams(HTTPExchange):
         try:
             self._get_loop_inner(generation, answered)
         except Exception:  # noqa: BLE001 - never let the GET thread die silently
-            log.exception("GET stream for %s failed", self.url)
+            log.exception("GET stream for %s failed", self._exchange.url)
         finally:
             answered.set()
 
     def _get_loop_inner(self, generation: int, answered: threading.Event) -> None:
-        parser = SSEParser(self.options.max_message_size)
+        parser = SSEParser(self._options.max_message_size)
         failures = 0
         streamed = False
         while not self._closed and generation == self._get_generation:
-            headers = self._headers(None, "GET", accept=_SSE)
+            headers = self._headers(None, "GET", accept=SSE)
             if self._get_last_id is not None:
                 headers["Last-Event-ID"] = self._get_last_id
             delivered = False
             try:
-                resp = self._open("GET", headers, None, self.get_stream_idle, control=True)
+                resp = self._exchange.request("GET", headers, None, self.get_stream_idle, control=True)
             except MCPError as exc:
-                log.debug("GET stream at %s: %s", self.url, exc)
+                log.debug("GET stream at %s: %s", self._exchange.url, exc)
                 resp = None
             answered.set()
             if resp is not None:
                 status = resp.status
                 if status == 405:
-                    log.debug("%s offers no GET stream", self.url)
-                    _finish(resp, reusable=False)
+                    log.debug("%s offers no GET stream", self._exchange.url)
+                    finish(resp, reusable=False)
                     return
-                if status in (400, 404) and self._session_id is not None:
-                    _finish(resp, reusable=False)
+                lost = self._session_id() if status in (400, 404) else None
+                if lost is not None:
+                    finish(resp, reusable=False)
                     if not streamed:
-                        log.debug("%s refuses the GET stream (HTTP %d)", self.url, status)
+                        log.debug("%s refuses the GET stream (HTTP %d)", self._exchange.url, status)
                         return
                     # it worked before, so the session is gone: tell the session layer,
                     # whose new session (notifications/initialized) restarts the stream
                     # (the next POST would find out too)
-                    lost = self._session_id
-                    log.info("session %s at %s expired (GET stream: HTTP %d)", lost, self.url, status)
-                    hook = self.on_session_lost
-                    if hook is not None:
-                        try:
-                            hook(lost)
-                        except Exception:  # pragma: no cover - the hook only schedules work
-                            log.exception("on_session_lost hook of %s raised", self.url)
+                    log.info("session %s at %s expired (GET stream: HTTP %d)", lost, self._exchange.url, status)
+                    try:
+                        self._session_lost(lost)
+                    except Exception:  # pragma: no cover - the hook only schedules work
+                        log.exception("on_session_lost hook of %s raised", self._exchange.url)
                     return
-                elif 200 <= status < 300 and media_type(resp.headers.get("content-type")) == _SSE:
+                elif 200 <= status < 300 and media_type(resp.headers.get("content-type")) == SSE:
                     streamed = True
                     with self._lock:
                         if generation != self._get_generation or self._closed:
-                            _shutdown(resp)
+                            shutdown(resp)
                         self._get_resp = resp
                     delivered, error = self._read_get(resp, parser)
                     with self._lock:
@@ -576,7 +592,7 @@ class ResponseStreams(HTTPExchange):
                         continue  # just idle: reconnect at once
                     failures = 0 if delivered else failures + 1
                 else:
-                    _finish(resp, reusable=False)
+                    finish(resp, reusable=False)
                     failures += 1
             else:
                 failures += 1
@@ -594,7 +610,7 @@ class ResponseStreams(HTTPExchange):
                 if not chunk:
                     break
                 for ev in parser.feed(chunk):
-                    if isinstance(ev, _Oversized):
+                    if isinstance(ev, Oversized):
                         self._put(ev)
                         continue
                     if ev.event != "message" or not ev.data.strip():
@@ -602,6 +618,6 @@ class ResponseStreams(HTTPExchange):
                     delivered = True
                     self._deliver(ev.data, None, None)
         except Exception as exc:  # noqa: BLE001
-            error = translate(exc, self.url, fatal=False)
-        _finish(resp, reusable=False)
+            error = translate(exc, self._exchange.url, fatal=False)
+        finish(resp, reusable=False)
         return delivered, error

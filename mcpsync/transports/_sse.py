@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from .._errors import MessageTooLarge
 from .._speedups import DEFAULT_MAX_MESSAGE_SIZE
-from ._http_options import _EDGE
+from ._http_options import EDGE
 
 @dataclass(slots=True)
 class SSEEvent:
@@ -24,7 +24,7 @@ class SSEEvent:
     id: str | None
 
 
-class _Oversized:
+class Oversized:
     """Marker the parser emits in place of an event that exceeded the size limit."""
 
     __slots__ = ("error",)
@@ -38,7 +38,7 @@ class SSEParser:
 
     ``feed(chunk)`` returns the events the chunk completed, in order. An event whose
     data exceeds ``max_size`` is discarded as it arrives and reported once, in its
-    place, as an :class:`_Oversized` marker carrying a :class:`MessageTooLarge`
+    place, as an :class:`Oversized` marker carrying a :class:`MessageTooLarge`
     (``head``/``tail`` keep its first and last bytes); parsing then carries on.
 
     Attributes:
@@ -79,9 +79,9 @@ class SSEParser:
         self._data: list[bytes] = []
         self._start_event()
 
-    def feed(self, chunk: bytes) -> list[SSEEvent | _Oversized]:
+    def feed(self, chunk: bytes) -> list[SSEEvent | Oversized]:
         """Parse ``chunk``; return the events (and oversize markers) it completed."""
-        out: list[SSEEvent | _Oversized] = []
+        out: list[SSEEvent | Oversized] = []
         if not chunk:
             return out
         pos = 0
@@ -119,8 +119,8 @@ class SSEParser:
             self._line(line, out)
         if len(partial) > self.max_size + 64 and not self._oversized:
             # a single line longer than any acceptable event: stop keeping it
-            self._start_discard(bytes(partial[:_EDGE]))
-            self._tail = bytes(partial[-_EDGE:])
+            self._start_discard(bytes(partial[:EDGE]))
+            self._tail = bytes(partial[-EDGE:])
             self._data_size = len(partial)
             del partial[:]
             partial += b"-"  # placeholder: the line is not blank
@@ -129,7 +129,7 @@ class SSEParser:
     def _grow_partial(self, chunk: bytes, start: int, stop: int) -> None:
         if self._oversized:
             if stop > start:
-                self._tail = (self._tail + chunk[max(start, stop - _EDGE) : stop])[-_EDGE:]
+                self._tail = (self._tail + chunk[max(start, stop - EDGE) : stop])[-EDGE:]
                 self._data_size += stop - start
                 if not self._partial:
                     self._partial += b"-"  # placeholder: the line is not blank
@@ -138,10 +138,10 @@ class SSEParser:
 
     def _start_discard(self, head: bytes) -> None:
         self._oversized = True
-        self._head = head[:_EDGE]
+        self._head = head[:EDGE]
         self._data = []
 
-    def _line(self, line: bytes, out: list[SSEEvent | _Oversized]) -> None:
+    def _line(self, line: bytes, out: list[SSEEvent | Oversized]) -> None:
         if not line:
             self._dispatch(out)
             return
@@ -160,13 +160,13 @@ class SSEParser:
             self._has_data = True
             if self._oversized:
                 self._data_size += len(value) + 1
-                self._tail = (self._tail + value[-_EDGE:])[-_EDGE:]
+                self._tail = (self._tail + value[-EDGE:])[-EDGE:]
                 return
             self._data_size += len(value) + (1 if self._data else 0)
             if self._data_size > self.max_size:
-                head = b"\n".join(self._data)[:_EDGE] if self._data else value[:_EDGE]
+                head = b"\n".join(self._data)[:EDGE] if self._data else value[:EDGE]
                 self._start_discard(head)
-                self._tail = value[-_EDGE:]
+                self._tail = value[-EDGE:]
                 return
             self._data.append(value)
         elif name == b"event":
@@ -178,7 +178,7 @@ class SSEParser:
             if value.isdigit():
                 self.retry = int(value)
 
-    def _dispatch(self, out: list[SSEEvent | _Oversized]) -> None:
+    def _dispatch(self, out: list[SSEEvent | Oversized]) -> None:
         if self._oversized:
             err = MessageTooLarge(
                 f"event of at least {self._data_size} bytes exceeds the limit of {self.max_size} bytes",
@@ -187,7 +187,7 @@ class SSEParser:
                 head=self._head,
                 tail=self._tail,
             )
-            out.append(_Oversized(err))
+            out.append(Oversized(err))
         elif self._has_data:
             data = self._data[0] if len(self._data) == 1 else b"\n".join(self._data)
             out.append(SSEEvent(self._event or "message", data, self.last_event_id))

@@ -8,6 +8,10 @@ from the server, responses included, arrives on the stream, read by one daemon t
 The session lives as long as the stream: when it ends the transport is closed
 (:class:`ConnectionClosed` from ``receive`` and ``send``).
 
+Its requests go through the :class:`~mcpsync.transports._http_exchange.HTTPExchange`
+it builds and holds (the request loop it shares with Streamable HTTP: auth retries,
+cookies, same-origin redirects, one deadline); a redirected endpoint is kept.
+
 Example:
     >>> t = SSETransport("http://127.0.0.1:3001/sse")   # doctest: +SKIP
     >>> t.connect(10)                                    # doctest: +SKIP
@@ -28,19 +32,20 @@ from urllib.parse import urljoin
 from .._channel import MessageFacts
 from .._errors import ConnectError, ConnectionClosed, MCPError, ProtocolError
 from ._http_errors import read_body, status_error, translate
-from ._http_exchange import _JSON, _SSE, ACCEPT_ENCODING, HTTPExchange, _finish as _drop, _secrets, http_options
+from ._base import Transport
+from ._http_exchange import ACCEPT_ENCODING, JSON, SSE, HTTPExchange, finish, http_options, sent_values
 from ._http_options import HTTPOptions, media_type, origin_of, wire_url
 from ._tls import Cert, Verify
 from ._inbox import ENDED, Inbox
-from ._http_pools import ClientConnections, Pools
-from ._sse import _Oversized, SSEParser
+from ._http_pools import ClientConnections
+from ._sse import Oversized, SSEParser
 
 __all__ = ["SSETransport"]
 
 log = logging.getLogger("mcpsync.http")
 
 
-class SSETransport(HTTPExchange):
+class SSETransport(Transport):
     """HTTP+SSE (2024-11-05): one GET stream for server messages, POSTs to its endpoint.
 
     Args:
@@ -76,7 +81,7 @@ class SSETransport(HTTPExchange):
         options: HTTPOptions | None = None,
         connections: ClientConnections | None = None,
     ) -> None:
-        self.url, self.options = http_options(
+        url, self.options = http_options(
             url, options, headers=headers, auth=auth, verify=verify, cert=cert, proxy=proxy,
             connect_timeout=connect_timeout, read_timeout=read_timeout, pool_size=pool_size,
             max_message_size=max_message_size,
@@ -86,8 +91,7 @@ class SSETransport(HTTPExchange):
         self._inbox = Inbox()
         self._closed = False
         self._ended: MCPError | None = None
-        self._connections = connections if connections is not None else ClientConnections()
-        self._pool: Pools | None = None
+        self._exchange = HTTPExchange(url, self.options, connections, on_redirect=self._redirected)
         self._stream: Any = None
         self._reader: threading.Thread | None = None
         self._protocol_version: str | None = None
@@ -107,21 +111,20 @@ class SSETransport(HTTPExchange):
             raise ConnectionClosed("transport is closed")
         if self._reader is not None:
             return
-        if self._pool is None:
-            self._pool = self._connections.acquire(self.url, self.options)
+        self._exchange.acquire()
         deadline = time.monotonic() + timeout
-        headers = self._headers({"Accept": _SSE, "Cache-Control": "no-cache"})
-        resp = self._open("GET", headers, None, max(0.01, timeout), control=True, deadline=deadline)
+        headers = self._headers({"Accept": SSE, "Cache-Control": "no-cache"})
+        resp = self._exchange.request("GET", headers, None, max(0.01, timeout), control=True, deadline=deadline)
         if not 200 <= resp.status < 300:
             body = read_body(resp, 65536, self.url, deadline)
             resp.release_conn()
-            err = status_error(resp.status, self.url, body, resp.headers, secrets=_secrets(resp), session=False)
+            err = status_error(resp.status, self.url, body, resp.headers, secrets=sent_values(resp), session=False)
             if resp.status in (401, 403):
                 raise err
             raise ConnectError(f"no SSE stream at {self.url}: {err}", status=resp.status)
         ctype = media_type(resp.headers.get("content-type"))
-        if ctype != _SSE:
-            _drop(resp)
+        if ctype != SSE:
+            finish(resp)
             raise ConnectError(f"{self.url} answered with {ctype or 'no content type'!r}, not an SSE stream")
         parser = SSEParser(self.options.max_message_size)
         pending: list[Any] = []
@@ -134,23 +137,23 @@ class SSETransport(HTTPExchange):
                 if not chunk:
                     raise ConnectError(f"{self.url} closed the stream before the endpoint event")
                 for ev in parser.feed(chunk):
-                    if endpoint is None and not isinstance(ev, _Oversized) and ev.event == "endpoint":
+                    if endpoint is None and not isinstance(ev, Oversized) and ev.event == "endpoint":
                         endpoint = ev.data.decode("utf-8", "replace").strip()
                     else:
                         pending.append(ev)
         except MCPError:
-            _drop(resp)
+            finish(resp)
             raise
         except Exception as exc:
-            _drop(resp)
+            finish(resp)
             raise ConnectError(f"waiting for the endpoint event from {self.url}: {translate(exc, self.url)}") from exc
         try:
             resolved, _ = wire_url(urljoin(self.url, endpoint))  # never the endpoint's userinfo
         except ValueError as exc:
-            _drop(resp)
+            finish(resp)
             raise ConnectError(f"{self.url} named an endpoint that cannot be used: {exc}") from None
         if origin_of(resolved) != origin_of(self.url):
-            _drop(resp)
+            finish(resp)
             raise ConnectError(f"{self.url} named an endpoint on another origin ({resolved}); refused")
         self.endpoint = resolved
         # the stream's later silences are bounded by the read timeout, not the connect timeout
@@ -185,15 +188,17 @@ class SSETransport(HTTPExchange):
             raise ConnectionClosed("SSE transport is not connected")
         if message.lstrip()[:1] == b"[":
             raise ProtocolError("JSON-RPC batches are never sent")
-        headers = self._headers({"Content-Type": _JSON, "Accept": f"{_JSON}, {_SSE}"})
+        headers = self._headers({"Content-Type": JSON, "Accept": f"{JSON}, {SSE}"})
         deadline = None if timeout is None else time.monotonic() + timeout
-        resp = self._open("POST", headers, message, self._read_timeout(timeout), deadline=deadline, url=self.endpoint)
+        exchange = self._exchange
+        read_timeout = exchange.read_timeout(timeout)
+        resp = exchange.request("POST", headers, message, read_timeout, deadline=deadline, url=self.endpoint)
         body = read_body(resp, 65536, self.endpoint, deadline)
         resp.release_conn()
         if 200 <= resp.status < 300:
             return
         # a 404: the endpoint no longer knows the session (SessionExpired)
-        raise status_error(resp.status, self.endpoint, body, resp.headers, secrets=_secrets(resp))
+        raise status_error(resp.status, self.endpoint, body, resp.headers, secrets=sent_values(resp))
 
     def receive(self, timeout: float | None) -> bytes | None:
         """The next message from the stream, None after ``timeout``; ConnectionClosed at its end."""
@@ -204,7 +209,7 @@ class SSETransport(HTTPExchange):
             if self._closed:
                 raise ConnectionClosed("transport is closed")
             raise ConnectionClosed(f"SSE stream ended: {self._ended}")
-        if isinstance(item, _Oversized):
+        if isinstance(item, Oversized):
             raise item.error
         return item  # type: ignore[no-any-return]
 
@@ -215,6 +220,7 @@ class SSETransport(HTTPExchange):
                 return
             self._closed = True
             stream = self._stream
+        self._exchange.close()
         if stream is not None:
             try:
                 stream.shutdown()
@@ -222,8 +228,7 @@ class SSETransport(HTTPExchange):
                 pass
         if self._reader is not None and self._reader is not threading.current_thread():
             self._reader.join(2.0)
-        if self._pool is not None:
-            self._connections.release(self._pool)
+        self._exchange.release()
         self._inbox.end()
 
     def alive(self) -> bool:
@@ -251,14 +256,23 @@ class SSETransport(HTTPExchange):
             base["MCP-Protocol-Version"] = self._protocol_version
         return base
 
+    @property
+    def exchange(self) -> HTTPExchange:
+        """What this transport's requests go through: its URL, options and the client's pools."""
+        return self._exchange
+
+    @property
+    def url(self) -> str:
+        """The stream's URL (its same-origin redirect target once one was followed)."""
+        return self._exchange.url
+
     def _redirected(self, old: str, new: str) -> None:
-        if old == self.url:
-            self.url = new
-        elif old == self.endpoint:
+        """A request to ``old`` (not the stream's URL) was redirected: the endpoint moved."""
+        if old == self.endpoint:
             self.endpoint = new
 
     def _take(self, ev: Any) -> None:
-        if isinstance(ev, _Oversized):
+        if isinstance(ev, Oversized):
             self._inbox.put(ev)
         elif ev.event == "message" and ev.data.strip():
             self._inbox.put(ev.data)
@@ -277,6 +291,6 @@ class SSETransport(HTTPExchange):
                     self._take(ev)
         except Exception as exc:  # noqa: BLE001 - translated
             reason = translate(exc, self.url)
-        _drop(resp)
+        finish(resp)
         self._ended = reason
         self._inbox.end()

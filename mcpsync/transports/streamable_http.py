@@ -51,14 +51,22 @@ error class under ``"mcpsync/transportError"``, so that no caller waits forever)
 The transport moves bytes: it reads what it needs of an outgoing message from the
 :class:`~mcpsync._channel.MessageFacts` the layer above computed, never from the
 bytes (only a direct caller that gives no facts has them read once), and it knows
-no MCP method beyond the HTTP rules above. Its parts:
+no MCP method beyond the HTTP rules above. The transport is built from parts it
+holds, each given what it needs at construction (bound methods, so that the hot path
+looks nothing up):
 
 * this module — sending: the POST, the headers of each era, the session id,
-  status mapping, 202s, the HTTP+SSE fallback, ``close()``;
-* :mod:`mcpsync.transports._http_streams` — receiving: delivery of what comes back,
-  response streams (resume, re-issue, listen), the standalone GET stream;
-* :mod:`mcpsync.transports._http_exchange` — one HTTP exchange (auth retries,
-  redirects, the shared deadline), shared with the HTTP+SSE transport.
+  status mapping, 202s, the HTTP+SSE fallback, ``receive`` and ``close()``;
+* an :class:`~mcpsync.transports._http_exchange.HTTPExchange` — the URL, options and
+  pools, and the one request loop (auth retries, cookies, redirects, the shared
+  deadline) that the HTTP+SSE transport builds one of too;
+* a :class:`~mcpsync.transports._http_streams.ResponseStreams` — receiving: delivery of
+  what comes back after the POST, response streams (resume, re-issue, listen), the
+  standalone GET stream. It is given the exchange, the receive queue's ``put``, a
+  wake-up for a waiting reader, this transport's request headers, its session id and
+  the forwarder to :attr:`~StreamableHTTPTransport.on_session_lost`;
+* :mod:`mcpsync.transports._http_messages` — what is read of a message (its facts, an
+  answer's id) without decoding it whole.
 
 Example:
     >>> t = StreamableHTTPTransport("http://127.0.0.1:8000/mcp")   # doctest: +SKIP
@@ -70,14 +78,12 @@ Example:
 
 from __future__ import annotations
 
-import itertools
 import logging
 import queue
 import threading
 import time
 from typing import Any, Callable, Mapping
 
-import urllib3
 from msgspec import UNSET
 
 from .._channel import MessageFacts
@@ -85,14 +91,15 @@ from .._constants import MODERN_FIRST
 from .._errors import ConnectionClosed, MCPError, ProtocolError, RequestTimeout, SessionExpired
 from ._base import Transport
 from ._http_errors import read_body, status_error, time_left
-from ._fastconn import _dict_get, _Headers, FastResponse
-from ._http_exchange import _JSON, _SSE, ACCEPT_ENCODING, _finish, _secrets, _shutdown, http_options, session_id
+from ._fastconn import FastHeaders, FastResponse
+from ._http_exchange import ACCEPT_ENCODING, JSON, SSE, HTTPExchange, finish, http_options, sent_values, session_id
 from ._http_headers import encode_header_value
 from ._http_options import HeaderBlock, HTTPOptions, media_type
 from ._tls import Cert, Verify
-from ._http_pools import ClientConnections, Pools, StreamThreads
-from ._http_streams import _WAKE, _ErrorPeek, _Exchange, _In, _Message, ResponseStreams, _peek_error, _peek_in
-from ._sse import _Oversized
+from ._http_pools import ClientConnections
+from ._http_messages import ErrorPeek, Incoming, Message, peek_error, peek_in
+from ._http_streams import ResponseStreams
+from ._sse import Oversized
 
 __all__ = ["StreamableHTTPTransport", "known_kind", "forget_url"]
 
@@ -101,6 +108,10 @@ log = logging.getLogger("mcpsync.http")
 _DELETE_TIMEOUT = 1.0
 _NOTHING: Any = object()  # receive took nothing from the queue
 _THREADS_JOIN = 2.0  # close() waits this long, at most, for the stream threads to end
+#: put in the receive queue to wake a waiting receiver: the transport's state changed
+#: (closed, switched to HTTP+SSE, a call failed through the failure handler)
+_WAKE: Any = object()
+_dict_get = dict.get  # the fast path's headers' own lookups (a dict under lower-case names)
 
 # ----------------------------------------------------------------- per-URL memory
 
@@ -130,7 +141,7 @@ def _remember_kind(url: str, kind: str) -> None:
         _kind_cache[url] = kind
 
 
-class StreamableHTTPTransport(ResponseStreams):
+class StreamableHTTPTransport(Transport):
     """The Streamable HTTP transport (both eras), falling back to HTTP+SSE.
 
     Args:
@@ -162,10 +173,9 @@ class StreamableHTTPTransport(ResponseStreams):
     # slots: every call reads a dozen of these, and CPython keeps at most 30 attributes in
     # an instance's own values (past that each access goes through a dict)
     __slots__ = (
-        "url", "options", "sse_fallback", "get_stream_enabled", "get_stream_idle", "request_scoped", "_lock", "_queue",
-        "_put", "_closed", "_dead", "_closed_event", "_connections", "_pool", "_delegate", "_succeeded", "_session_id",
-        "_protocol_version", "on_session_lost", "_ids", "_inflight", "_header_blocks", "_get_generation", "_get_resp",
-        "_get_thread", "_get_last_id", "_failure_handler", "_poked", "_threads", "_loose",
+        "options", "sse_fallback", "request_scoped", "on_session_lost", "_exchange", "_request", "_streams", "_lock",
+        "_queue", "_put", "_closed", "_dead", "_delegate", "_succeeded", "_session_id", "_protocol_version",
+        "_header_blocks", "_poked",
     )
 
     def __init__(
@@ -187,48 +197,44 @@ class StreamableHTTPTransport(ResponseStreams):
         options: HTTPOptions | None = None,
         connections: ClientConnections | None = None,
     ) -> None:
-        self.url, self.options = http_options(
+        url, self.options = http_options(
             url, options, headers=headers, auth=auth, verify=verify, cert=cert, proxy=proxy,
             connect_timeout=connect_timeout, read_timeout=read_timeout, pool_size=pool_size,
             max_message_size=max_message_size,
         )
         self.sse_fallback = sse_fallback
-        self.get_stream_enabled = get_stream
-        self.get_stream_idle = get_stream_idle
         self.request_scoped = False
-
-        self._lock = threading.Lock()
-        # received messages for ``receive``, in order, and _WAKE marks (see ResponseStreams._put)
-        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
-        self._put = self._queue.put  # the hand-off: the queue's own (C) method
-        self._closed = False
-        self._dead: MCPError | None = None
-        self._closed_event = threading.Event()
-        self._connections = connections if connections is not None else ClientConnections()
-        self._pool: Pools | None = None
-        self._delegate: Transport | None = None
-        self._succeeded = False
-
-        self._session_id: str | None = None
-        self._protocol_version: str | None = None
         #: called with the lost session's id when the standalone GET stream finds that the
         #: server no longer knows the session (on the GET thread: it should only schedule
         #: the renewal, which belongs to the session layer)
         self.on_session_lost: Callable[[str], None] | None = None
-        self._ids = itertools.count(1)
 
-        self._inflight: dict[Any, _Exchange] = {}
+        self._lock = threading.Lock()
+        # received messages for ``receive``, in order, and _WAKE marks (see _poke)
+        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._put = self._queue.put  # the hand-off: the queue's own (C) method
+        self._closed = False
+        self._dead: MCPError | None = None
+        self._delegate: Transport | None = None
+        self._succeeded = False
+        self._poked = False
+
+        self._session_id: str | None = None
+        self._protocol_version: str | None = None
         self._header_blocks: dict[tuple[Any, ...], HeaderBlock] = {}  # see _headers
 
-        self._get_generation = 0
-        self._get_resp: Any = None
-        self._get_thread: threading.Thread | None = None
-        self._get_last_id: str | None = None
-
-        self._failure_handler: Callable[[Any, MCPError], None] | None = None
-        self._poked = False
-        self._threads = StreamThreads()
-        self._loose: set[Any] = set()  # SSE answers to notifications being read
+        self._exchange = HTTPExchange(url, self.options, connections)
+        self._request = self._exchange.request  # bound once: every POST calls it
+        self._streams = ResponseStreams(
+            self._exchange,
+            put=self._put,
+            poke=self._poke,
+            headers=self._headers,
+            session_id=self._current_session,
+            session_lost=self._session_lost,
+            get_stream=get_stream,
+            get_stream_idle=get_stream_idle,
+        )
 
     # ------------------------------------------------------------- Transport API
 
@@ -240,9 +246,8 @@ class StreamableHTTPTransport(ResponseStreams):
         """
         if self._closed:
             raise ConnectionClosed("transport is closed")
-        if self._pool is None:
-            self._pool = self._connections.acquire(self.url, self.options)
-        if self.sse_fallback and known_kind(self.url) == "sse" and self._delegate is None:
+        self._exchange.acquire()
+        if self.sse_fallback and known_kind(self._exchange.url) == "sse" and self._delegate is None:
             self._switch_to_sse(timeout)
 
     needs_facts = True  # (see Transport.needs_facts)
@@ -269,12 +274,12 @@ class StreamableHTTPTransport(ResponseStreams):
             raise ConnectionClosed("transport is closed")
         if self._dead is not None:
             raise ConnectionClosed(f"session is gone: {self._dead}")
-        if self._pool is None:
+        if self._exchange.pools is None:
             self.connect(self.options.connect_timeout)
         if message[:1] != b"{" and message.lstrip()[:1] == b"[":
             raise ProtocolError("JSON-RPC batches are never sent over Streamable HTTP")
-        msg = _Message(message, facts)
-        if msg.method == "notifications/cancelled" and self._cancel(msg):
+        msg = Message(message, facts)
+        if msg.method == "notifications/cancelled" and self._streams.cancel(msg):
             return
         deadline = None if timeout is None else time.monotonic() + timeout
         self._post(msg, deadline)
@@ -309,7 +314,7 @@ class StreamableHTTPTransport(ResponseStreams):
                 if self._closed or self._dead is not None or self._delegate is not None:
                     q.put(_WAKE)
             elif item is not _NOTHING:
-                if isinstance(item, _Oversized):
+                if isinstance(item, Oversized):
                     raise item.error
                 return item  # type: ignore[no-any-return]
             if self._delegate is not None:
@@ -340,45 +345,34 @@ class StreamableHTTPTransport(ResponseStreams):
             if self._closed:
                 return
             self._closed = True
-            inflight = list(self._inflight.values())
-            get_resp = self._get_resp
             session = self._session_id
-            loose = list(self._loose)
-        self._closed_event.set()
-        for exch in inflight:
-            exch.cancelled = True
-            _shutdown(exch.resp)
-        for resp in loose:
-            _shutdown(resp)
-        _shutdown(get_resp)
+        self._exchange.close()
+        self._streams.stop()
         if self._delegate is not None:
             self._delegate.close()
-        elif session is not None and self._pool is not None:
+        elif session is not None and self._exchange.pools is not None:
             try:
-                headers = self._headers(None, "DELETE")
-                if self._pool.cookies.held:  # a balancer pins the session by cookie: DELETE goes there too
-                    headers = self._pool.cookies.headers(self.url, headers)
-                resp = self._pool.control.request(
-                    "DELETE",
-                    self.url,
-                    headers=headers,
-                    timeout=urllib3.Timeout(connect=_DELETE_TIMEOUT, read=_DELETE_TIMEOUT),
-                    retries=False,
-                    redirect=False,
-                )
-                resp.release_conn()
+                self._exchange.request_once("DELETE", self._headers(None, "DELETE"), _DELETE_TIMEOUT)
             except Exception as exc:  # noqa: BLE001 - best effort on the way out
-                log.debug("DELETE of session at %s failed: %s", self.url, exc)
-        get_thread = self._get_thread
-        if get_thread is not None and get_thread is not threading.current_thread():
-            with self._lock:
-                _shutdown(self._get_resp)
-            get_thread.join(1.0)
-        if not self._threads.close(_THREADS_JOIN):
-            log.debug("stream threads for %s still running after close", self.url)
-        if self._pool is not None:
-            self._connections.release(self._pool)
+                log.debug("DELETE of session at %s failed: %s", self._exchange.url, exc)
+        self._streams.join(_THREADS_JOIN)
+        self._exchange.release()
         self._queue.put(_WAKE)  # wakes the waiting receivers (the mark stays: see receive)
+
+    @property
+    def exchange(self) -> HTTPExchange:
+        """What this transport's requests go through: its URL, options and the client's pools."""
+        return self._exchange
+
+    @property
+    def url(self) -> str:
+        """The endpoint's URL (its same-origin redirect target once one was followed)."""
+        return self._exchange.url
+
+    @property
+    def connections(self) -> ClientConnections:
+        """The client's connections (pools per origin, cookies) this transport uses."""
+        return self._exchange.connections
 
     @property
     def session_id(self) -> str | None:
@@ -407,15 +401,15 @@ class StreamableHTTPTransport(ResponseStreams):
         """``handler(request_id, error)`` is called when a request's response stream
         fails after ``send`` returned (it cannot be resumed or re-issued). Without a
         handler the failure is logged and the request runs into its timeout."""
-        self._failure_handler = handler
+        self._streams.failure_handler = handler
         delegate = self._delegate
-        if delegate is not None and hasattr(delegate, "set_failure_handler"):
+        if delegate is not None:
             delegate.set_failure_handler(handler)
 
     def describe(self) -> str:
         if self._delegate is not None:
             return self._delegate.describe()
-        return f"http {self.url}"
+        return f"http {self._exchange.url}"
 
     def session_info(self) -> dict[str, Any]:
         if self._delegate is not None:
@@ -423,16 +417,30 @@ class StreamableHTTPTransport(ResponseStreams):
             return info
         return {
             "transport": "streamable-http",
-            "url": self.url,
+            "url": self._exchange.url,
             "session_id": self._session_id,
             "protocol_version": self._protocol_version,
-            "get_stream": self._get_thread is not None and self._get_thread.is_alive(),
-            "inflight_streams": len(self._inflight),
+            **self._streams.info(),
         }
+
+    # ------------------------------------------------------------- the streams' collaborators
+
+    def _poke(self) -> None:
+        """Wake a waiting reader: a request failed through the failure handler."""
+        self._poked = True
+        self._queue.put(_WAKE)
+
+    def _current_session(self) -> str | None:
+        return self._session_id
+
+    def _session_lost(self, session: str) -> None:
+        hook = self.on_session_lost
+        if hook is not None:
+            hook(session)
 
     # ------------------------------------------------------------- HTTP plumbing
 
-    def _headers(self, msg: _Message | None, method: str, *, accept: str | None = None) -> dict[str, str]:
+    def _headers(self, msg: Message | None, method: str, *, accept: str | None = None) -> dict[str, str]:
         # a POST's headers repeat from request to request: made once per kind, as a
         # read-only HeaderBlock (the fast path keeps its wire form); not those with
         # headers of the call's own (Mcp-Param-*, from its arguments)
@@ -449,8 +457,8 @@ class StreamableHTTPTransport(ResponseStreams):
         h: dict[str, str] = {"User-Agent": self.options.user_agent, "Accept-Encoding": ACCEPT_ENCODING}
         h.update(self.options.headers)
         if method == "POST":
-            h["Content-Type"] = _JSON
-            h["Accept"] = f"{_JSON}, {_SSE}"
+            h["Content-Type"] = JSON
+            h["Accept"] = f"{JSON}, {SSE}"
         elif accept:
             h["Accept"] = accept
         modern = msg.modern_version if msg is not None else None
@@ -477,94 +485,81 @@ class StreamableHTTPTransport(ResponseStreams):
 
     # ------------------------------------------------------------- POST
 
-    def _post(self, msg: _Message, deadline: float | None) -> None:
+    def _post(self, msg: Message, deadline: float | None) -> None:
         sent_session = None if msg.modern_version or msg.method == "initialize" else self._session_id
         headers = self._headers(msg, "POST")
-        read_timeout = self.options.read_timeout  # _read_timeout(time_left(deadline)), inline: once per POST
+        read_timeout = self.options.read_timeout  # the exchange's read_timeout(time_left(deadline)), inline
         if deadline is not None:
             rest = deadline - time.monotonic()
             if rest <= 0:
                 raise RequestTimeout("the call's time ran out")
             if rest < read_timeout:
                 read_timeout = rest if rest > 0.001 else 0.001
-        resp = self._open("POST", headers, msg.body, read_timeout, control=msg.kind != "request", deadline=deadline)
+        resp = self._request("POST", headers, msg.body, read_timeout, control=msg.kind != "request", deadline=deadline)
+        url = self._exchange.url  # (a redirect followed just now is kept)
         try:  # the answer's socket goes back (or is closed) however this ends
             status = resp.status
             rh = resp.headers
             # the fast path's headers are a dict under lower-case names: read as one
-            ctype = _dict_get(rh, "content-type") if rh.__class__ is _Headers else rh.get("content-type")
-            if ctype != _JSON:  # the common answer needs no parsing
+            ctype = _dict_get(rh, "content-type") if rh.__class__ is FastHeaders else rh.get("content-type")
+            if ctype != JSON:  # the common answer needs no parsing
                 ctype = media_type(ctype)
 
             if 200 <= status < 300:
                 if msg.method == "initialize" and msg.is_request:
-                    self._session_id = session_id(resp.headers.get("mcp-session-id"), self.url)
+                    self._session_id = session_id(resp.headers.get("mcp-session-id"), url)
                 if msg.method == "notifications/initialized" and not msg.modern_version:
-                    self._start_get_stream(wait=min(2.0, self.options.connect_timeout))
-                if ctype == _SSE:
+                    self._streams.start_get_stream(wait=min(2.0, self.options.connect_timeout))
+                if ctype == SSE:
                     self._succeeded = True
-                    _remember_kind(self.url, "streamable")
-                    # the dispatcher times the request; the stream itself may idle up to read_timeout
-                    self._set_stream_timeout(resp)
-                    if not msg.is_request:
-                        self._spawn_or_drop(resp, self._loose_worker, resp)
-                        return
-                    exch = _Exchange(msg)
-                    exch.resp = resp
-                    with self._lock:
-                        self._inflight[msg.id] = exch
-                    try:
-                        self._spawn_or_drop(resp, self._stream_worker, exch)
-                    except ConnectionClosed:
-                        with self._lock:
-                            self._inflight.pop(msg.id, None)
-                        raise
+                    _remember_kind(url, "streamable")
+                    self._streams.follow(msg, resp)
                     return
                 # a small answer has come whole with its head: taken as it is (read_body's first step)
                 body = resp.whole(self.options.max_message_size) if resp.__class__ is FastResponse else None
                 if body is None:
-                    body = read_body(resp, self.options.max_message_size, self.url, deadline)
+                    body = read_body(resp, self.options.max_message_size, url, deadline)
                 resp.release_conn()
                 self._succeeded = True
-                if _kind_cache.get(self.url) != "streamable":  # _remember_kind's own test, inline: every POST
-                    _remember_kind(self.url, "streamable")
+                if _kind_cache.get(url) != "streamable":  # _remember_kind's own test, inline: every POST
+                    _remember_kind(url, "streamable")
                 rid = msg.id
                 if (
-                    ctype == _JSON
+                    ctype == JSON
                     and rid.__class__ is int
                     and body.startswith(b'{"jsonrpc":"2.0","id":%d,"result":' % rid)
                     and body.endswith(b"}")
                 ):
-                    self._put(body)  # the answer to this request: _deliver's first case, inline
+                    self._put(body)  # the answer to this request: the streams' deliver's first case, inline
                     return
                 stripped = body.strip()
                 if stripped and stripped != b"null":
-                    if ctype not in (_JSON, _SSE) and not ctype.endswith("+json"):
+                    if ctype not in (JSON, SSE) and not ctype.endswith("+json"):
                         raise ProtocolError(
-                            f"{self.url} answered {msg.method or 'a message'} with content type "
+                            f"{url} answered {msg.method or 'a message'} with content type "
                             f"{ctype or 'none'!r}, not JSON or SSE",
                             status=status,
                         )
                     if stripped[:1] == b"[":
-                        self._deliver_json(body, msg)  # a batch: one message at a time
+                        self._streams.deliver_json(body, msg)  # a batch: one message at a time
                     else:
-                        self._deliver(body, None, msg)
+                        self._streams.deliver(body, msg)
                 elif msg.is_request:
-                    raise ProtocolError(f"{self.url} sent no response to {msg.method} (HTTP {status})", status=status)
+                    raise ProtocolError(f"{url} sent no response to {msg.method} (HTTP {status})", status=status)
                 return
 
-            body = read_body(resp, self.options.max_message_size, self.url, deadline)
+            body = read_body(resp, self.options.max_message_size, url, deadline)
             resp.release_conn()
-            jsonrpc = _peek_in(body) if media_type(resp.headers.get("content-type")) == _JSON or body[:1] == b"{" else None
+            jsonrpc = peek_in(body) if media_type(resp.headers.get("content-type")) == JSON or body[:1] == b"{" else None
             is_jsonrpc = jsonrpc is not None and (jsonrpc.id is not UNSET or len(jsonrpc.error) > 0)
-            error = _peek_error(jsonrpc.error) if jsonrpc is not None and len(jsonrpc.error) else None
+            error = peek_error(jsonrpc.error) if jsonrpc is not None and len(jsonrpc.error) else None
 
             # an expired session: the server did not process the message; renewing the
             # session (initialize again, then send once more) is the session layer's work
             if sent_session is not None and self._looks_expired(status, jsonrpc, error, msg):
-                log.info("session %s at %s expired (HTTP %d)", sent_session, self.url, status)
+                log.info("session %s at %s expired (HTTP %d)", sent_session, url, status)
                 raise SessionExpired(
-                    f"session {sent_session} at {self.url} expired (HTTP {status}): "
+                    f"session {sent_session} at {url} expired (HTTP {status}): "
                     f"{msg.method or 'the message'} was not processed",
                     status=status,
                     sent=False,
@@ -577,11 +572,11 @@ class StreamableHTTPTransport(ResponseStreams):
             if (status >= 500 or status == 429) and not (
                 jsonrpc is not None and jsonrpc.id is not UNSET and jsonrpc.id is not None and jsonrpc.id == msg.id
             ):
-                raise status_error(status, self.url, body, resp.headers, secrets=_secrets(resp))
+                raise status_error(status, url, body, resp.headers, secrets=sent_values(resp))
 
             if is_jsonrpc and msg.is_request:
                 self._succeeded = True
-                self._deliver_json(body, msg)
+                self._streams.deliver_json(body, msg)
                 return
 
             if (
@@ -592,7 +587,7 @@ class StreamableHTTPTransport(ResponseStreams):
                 and not is_jsonrpc
                 and msg.is_request
             ):
-                log.info("%s refuses POST (HTTP %d): falling back to HTTP+SSE", self.url, status)
+                log.info("%s refuses POST (HTTP %d): falling back to HTTP+SSE", url, status)
                 left = time_left(deadline)
                 self._switch_to_sse(left if left is not None else self.options.connect_timeout)
                 assert self._delegate is not None
@@ -600,13 +595,13 @@ class StreamableHTTPTransport(ResponseStreams):
                 return
 
             raise status_error(
-                status, self.url, body, resp.headers, secrets=_secrets(resp), session=sent_session is not None
+                status, url, body, resp.headers, secrets=sent_values(resp), session=sent_session is not None
             )
         except BaseException:
-            _finish(resp, reusable=False)
+            finish(resp, reusable=False)
             raise
 
-    def _looks_expired(self, status: int, jsonrpc: _In | None, error: _ErrorPeek | None, msg: _Message) -> bool:
+    def _looks_expired(self, status: int, jsonrpc: Incoming | None, error: ErrorPeek | None, msg: Message) -> bool:
         if jsonrpc is not None and jsonrpc.id is not UNSET and jsonrpc.id is not None and jsonrpc.id == msg.id:
             return False  # a real answer to this request (e.g. method not found)
         if status == 404:
@@ -620,12 +615,13 @@ class StreamableHTTPTransport(ResponseStreams):
     def _switch_to_sse(self, timeout: float) -> None:
         from .sse import SSETransport
 
-        delegate = SSETransport(self.url, options=self.options, connections=self._connections)
-        if self._failure_handler is not None:
-            delegate.set_failure_handler(self._failure_handler)
+        url = self._exchange.url
+        delegate = SSETransport(url, options=self.options, connections=self._exchange.connections)
+        if self._streams.failure_handler is not None:
+            delegate.set_failure_handler(self._streams.failure_handler)
         delegate.connect(timeout)
         if self._protocol_version is not None:
             delegate.set_protocol_version(self._protocol_version)
-        _remember_kind(self.url, "sse")
+        _remember_kind(url, "sse")
         self._delegate = delegate
         self._queue.put(_WAKE)  # a waiting receiver goes to the delegate

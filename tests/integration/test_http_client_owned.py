@@ -122,7 +122,7 @@ def test_transports_of_one_client_share_pools_and_cookies() -> None:
         try:
             first.connect(5)
             second.connect(5)
-            assert first._pool is second._pool
+            assert first.exchange.pools is second.exchange.pools
             first.send(b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25",'
                        b'"capabilities":{},"clientInfo":{"name":"t","version":"1"}}}', 5)
             assert first.receive(5) is not None
@@ -133,7 +133,7 @@ def test_transports_of_one_client_share_pools_and_cookies() -> None:
         finally:
             first.close()
             second.close()
-        assert not conns._pools  # the last close gave the sockets back
+        assert not conns.in_use()  # the last close gave the sockets back
 
 
 @pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="needs fork")

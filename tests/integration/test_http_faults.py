@@ -241,6 +241,21 @@ def test_sse_endpoint_on_another_origin_is_refused(faulty: FaultyServer) -> None
         t.close()
 
 
+def test_sse_endpoint_redirected_within_its_origin_is_followed_and_kept(faulty: FaultyServer) -> None:
+    t = SSETransport(faulty.url("/sse-moved"))
+    try:
+        t.connect(5)
+        old, new = ("POST", "/sse-moved/messages"), ("POST", "/sse-moved/messages/")
+        before = faulty.hits[old], faulty.hits[new]  # the server is shared by the module's tests
+        ping = b'{"jsonrpc":"2.0","method":"notifications/initialized"}'
+        t.send(ping, 5)
+        assert t.endpoint == faulty.url("/sse-moved/messages/") and t.url == faulty.url("/sse-moved")
+        t.send(ping, 5)  # straight to the new endpoint: one redirect in all
+        assert (faulty.hits[old] - before[0], faulty.hits[new] - before[1]) == (1, 2)
+    finally:
+        t.close()
+
+
 def test_sse_wrong_content_type_is_a_connect_error(faulty: FaultyServer) -> None:
     t = SSETransport(faulty.url("/sse-html"))
     try:
@@ -318,14 +333,14 @@ def test_one_client_shares_its_pools_per_origin_and_releases_them(faulty: Faulty
     for t in (a, b, alone):
         t.connect(1)
     try:
-        assert a._pool is b._pool
-        assert alone._pool is not a._pool
+        assert a.exchange.pools is b.exchange.pools
+        assert alone.exchange.pools is not a.exchange.pools
     finally:
         a.close()
-        assert list(conns._pools.values()) == [b._pool]
+        assert conns.in_use() == [b.exchange.pools]
         b.close()
         alone.close()
-    assert not conns._pools
+    assert not conns.in_use()
 
 
 def test_exhausted_pool_is_a_bounded_wait(transport: Any, faulty: FaultyServer, http_path: str) -> None:

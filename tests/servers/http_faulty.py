@@ -175,7 +175,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._start_sse()
             time.sleep(3)
             return
-        if path in ("/sse-429", "/sse-gone"):
+        if path in ("/sse-429", "/sse-gone", "/sse-moved"):
             self._start_sse()
             self._event(path.encode() + b"/messages", event="endpoint")
             self._hold_sse()
@@ -195,6 +195,10 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(429, b"slow down", "text/plain", Retry_After="7" if path == "/429" else "4")
         elif path == "/sse-gone/messages":
             self._send(404, b"Could not find session", "text/plain")
+        elif path == "/sse-moved/messages":  # the endpoint moved, within the origin
+            self._send(307, b"", None, Location="/sse-moved/messages/")
+        elif path == "/sse-moved/messages/":
+            self._send(202, b"", None)
         elif path == "/429date":
             self._send(429, b"slow down", "text/plain", Retry_After=email.utils.formatdate(time.time() + 60, usegmt=True))
         elif path == "/503":

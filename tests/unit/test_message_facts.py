@@ -67,13 +67,13 @@ def test_one_table_of_methods_safe_to_resend() -> None:
 
 def test_a_reissued_request_is_spliced_not_decoded() -> None:
     from mcpsync._messages import Request, encode
-    from mcpsync.transports._http_streams import _reissued
+    from mcpsync.transports._http_messages import reissued
 
     body = encode(Request("2.0", 7, "tools/list", {"cursor": "c"}))
-    again = _reissued(body, 7, "mcpsync-reissue-1")
+    again = reissued(body, 7, "mcpsync-reissue-1")
     assert msgspec.json.decode(again) == {"jsonrpc": "2.0", "id": "mcpsync-reissue-1", "method": "tools/list", "params": {"cursor": "c"}}
     other = b'{"method":"ping","id":7,"jsonrpc":"2.0"}'  # not the dispatcher's shape: rewritten
-    assert msgspec.json.decode(_reissued(other, 7, 8)) == {"method": "ping", "id": 8, "jsonrpc": "2.0"}
+    assert msgspec.json.decode(reissued(other, 7, 8)) == {"method": "ping", "id": 8, "jsonrpc": "2.0"}
 
 
 def test_tasks_requests_name_their_task() -> None:

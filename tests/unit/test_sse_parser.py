@@ -15,20 +15,20 @@ from mcpsync._errors import (
     ProtocolError,
     RequestTimeout,
 )
-from mcpsync.transports._sse import SSEEvent, SSEParser, _Oversized
+from mcpsync.transports._sse import SSEEvent, SSEParser, Oversized
 from mcpsync.transports._http_headers import encode_header_value, header_annotation_error, header_annotations, mcp_param_headers
 from mcpsync.transports._http_options import media_type
 from mcpsync.transports._http_errors import status_error, translate
 
 
-def events(parser: SSEParser, *chunks: bytes) -> list[SSEEvent | _Oversized]:
-    out: list[SSEEvent | _Oversized] = []
+def events(parser: SSEParser, *chunks: bytes) -> list[SSEEvent | Oversized]:
+    out: list[SSEEvent | Oversized] = []
     for chunk in chunks:
         out.extend(parser.feed(chunk))
     return out
 
 
-def data_of(items: list[SSEEvent | _Oversized]) -> list[bytes]:
+def data_of(items: list[SSEEvent | Oversized]) -> list[bytes]:
     return [e.data for e in items if isinstance(e, SSEEvent)]
 
 
@@ -107,7 +107,7 @@ def test_large_event_split_across_many_reads() -> None:
 def test_oversized_event_is_reported_once_and_parsing_goes_on() -> None:
     p = SSEParser(max_size=100)
     out = events(p, b'data: {"id": 5, "pad": "' + b"y" * 300 + b'"}\n\n', b"data: ok\n\n")
-    assert isinstance(out[0], _Oversized)
+    assert isinstance(out[0], Oversized)
     err = out[0].error
     assert isinstance(err, MessageTooLarge)
     assert err.head.startswith(b'{"id": 5')
@@ -116,21 +116,21 @@ def test_oversized_event_is_reported_once_and_parsing_goes_on() -> None:
 
 def test_oversized_single_line_across_reads_keeps_memory_bounded() -> None:
     p = SSEParser(max_size=1000)
-    out: list[SSEEvent | _Oversized] = []
+    out: list[SSEEvent | Oversized] = []
     out += p.feed(b"data: ")
     for _ in range(100):
         out += p.feed(b"z" * 1000)
         assert len(p._partial) < 3000
     out += p.feed(b"\n\n")
     out += p.feed(b"data: after\n\n")
-    assert isinstance(out[0], _Oversized)
+    assert isinstance(out[0], Oversized)
     assert data_of(out) == [b"after"]
 
 
 def test_oversized_multiline_event_does_not_end_early() -> None:
     p = SSEParser(max_size=10)
     out = events(p, b"data: 0123456789ABC", b"\ndata: more", b"\n\ndata: ok\n\n")
-    assert isinstance(out[0], _Oversized)
+    assert isinstance(out[0], Oversized)
     assert data_of(out) == [b"ok"]
 
 
