@@ -117,10 +117,12 @@ class Dispatcher(Incoming):
 
     @property
     def stats(self) -> dict[str, int]:
-        """Messages sent, received and dropped (unknown ids, invalid, oversized) so far
+        """Messages sent, received and dropped (unknown ids, invalid, oversized) so far, and
+        requests waiting for their answer now
         (counted with ``next()`` on a count: atomic under the GIL, cheaper than ``+=``)."""
         c = count_value
-        return {"sent": c(self._sent), "received": c(self._received), "dropped": c(self._dropped)}
+        return {"sent": c(self._sent), "received": c(self._received), "dropped": c(self._dropped),
+                "pending": len(self._pending)}
 
     # ------------------------------------------------------------------ lifecycle
 
