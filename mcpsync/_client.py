@@ -181,9 +181,7 @@ class Client:
         )
         self._subscriptions = subscriptions = Subscriptions(settings, session, results)
         self._reads = reads = Reads(settings, session, results)
-        self._tasks = tasks = Tasks(server=settings.name, request=session.request, answer=handlers.answer,
-                                    era=lambda: session.facts().era, default_timeout=timeouts.request,
-                                    stopping=session.stopping, background=lambda fn: session.worker.submit(fn))
+        self._tasks = tasks = Tasks(settings, session, handlers.answer)
         self._tools = tools = Tools(settings, session, tool_cache, tasks, headers, handlers.url_prerequisites)
         self._skills = Skills(server=settings.name, request=session.request, read_resource=reads.read_resource,
                               declaration=lambda: (session.facts().capabilities.extensions or {}).get(SKILLS_EXTENSION))
@@ -452,12 +450,13 @@ class Client:
             meta: extra ``_meta`` for the request.
             retry_safe: retry even after the request may have reached the server (tools
                 annotated ``readOnlyHint`` or ``idempotentHint`` are anyway).
-            task: True returns a :class:`~mcpsync.ToolTask` (as :meth:`call_tool_task`);
-                None runs 2025-11-25 task-only tools as tasks transparently.
+            task: True runs the call as a task and waits for its result; None runs
+                2025-11-25 task-only tools so transparently; False never (the task
+                itself, to poll or cancel: :meth:`call_tool_task`).
             validate: check ``structured_content`` against the tool's ``outputSchema``
                 (else :class:`OutputSchemaError`).
         """
-        return self._tools.call(name, arguments, timeout, progress, meta, retry_safe, task, validate)  # type: ignore[return-value]
+        return self._tools.call(name, arguments, timeout, progress, meta, retry_safe, task, validate)
 
     def check_tool_result(self, tool: Tool | str, result: CallToolResult) -> CallToolResult:
         """Check ``result.structured_content`` against the tool's ``outputSchema`` (not for

@@ -36,7 +36,7 @@ from ._retry import tool_is_retry_safe
 from ._messages import CallToolResult, ListToolsResult, Tool
 from ._paging import paginate
 from ._policies import RetryPolicy
-from ._tasks import Tasks, ToolTask
+from ._tasks import Tasks
 from ._schema import validate_output
 from ._ports import Requester
 from ._settings import Settings
@@ -184,11 +184,11 @@ class Tools:
         self.cache.invalidate(self.name, LIST_CHANGED)
 
     def pages(self, timeout: float | None, retry: RetryPolicy | None = None) -> list[ListToolsResult]:
-        request = self.session.request
+        session = self.session
         learn = self.headers.learn
 
         def fetch(cursor: str | None) -> ListToolsResult:
-            page: ListToolsResult = request("tools/list", {"cursor": cursor} if cursor else None, timeout, None, None, None, retry)
+            page: ListToolsResult = session.request("tools/list", {"cursor": cursor} if cursor else None, timeout, None, None, None, retry)
             return learn(page, self._modern)
 
         return list(paginate(fetch, server=self.name, method="tools/list"))
@@ -237,7 +237,7 @@ class Tools:
         retry_safe: bool,
         task: bool | None,
         validate: bool,
-    ) -> CallToolResult | ToolTask:
+    ) -> CallToolResult:
         """``tools/call``, the one body (see the module's docstring)."""
         began = _monotonic()  # a task the server makes of the call is waited for in what is left
         listed = self.cache.peek(self.name, self.credential)  # harness work: not counted
@@ -257,17 +257,17 @@ class Tools:
             # the call goes out first, and the tool cache is filled only then
             safe = self._safe_once_learned(name, ends)
         if as_task:
-            return self._as_task(name, arguments, timeout, meta, task is True, validate, definition, began)
+            return self._as_task(name, arguments, timeout, meta, validate, definition, began)
         params: dict[str, Any] = {"name": name, "arguments": arguments if arguments is not None else {}}
         if meta:
             params["_meta"] = dict(meta)
-        request = self.session.request  # Client.request's body, without its frame: this runs on every call
+        session = self.session  # (Client.request's body, without its frame: this runs on every call)
         try:
-            result = request("tools/call", params, timeout, progress, safe, name, None)
+            result = session.request("tools/call", params, timeout, progress, safe, name, None)
         except RemoteError as exc:
             if exc.code == URL_ELICITATION_REQUIRED and self.url_prerequisites(exc):
                 # every prerequisite was accepted: one retry of the same call
-                result = request("tools/call", params, timeout, progress, safe, name, None)
+                result = session.request("tools/call", params, timeout, progress, safe, name, None)
             elif exc.code == HEADER_MISMATCH and self._modern():
                 # the server wants Mcp-Param-* headers this client did not know of (or
                 # knew stale): learn the tools' annotations again, then one retry
@@ -276,12 +276,12 @@ class Tools:
                     self.list_tools(timeout, refresh=True)
                 except MCPError as relist:
                     log.info("%s: re-listing tools failed: %s", self.name, relist)
-                result = request("tools/call", params, timeout, progress, safe, name, None)
+                result = session.request("tools/call", params, timeout, progress, safe, name, None)
             else:
                 learned = self._learn(name, ends) if listed is None and task is None else None
                 if learned is None or not _task_only(learned):
                     raise
-                return self._as_task(name, arguments, timeout, meta, False, validate, learned, began)  # learned only now
+                return self._as_task(name, arguments, timeout, meta, validate, learned, began)  # learned only now
         if not isinstance(result, CallToolResult):  # the server made it a task: followed in the call's time
             result = self.tasks.follow(result, name, self._left(timeout, began))
         elif result.is_error and listed is None and task is None:
@@ -289,7 +289,7 @@ class Tools:
             # (not an error): learned only now, it is run as a task
             learned = self._learn(name, ends)
             if learned is not None and _task_only(learned):
-                return self._as_task(name, arguments, timeout, meta, False, validate, learned, began)
+                return self._as_task(name, arguments, timeout, meta, validate, learned, began)
         if validate:
             if definition is not None:
                 if definition.output_schema is not None:
@@ -305,17 +305,14 @@ class Tools:
         arguments: Mapping[str, Any] | None,
         timeout: float | None,
         meta: Mapping[str, Any] | None,
-        handle_only: bool,
         validate: bool,
         definition: Tool | None,
         began: float,
-    ) -> CallToolResult | ToolTask:
-        """A call run as a task: its :class:`~mcpsync._tasks.ToolTask` (``handle_only``), else
-        its result, waited for in what is left of the call's time."""
+    ) -> CallToolResult:
+        """A call run as a task: its result, waited for in what is left of the call's time
+        (``Client.call_tool_task`` hands back the task itself)."""
         tasks = self.tasks
         handle = tasks.start(name, arguments, timeout=timeout, meta=meta)
-        if handle_only:
-            return handle
         result = tasks.follow(handle, name, self._left(timeout, began))
         if validate and definition is not None:
             self.check_result(definition, result)
