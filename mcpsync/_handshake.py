@@ -11,9 +11,7 @@ same connection, once for all the callers that met the expiry).
 from __future__ import annotations
 
 import errno
-import functools
 import logging
-import operator
 import socket
 import threading
 import time
@@ -102,22 +100,21 @@ class _Connection:
         self.key = key
         #: for the pool, every call: on a Dispatcher one C call, no syscall (its reader
         #: notices a dead peer); a thorough check is :meth:`healthy`
-        self.alive: Callable[[], bool] = (
-            functools.partial(operator.truth, channel._up) if isinstance(channel, Dispatcher) else self._channel_alive)
+        self.alive: Callable[[], bool] = channel.up_check() if isinstance(channel, Dispatcher) else self._channel_alive
         self.session: ServerSession | None = None
         self.closer: Callable[[Callable[[], None], str], None] | None = None
         self.meta: dict[str, Any] | None = None  # modern per-request _meta
         self.renewing = threading.Lock()  # one session renewal at a time (see Handshake.renew)
         self.closed_alive = False  # the client closed it while it worked (its end was no loss)
-        self._wire_meta: tuple[Any, Any] = (None, None)  # (meta, what is sent for it)
+        self.wire_cache: tuple[Any, Any] = (None, None)  # (meta, what is sent for it)
 
     def wire_meta(self, meta: dict[str, Any]) -> Any:
         """``meta`` as sent: encoded once per value on a connection that sends JSON
         (a Dispatcher's), the mapping itself on an in-process channel."""
-        known, wire = self._wire_meta
+        known, wire = self.wire_cache
         if known is not meta:
             wire = msgspec.Raw(encode(meta)) if self.transport is not None else meta
-            self._wire_meta = (meta, wire)
+            self.wire_cache = (meta, wire)
         return wire
 
     def _channel_alive(self) -> bool:

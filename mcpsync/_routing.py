@@ -482,18 +482,18 @@ class _RoutedTransport(Transport):
 
 
 def mcp_probe(
-    make: Callable[[Endpoint], Transport], *, client: Callable[..., Any], mode: str = "auto", timeout: float = 5.0
+    make: Callable[[Endpoint], Transport], *, client_class: Callable[..., Any], mode: str = "auto", timeout: float = 5.0
 ) -> Callable[[Endpoint], tuple[float, float]]:
     """A ``probe`` for :class:`Router` that measures a real MCP round-trip.
 
-    Each probe opens a one-connection ``client`` (:class:`~mcpsync.Client`, given by
+    Each probe opens a one-connection ``client_class`` (:class:`~mcpsync.Client`, given by
     the caller so that routing never imports the Client) over ``make(endpoint)``
     (no retries), times the connect (transport + ``initialize`` / ``server/discover``)
     and one ``ping`` (``server/discover`` in the modern era), and closes it.
 
     Args:
         make: builds a fresh transport for an endpoint.
-        client: the Client class.
+        client_class: the Client class.
         mode: the Client's era mode (``"modern"`` skips the probe for the era).
         timeout: bound of the connect and of the ping, each.
 
@@ -506,7 +506,7 @@ def mcp_probe(
     timeouts = Timeouts(connect=timeout, request=timeout)
 
     def probe(ep: Endpoint) -> tuple[float, float]:
-        c = client(lambda: make(ep), mode=mode, name=f"probe-{ep.name}", timeouts=timeouts,
+        c = client_class(lambda: make(ep), mode=mode, name=f"probe-{ep.name}", timeouts=timeouts,
                    retry=RetryPolicy.NONE, breaker=BreakerPolicy.DISABLED, pool=PoolLimits.SINGLE)
         try:
             t0 = time.perf_counter()
@@ -521,7 +521,7 @@ def mcp_probe(
 
 
 def routed_client(
-    client: Callable[..., Any],
+    client_class: Callable[..., Any],
     endpoints: Iterable[Endpoint | str],
     make: Callable[[Endpoint], Transport],
     *,
@@ -530,7 +530,7 @@ def routed_client(
     router_options: Mapping[str, Any] | None = None,
     **options: Any,
 ) -> Any:
-    """``Client.routed`` (see there): a ``client`` (the Client class, given by the caller so
+    """``Client.routed`` (see there): a ``client_class`` (the Client, given by the caller so
     that routing never imports it) whose connections a :class:`Router` places, with one
     circuit breaker per endpoint on the router's clock.
 
@@ -546,14 +546,14 @@ def routed_client(
     breakers: dict[str, CircuitBreaker] = {}
     router = Router(
         eps,
-        probe=mcp_probe(make, client=client) if probe else None,
+        probe=mcp_probe(make, client_class=client_class) if probe else None,
         region=region,
         breaker_open=lambda ep: breakers[ep.name].state is BreakerState.OPEN,
         **dict(router_options or {}),
     )
     for e in eps:  # on the router's clock: one time base for every routing decision
         breakers[e.name] = CircuitBreaker(policy, clock=router._clock, on_change=listener, name=f"{name}[{e.name}]")
-    return client(router.transport_factory(make), breaker=BreakerPolicy.DISABLED,
+    return client_class(router.transport_factory(make), breaker=BreakerPolicy.DISABLED,
                   routing=Attempts(name, router, breakers), **options)
 
 

@@ -622,7 +622,7 @@ class Session:
             if level is not None and base.get(_META_LOG) != level:
                 base = conn.meta = {**base, _META_LOG: level}
             extra = params.get("_meta") if params else None
-            known, wire = conn._wire_meta  # conn.wire_meta(base)'s cached case, inline: every call
+            known, wire = conn.wire_cache  # conn.wire_meta(base)'s cached case, inline: every call
             meta = {**base, **extra} if extra else wire if known is base else conn.wire_meta(base)
             sent = params.copy() if type(params) is dict else dict(params or ())  # (copy: half a {**params}'s price)
             sent["_meta"] = meta
