@@ -110,6 +110,7 @@ class Client:
     handler_timeout = InPart[float | None]("_handlers")
     max_input_rounds = InPart[int]("_session")
     listen_timeout = InPart[float]("_subscriptions")
+    push_updates = InPart[bool]("_subscriptions")
     cache_results = InPart[bool]("_reads")
 
     def __init__(
@@ -140,7 +141,6 @@ class Client:
         ))
         self.client_info = settings.client_info
         self.name = settings.name
-        self.push_updates = push_updates
         self._metrics = MetricsRecorder()
         if telemetry is True:
             from ._otel import telemetry as otel_telemetry
