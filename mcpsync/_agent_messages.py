@@ -3,7 +3,7 @@
 :func:`agent_message` turns an exception into one short sentence naming the tool, with
 the malformed field (from :class:`InvalidParams`) and the seconds until the breaker
 retries (from :class:`CircuitOpen`) filled in. The English texts are SPEC.md's, the
-Chinese ones the seed's (错误传播到 Agent). Templates are ``str.format`` strings keyed
+Chinese ones their counterparts (错误传播到 Agent). Templates are ``str.format`` strings keyed
 by kind and language; override them per call or edit :data:`TEMPLATES`.
 
 Example:
@@ -260,7 +260,7 @@ def agent_message(
     Args:
         error: what the call raised.
         tool: the tool name.
-        lang: ``"en"`` (SPEC.md's texts) or ``"zh"`` (the seed's).
+        lang: ``"en"`` (SPEC.md's texts) or ``"zh"`` (the Chinese texts).
         templates: overrides for this call, kind → template (see :data:`TEMPLATES`).
         default_retry_after: seconds shown when a :class:`CircuitOpen` carries none.
 

@@ -20,7 +20,7 @@ Modern-era cache hints (2026-07-28, analogous to HTTP ``Cache-Control``):
   every time". The entry is marked stale at once (:attr:`ToolSet.stale`, counted in
   :attr:`CacheStats.stale_served`) but, by default (``zero_ttl="session"``), it keeps
   serving as the session cache until an invalidation event: re-fetching is a MAY, and
-  the seed's design forbids rediscovery within a session. ``zero_ttl="refetch"`` makes
+  a session's tools are discovered once unless an event says otherwise. ``zero_ttl="refetch"`` makes
   such entries miss on every lookup instead.
 * no ``ttlMs`` (legacy servers) — the entry lives for the session.
 * ``cacheScope`` ``"public"`` — one entry per server, shared by every credential.

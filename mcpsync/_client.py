@@ -1,49 +1,48 @@
 """The Client: typed, blocking MCP methods over either protocol era.
 
-A facade: the constructors build it, and each MCP method hands its work to a part it holds:
-``_session`` (:mod:`mcpsync._session`: the connection state and every request; the handshake
-is :mod:`mcpsync._handshake`), ``_tools``, ``_tasks``, ``_subscriptions``, ``_handlers``
-(requests and notifications from the server) and ``_results`` (modern ``ttlMs`` results).
+A facade, and the one place where its parts are made and joined (``Client.__init__``): each
+part is given the frozen :class:`~mcpsync._settings.Settings`, the collaborators it uses and
+callbacks for what concerns another part, never the Client. Each MCP method hands its work
+to a part: ``_session`` (:mod:`mcpsync._session`: the connection state and every request; the
+handshake is :mod:`mcpsync._handshake`), ``_tools``, ``_tasks``, ``_subscriptions``,
+``_handlers`` (requests and notifications from the server), ``_reads`` (cacheable reads,
+modern ``ttlMs``) and ``_skills``.
 """
 
 from __future__ import annotations
 
-import logging
 import os
 from typing import TYPE_CHECKING, Any, Callable, Final, Literal, Mapping, Sequence
 
 from ._breaker import BreakerState, CircuitBreaker
-from ._cache import CacheHits, ResultCache, ToolCache
+from ._cache import RECONNECT, CacheHits, ResultCache, ToolCache
 from ._channel import ProgressCallback
 from ._constants import CLIENT_DOES_NOT_TRAVEL
 from ._diagnostics import Diagnostics, snapshot as _diagnostics_snapshot
 from ._extensions import SKILLS_EXTENSION, Extension, wire_extensions
-from ._errors import METHOD_NOT_FOUND, InvalidParams, RemoteError, ResourceNotFound, ServerUnavailable
+from ._errors import ServerUnavailable
 from ._guard import Recorder
 from ._losses import SessionLost
 from ._handlers import LEVELS, Handlers
 from ._handshake import LATEST_LEGACY, LATEST_MODERN, LEGACY_VERSIONS, MODERN_VERSIONS, ServerSession, default_client_info
 from ._messages import CallToolResult, Implementation, ServerCapabilities, Tool
 from ._metrics import MetricsRecorder, MetricsSnapshot, fan_out
-from ._paging import items
 from ._policies import BreakerPolicy, PoolLimits, ReconnectPolicy, RetryPolicy, Timeouts
 from ._pool import PoolStats
 from ._protocol_types import CompleteResult, Completion, GetPromptResult, Prompt, ReadResourceResult, Resource
 from ._protocol_types import ResourceTemplate, Task, completion_params, prompt_params
-from ._routing import Endpoint, Router
+from ._reads import Later, Reads
+from ._routing import Attempts, Endpoint, Router
 from ._session import Session
+from ._settings import InPart, Mode, Setting, Settings
 from ._skills import Skill, SkillInfo, Skills
 from ._subscriptions import Subscription, Subscriptions
 from ._tasks import Tasks, ToolTask
-from ._tools import Tools
+from ._tools import ParamHeaders, Tools
 from .transports._base import Transport
 from .transports._factory import TRANSPORT_OPTIONS, TransportFactory, Verify, build as build_transport, single_use
 
 __all__ = ["Client", "ServerSession", "MODERN_VERSIONS", "LEGACY_VERSIONS", "LATEST_MODERN", "LATEST_LEGACY"]
-
-Mode = Literal["auto", "modern", "legacy"]
-#: The Client's policies: fixed at construction (``client.retry = ...`` raises).
-_POLICIES = frozenset({"mode", "timeouts", "retry", "breaker", "pool"})
 
 if TYPE_CHECKING:
     from ._config import ServerConfig
@@ -88,6 +87,7 @@ class Client:
         push_updates: False refuses ``subscribe`` (resources then live by TTL alone).
         extensions: the :class:`~mcpsync.Extension` values (or identifiers) declared in the
             client capabilities; default :attr:`Extension.DEFAULTS` (tasks and skills).
+        routing: a routed client's attempt strategy (:meth:`routed` makes it).
 
     Example:
         >>> with Client.stdio("python", ["-m", "mcpsync.server.demo"]) as client:   # doctest: +SKIP
@@ -95,14 +95,23 @@ class Client:
         {'result': 3}
     """
 
-    #: Most ``InputRequiredResult`` rounds one call may take.
-    max_input_rounds: int = 8
-    #: Seconds a sampling/elicitation/roots handler may take (None: the request timeout).
-    handler_timeout: float | None = None
-    #: Seconds one ``subscriptions/listen`` request is left open before it is re-sent.
-    listen_timeout: float = 120.0
-    #: Honour modern ``ttlMs``/``cacheScope`` for resources, prompts and ``resources/read``.
-    cache_results: bool = True
+    # the policies it was built with, read-only (``client.retry = ...`` raises)
+    mode, timeouts, retry = Setting[Mode](), Setting[Timeouts](), Setting[RetryPolicy]()
+    breaker, pool = Setting[BreakerPolicy](), Setting[PoolLimits]()
+    # what may change on a live client, kept by the part that uses it (handler_timeout: seconds a
+    # sampling/elicitation/roots handler may take, None: the request timeout; max_input_rounds:
+    # InputRequiredResult rounds per call, 8; listen_timeout: seconds a subscriptions/listen stays
+    # open before it is re-sent, 120; cache_results: honour modern ttlMs/cacheScope, True)
+    sampling_handler = InPart[Callable[[Mapping[str, Any]], Any] | None]("_handlers")
+    elicitation_handler = InPart[Callable[[Mapping[str, Any]], Any] | None]("_handlers")
+    roots = InPart[Sequence[Mapping[str, Any]] | Callable[[], Sequence[Mapping[str, Any]]] | None]("_handlers")
+    logging_handler = InPart[Callable[[Mapping[str, Any]], None] | None]("_handlers")
+    log_level = InPart[str | None]("_handlers")
+    handler_timeout = InPart[float | None]("_handlers")
+    max_input_rounds = InPart[int]("_session")
+    listen_timeout = InPart[float]("_subscriptions")
+    push_updates = InPart[bool]("_subscriptions")
+    cache_results = InPart[bool]("_reads")
 
     def __init__(
         self, transport: TransportFactory | Transport, *, mode: Mode = "auto", timeouts: Timeouts = Timeouts.DEFAULT,
@@ -117,64 +126,65 @@ class Client:
         on_unavailable: Callable[[ServerUnavailable], None] | None = None, telemetry: Any = None,
         credential: Any = None, metrics: bool = True, push_updates: bool = True,
         extensions: Sequence[Extension | str] | None = None,
-        on_session_lost: Callable[[SessionLost], None] | None = None,
+        on_session_lost: Callable[[SessionLost], None] | None = None, routing: Attempts | None = None,
     ) -> None:
-        if mode not in ("auto", "modern", "legacy"):
-            raise ValueError(f"mode must be 'auto', 'modern' or 'legacy', not {mode!r}")
         if isinstance(transport, Transport):
             factory, pool = single_use(transport), PoolLimits.SINGLE
         elif callable(transport):
             factory = transport
         else:
             raise TypeError("transport must be a Transport or a zero-argument callable returning one")
-        self.mode: Final[Mode] = mode
-        self.timeouts: Final[Timeouts] = timeouts
-        self.retry: Final[RetryPolicy] = retry
-        self.breaker: Final[BreakerPolicy] = breaker
-        self.pool: Final[PoolLimits] = PoolLimits.SESSION if pool is None else pool
-        self.sampling_handler = sampling_handler
-        self.elicitation_handler = elicitation_handler
-        self.roots = roots
-        self.logging_handler = logging_handler
-        self.log_level = log_level
-        self.client_info = dict(client_info or default_client_info())
-        self.name = name or "server"
-        self.push_updates = push_updates
-        self._server_logger = logging.getLogger(f"mcpsync.server.{self.name}")
-        self._cache_credential = credential
-        self._discovery_backoff_until = 0.0  # a failed hidden tools/list is not retried before
+        self.settings: Final[Settings] = (settings := Settings(
+            name=name or "server", mode=mode, timeouts=timeouts, retry=retry, breaker=breaker,
+            pool=PoolLimits.SESSION if pool is None else pool, client_info=dict(client_info or default_client_info()),
+            credential=credential, push_updates=push_updates, extensions=wire_extensions(extensions),
+        ))
+        self.client_info = settings.client_info
+        self.name = settings.name
         self._metrics = MetricsRecorder()
         if telemetry is True:
             from ._otel import telemetry as otel_telemetry
 
             telemetry = otel_telemetry()
-        self._telemetry = telemetry or None
-        sinks = (self._metrics if metrics else None, self._telemetry.recorder if self._telemetry is not None else None, record)
+        self._telemetry = tel = telemetry or None
+        sinks = (self._metrics if metrics else None, tel.recorder if tel is not None else None, record)
         sink = fan_out(*sinks) if any(x is not None for x in sinks) else None
-        self._tool_cache = ToolCache(metrics=CacheHits(sink))
-        self._resources: ResourceManager | None = None
-        self._handlers = Handlers(self, wire_extensions(extensions), self._telemetry)
-        self._subscriptions = Subscriptions(self)
-        self._results = ResultCache()
-        self._tools = Tools(self)
-        self._session = session = Session(
-            self, factory, reconnect=reconnect, record=sink, on_breaker_change=on_breaker_change,
-            on_unavailable=on_unavailable, telemetry=self._telemetry, on_session_lost=on_session_lost,
+        # the parts, each given what it uses; a callback to a part made later names it when called
+        # (every part exists before the first connection, hence before any callback runs)
+        session: Session
+        subscriptions: Subscriptions
+        tools: Tools
+        self._tool_cache = tool_cache = ToolCache(metrics=CacheHits(sink))
+        self._results = results = ResultCache()
+        self._resources = resources = Later()  # the ResourceManager, made on first use (resources())
+        received = (lambda method, params, run: tel.received(session, method, params, run)) if tel is not None else None
+        self._handlers = handlers = Handlers(
+            settings, tools_changed=lambda: tools.list_changed(), notice=lambda m, p: subscriptions.notice(m, p),
+            route=lambda m, p: subscriptions.notification(m, p), received=received, sampling_handler=sampling_handler,
+            elicitation_handler=elicitation_handler, roots=roots, logging_handler=logging_handler, log_level=log_level,
         )
-        self._tasks = Tasks(server=self.name, request=self.request, answer=self._handlers.answer, era=lambda: self.era,
-                            default_timeout=timeouts.request, stopping=session.stopping,
-                            background=lambda fn: session.worker.submit(fn))
-        self._skills = Skills(server=self.name, request=self.request, read_resource=self.read_resource,
-                              declaration=lambda: (self.capabilities.extensions or {}).get(SKILLS_EXTENSION))
+        headers = ParamHeaders()
 
-    def __setattr__(self, name: str, value: Any) -> None:
-        # set once, by __init__ before _session (reading self.__dict__ here slows every read on 3.11)
-        if name in _POLICIES and hasattr(self, "_session"):
-            raise AttributeError(
-                f"Client.{name} is read-only: a client keeps the policies it was built with; "
-                f"build another client with {name}=... (e.g. Client.stdio(..., {name}=...))"
-            )
-        object.__setattr__(self, name, value)
+        def replaced() -> None:  # the session connection was replaced: the server may have restarted
+            tool_cache.invalidate(settings.name, RECONNECT)
+            resources.reconnected(settings.name)
+
+        def closing() -> None:
+            resources.close()
+            subscriptions.stop()
+
+        self._session = session = Session(
+            settings, factory, handlers, param_headers=headers, replaced=replaced,
+            restore=lambda first: subscriptions.restore(first), closing=closing, reconnect=reconnect, record=sink,
+            on_breaker_change=on_breaker_change, on_unavailable=on_unavailable, telemetry=tel,
+            on_session_lost=on_session_lost, attempts=routing, owner=self,
+        )
+        self._subscriptions = subscriptions = Subscriptions(settings, session, results)
+        self._reads = reads = Reads(settings, session, results)
+        self._tasks = tasks = Tasks(settings, session, handlers.answer)
+        self._tools = tools = Tools(settings, session, tool_cache, tasks, headers, handlers.url_prerequisites)
+        self._skills = Skills(server=settings.name, request=session.request, read_resource=reads.read_resource,
+                              declaration=lambda: (session.facts().capabilities.extensions or {}).get(SKILLS_EXTENSION))
 
     # ------------------------------------------------------------------ constructors
 
@@ -362,12 +372,14 @@ class Client:
     @property
     def endpoint_breakers(self) -> Mapping[str, CircuitBreaker]:
         """A routed client's circuit breakers, by endpoint name (empty otherwise)."""
-        return dict(self._session.endpoint_breakers or {})
+        attempts = self._session.attempts
+        return dict(attempts.breakers) if attempts is not None else {}
 
     @property
     def router(self) -> Router | None:
         """The :class:`~mcpsync._routing.Router` of a client made by :meth:`routed`."""
-        return self._session.router  # type: ignore[no-any-return]
+        attempts = self._session.attempts
+        return attempts.router if attempts is not None else None
 
     @property
     def unavailable(self) -> bool:
@@ -389,7 +401,7 @@ class Client:
 
     def diagnostics(self) -> Diagnostics:
         """A frozen snapshot of connections, pool, session, breaker, subscriptions and tool cache."""
-        return _diagnostics_snapshot(self)
+        return _diagnostics_snapshot(self._session, self._subscriptions, self._tools)
 
     # ------------------------------------------------------------------ requests
 
@@ -438,12 +450,13 @@ class Client:
             meta: extra ``_meta`` for the request.
             retry_safe: retry even after the request may have reached the server (tools
                 annotated ``readOnlyHint`` or ``idempotentHint`` are anyway).
-            task: True returns a :class:`~mcpsync.ToolTask` (as :meth:`call_tool_task`);
-                None runs 2025-11-25 task-only tools as tasks transparently.
+            task: True runs the call as a task and waits for its result; None runs
+                2025-11-25 task-only tools so transparently; False never (the task
+                itself, to poll or cancel: :meth:`call_tool_task`).
             validate: check ``structured_content`` against the tool's ``outputSchema``
                 (else :class:`OutputSchemaError`).
         """
-        return self._tools.call(name, arguments, timeout, progress, meta, retry_safe, task, validate)  # type: ignore[return-value]
+        return self._tools.call(name, arguments, timeout, progress, meta, retry_safe, task, validate)
 
     def check_tool_result(self, tool: Tool | str, result: CallToolResult) -> CallToolResult:
         """Check ``result.structured_content`` against the tool's ``outputSchema`` (not for
@@ -471,26 +484,21 @@ class Client:
 
     def list_resources(self, *, timeout: float | None = None, refresh: bool = False) -> list[Resource]:
         """Every resource the server lists (every page; ``refresh``: skip a cached list)."""
-        return self._paged("resources/list", "resources", timeout, refresh)
+        return self._reads.paged("resources/list", "resources", timeout, refresh)
 
     def list_resource_templates(self, *, timeout: float | None = None, refresh: bool = False) -> list[ResourceTemplate]:
         """Every resource template (every page)."""
-        return self._paged("resources/templates/list", "resource_templates", timeout, refresh)
+        return self._reads.paged("resources/templates/list", "resource_templates", timeout, refresh)
 
     def read_resource(self, uri: str, *, timeout: float | None = None, refresh: bool = False) -> ReadResourceResult:
         """Read one resource (``.text`` joins its text items, ``.blob`` decodes blobs);
         ``refresh`` skips a cached copy (modern ``ttlMs``). Raises :class:`ResourceNotFound`
         when the server has none (-32602, or -32002 from older servers)."""
-        try:
-            return self._cached("resources/read", {"uri": uri}, timeout, refresh)  # type: ignore[no-any-return]
-        except ResourceNotFound:
-            raise
-        except InvalidParams as exc:
-            raise ResourceNotFound(exc.message, code=exc.code, data=exc.data, uri=uri) from None
+        return self._reads.read_resource(uri, timeout=timeout, refresh=refresh)
 
     def list_prompts(self, *, timeout: float | None = None, refresh: bool = False) -> list[Prompt]:
         """Every prompt the server offers (every page)."""
-        return self._paged("prompts/list", "prompts", timeout, refresh)
+        return self._reads.paged("prompts/list", "prompts", timeout, refresh)
 
     def get_prompt(self, name: str, arguments: Mapping[str, Any] | None = None, *, timeout: float | None = None) -> GetPromptResult:
         """Render a prompt with its arguments (values are sent as strings)."""
@@ -524,15 +532,6 @@ class Client:
         """A directory's children (``resources/directory/read``; the skills ``directoryRead``)."""
         return self._skills.read_directory(uri, timeout)
 
-    def _cached(self, method: str, params: Mapping[str, Any] | None, timeout: float | None, refresh: bool) -> Any:
-        """A request whose result may be kept for its ``ttlMs`` (``cache_results``)."""
-        cred = self._cache_credential if self._cache_credential is not None else "anonymous"
-        return self._results.fetch(cred, method, params, lambda: self.request(method, params, timeout=timeout),
-                                   use=self.cache_results, refresh=refresh)
-
-    def _paged(self, method: str, attr: str, timeout: float | None, refresh: bool) -> list[Any]:
-        return items(lambda params: self._cached(method, params, timeout, refresh), attr, server=self.name, method=method)
-
     def clear_result_cache(self) -> None:
         """Forget every cached result (resources, prompts, resource contents)."""
         self._results.clear()
@@ -540,11 +539,11 @@ class Client:
     def resources(self) -> ResourceManager:
         """The client's :class:`~mcpsync._resources.ResourceManager` (made on first use)."""
         with self._session.lock:
-            if self._resources is None:
+            if self._resources.made is None:
                 from ._resources import ResourceManager
 
-                self._resources = ResourceManager(self)
-            return self._resources
+                self._resources.made = ResourceManager(self)
+            return self._resources.made
 
     # ------------------------------------------------------------------ subscriptions, roots, logging, notifications
 
@@ -553,9 +552,6 @@ class Client:
         until the :class:`Subscription` is closed. Legacy era: ``resources/subscribe``;
         modern: a ``subscriptions/listen`` stream, acknowledged before this returns.
         :class:`RemoteError` if the server refuses, or with ``push_updates=False`` (-32601)."""
-        if not self.push_updates:
-            raise RemoteError(f"{self.name}: push updates are off for this client (push_updates=False, e.g. the "
-                              "professional profile): resources are re-read when their TTL runs out", code=METHOD_NOT_FOUND)
         return self._subscriptions.subscribe(uri, callback, timeout)
 
     def unsubscribe(self, uri: str, callback: Callable[[str], None] | None = None, *, timeout: float | None = None) -> None:
@@ -588,7 +584,7 @@ class Client:
             raise ValueError(f"unknown log level {level!r}; one of {', '.join(LEVELS)}")
         self.log_level = level
         if self.session.era == "legacy":
-            self._subscriptions._request("logging/setLevel", {"level": level}, timeout)
+            self._subscriptions.request("logging/setLevel", {"level": level}, timeout)
 
     def on_notification(self, method: str, handler: Callable[[Mapping[str, Any] | None], None]) -> None:
         """Call ``handler(params)`` (on the worker) for every notification ``method``."""

@@ -545,7 +545,8 @@ def open_client(client: Any, path: Any, name: str | None, options: dict[str, Any
     if plan.kind == "stdio":
         command, args = plan.target
         return client.stdio(command, args, **plan.options)
-    return client._build(plan.kind, plan.target, plan.options.pop("profile", None), plan.options)
+    build = {"http": client.http, "sse": client.sse, "websocket": client.websocket, "grpc": client.grpc, "local": client.local}
+    return build[plan.kind](plan.target, **plan.options)
 
 
 def _target(kind: str, url: str, options: dict[str, Any]) -> str:

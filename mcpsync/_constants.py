@@ -1,4 +1,4 @@
-"""The constants of the MCP protocol that mcpsync speaks: one home (issue 17).
+"""The constants of the MCP protocol that mcpsync speaks: one home.
 
 Protocol revisions, the ``_meta`` keys of the stateless (2026-07-28) envelope and of
 the extensions, and the HTTP header names of Streamable HTTP. JSON-RPC error codes live

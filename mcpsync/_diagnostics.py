@@ -6,8 +6,9 @@ and the reconnect schedule went through, what is subscribed, what the tool cache
 without reaching into private attributes. The snapshot is a frozen value taken at one
 moment: it never connects, never blocks on the network and never changes the client.
 
-This module is the one place that knows where those facts live inside the client; when
-the client is restructured, only :func:`snapshot` changes and the callers keep working.
+:func:`snapshot` reads the public state of the parts the Client gives it (its session,
+subscriptions and tools); when the client is restructured, only :func:`snapshot` changes
+and the callers keep working.
 
 Example:
     >>> from mcpsync import Client
@@ -20,12 +21,17 @@ Example:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ._cache import CacheStats
 from ._breaker import BreakerState
 from ._losses import SessionLost
 from ._pool import PoolStats
+
+if TYPE_CHECKING:
+    from ._session import Session
+    from ._subscriptions import Subscriptions
+    from ._tools import Tools
 
 __all__ = ["ConnectionDiagnostics", "Diagnostics", "snapshot"]
 
@@ -136,8 +142,7 @@ class Diagnostics:
 def _connection(conn: Any, in_flight: int, primary: bool) -> ConnectionDiagnostics:
     channel = conn.channel
     transport = conn.transport
-    stats = getattr(channel, "stats", None)
-    pending = getattr(channel, "_pending", None)
+    stats = getattr(channel, "stats", None)  # (a dispatcher's; an in-process channel has none)
     info: dict[str, Any] = {}
     if transport is not None:
         try:
@@ -154,7 +159,7 @@ def _connection(conn: Any, in_flight: int, primary: bool) -> ConnectionDiagnosti
         primary=primary,
         alive=alive,
         in_flight=in_flight,
-        pending=len(pending) if isinstance(pending, dict) else 0,
+        pending=int(stats.get("pending", 0)) if isinstance(stats, dict) else 0,
         dropped=int(stats.get("dropped", 0)) if isinstance(stats, dict) else 0,
         transport=transport.kind if transport is not None else None,
         pid=transport.pid if transport is not None else None,
@@ -164,22 +169,20 @@ def _connection(conn: Any, in_flight: int, primary: bool) -> ConnectionDiagnosti
     )
 
 
-def snapshot(client: Any) -> Diagnostics:
-    """Take a :class:`Diagnostics` of ``client`` (never connects, never blocks on I/O).
+def snapshot(session: Session, subscriptions: Subscriptions, tools: Tools) -> Diagnostics:
+    """Take a :class:`Diagnostics` of a client from its parts (never connects, never blocks on I/O).
 
     Args:
-        client: the :class:`~mcpsync.Client` to describe (typed ``Any``: this module
-            must not import the client back).
+        session: the client's session (connections, pool, breaker, reconnect schedule, losses).
+        subscriptions: what it watches.
+        tools: its tools part (the tool cache, for this server and credential).
 
     Returns:
         A frozen snapshot; later changes to the client do not show in it.
     """
-    session = client._session
     pool = session.pool
     primary = session.primary
-    with pool._lock:
-        entries = sorted(pool._state.entries, key=lambda e: e.seq)
-        lent = [(e.conn, e.load()) for e in entries]
+    lent = pool.lent()
     connections = [_connection(conn, n, conn is primary) for conn, n in lent]
     if primary is not None and all(conn is not primary for conn, _ in lent):
         connections.insert(0, _connection(primary, 0, True))  # retiring, still the session's
@@ -196,17 +199,11 @@ def snapshot(client: Any) -> Diagnostics:
     reconnect = session.reconnect
     with session.lock:
         openings = tuple(o.phase for o in session.openings if not o.done.is_set())
-    st = client._subscriptions
-    with st.lock:
-        subscriptions = tuple(sorted(st.subs))
-        watches = tuple(k for k, cbs in st.list_cbs.items() if cbs)
-        attempt = st.attempt
-        acks = st.acks
-        restores = st.restores
-    listed = client._tool_cache.peek(client.name, client._cache_credential)
+    uris, watches, listening, acknowledged, acks, restores = subscriptions.watching()
+    listed = tools.cache.peek(tools.name, tools.credential)
     return Diagnostics(
-        name=client.name,
-        closed=client.closed,
+        name=session.name,
+        closed=session.closed,
         connections=tuple(connections),
         pool=stats,
         in_flight=stats.in_use,
@@ -220,14 +217,14 @@ def snapshot(client: Any) -> Diagnostics:
         reconnect_failures=reconnect.failures,
         reconnect_history=tuple(reconnect.history),
         openings=openings,
-        subscriptions=subscriptions,
+        subscriptions=uris,
         list_watches=watches,
-        listening=attempt is not None,
-        listen_acknowledged=attempt is not None and attempt.acked.is_set(),
+        listening=listening,
+        listen_acknowledged=acknowledged,
         listen_acks=acks,
         subscription_restores=restores,
         cached_tools=listed.names if listed is not None else None,
-        tool_cache=client._tool_cache.stats(client.name),
+        tool_cache=tools.cache.stats(tools.name),
         sessions_lost=session.losses.count,
         last_session_lost=session.losses.last,
         events_dropped=session.worker.dropped,

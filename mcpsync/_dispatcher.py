@@ -29,8 +29,10 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import itertools
 import logging
+import operator
 import threading
 import time
 from typing import Any, Callable, Mapping
@@ -117,10 +119,12 @@ class Dispatcher(Incoming):
 
     @property
     def stats(self) -> dict[str, int]:
-        """Messages sent, received and dropped (unknown ids, invalid, oversized) so far
+        """Messages sent, received and dropped (unknown ids, invalid, oversized) so far, and
+        requests waiting for their answer now
         (counted with ``next()`` on a count: atomic under the GIL, cheaper than ``+=``)."""
         c = count_value
-        return {"sent": c(self._sent), "received": c(self._received), "dropped": c(self._dropped)}
+        return {"sent": c(self._sent), "received": c(self._received), "dropped": c(self._dropped),
+                "pending": len(self._pending)}
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -148,6 +152,11 @@ class Dispatcher(Incoming):
 
     def alive(self) -> bool:
         return self._dead is None and not self._closed and self.transport.alive()
+
+    def up_check(self) -> Callable[[], bool]:
+        """A cheap ``alive()`` for a pool to ask on every call: one C call, no syscall,
+        False once the connection died or was closed (its reader notices a dead peer)."""
+        return functools.partial(operator.truth, self._up)
 
     def close(self) -> None:
         """Fail pending calls, close the transport, stop the threads. Idempotent."""

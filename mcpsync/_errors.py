@@ -302,7 +302,7 @@ def error_from_code(
 
 
 # ---------------------------------------------------------------------------------------
-# Resilience additions (issue 7): pool errors, error classification, and the mapping of
+# Pool errors, error classification, and the mapping of
 # HTTP statuses and gRPC statuses onto the tree above. (Lower-layer exceptions are
 # translated where they are caught, by each transport: transports/_http_errors.translate.)
 # ---------------------------------------------------------------------------------------

@@ -1,9 +1,12 @@
 """What the client answers when a server asks it for something: sampling, elicitation,
 roots, and where the server's log messages go.
 
-The user's handlers are the Client's attributes (``sampling_handler``,
-``elicitation_handler``, ``roots``, ``logging_handler``); :class:`Handlers` reads them at
-each use, so replacing one on a live client takes effect at once.
+The user's handlers (``sampling_handler``, ``elicitation_handler``, ``roots``,
+``logging_handler``, ``handler_timeout``) are attributes of :class:`Handlers`, which the
+Client's attributes of the same names read and write: :class:`Handlers` reads them at each
+use, so replacing one on a live client takes effect at once. Notifications that concern
+another part (a changed tool list, subscriptions, cached results) go to the callbacks the
+Client wired at construction.
 
 What a server gets back when it asks this client for something (legacy era):
 
@@ -24,13 +27,14 @@ from __future__ import annotations
 import contextvars
 import logging
 import threading
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 import msgspec
 
 from ._errors import REQUEST_TIMEOUT as REQUEST_TIMEOUT_CODE
 from ._errors import METHOD_NOT_FOUND, RemoteError
 from ._messages import to_builtins
+from ._settings import Settings
 
 __all__ = ["Handlers", "LEVELS", "fill_defaults"]
 
@@ -70,51 +74,85 @@ def fill_defaults(params: Mapping[str, Any], result: Any) -> Any:
     return {**result, "content": content}
 
 
-class Handlers:
-    """The client side of server→client requests and notifications, for one Client."""
+#: ``received(method, params, run)``: runs ``run()`` for one message from the server
+#: (telemetry: inside its span) and returns what it returned.
+Received = Callable[[str, "Mapping[str, Any] | None", Callable[[], Any]], Any]
+NotificationRoute = Callable[[str, "Mapping[str, Any] | None"], None]
 
-    def __init__(self, client: Any, extensions: Mapping[str, Mapping[str, Any]] | None = None,
-                 telemetry: Any = None) -> None:
-        self._client = client
-        self._telemetry = telemetry  # a Telemetry: each notification or request from the server is a span
+
+class Handlers:
+    """The client side of server→client requests and notifications, for one Client.
+
+    Args:
+        settings: the Client's settings (name, timeouts, extensions).
+        tools_changed: a ``tools/list_changed`` notification was read (the tools part).
+        notice: any other notification as it is read (the subscriptions part: cached
+            results it makes stale).
+        route: a notification on the worker (the subscriptions part), before the user's handlers.
+        received: wraps the handling of each message from the server (telemetry), or None.
+    """
+
+    def __init__(
+        self, settings: Settings, *, tools_changed: Callable[[], None], notice: NotificationRoute,
+        route: Callable[[str, Mapping[str, Any]], None], received: Received | None = None,
+        sampling_handler: Callable[[Mapping[str, Any]], Any] | None = None,
+        elicitation_handler: Callable[[Mapping[str, Any]], Any] | None = None,
+        roots: Sequence[Mapping[str, Any]] | Callable[[], Sequence[Mapping[str, Any]]] | None = None,
+        logging_handler: Callable[[Mapping[str, Any]], None] | None = None, log_level: str | None = None,
+    ) -> None:
+        self.name = settings.name
+        self.request_timeout = settings.timeouts.request
+        self._tools_changed = tools_changed
+        self._notice = notice
+        self._route = route
+        self._received = received  # telemetry: each notification or request from the server is a span
+        self.sampling_handler = sampling_handler
+        self.elicitation_handler = elicitation_handler
+        self.roots = roots
+        self.logging_handler = logging_handler
+        #: the level asked of the server for its log messages (None: not asked): the
+        #: handshake and each modern request's ``_meta`` carry it
+        self.log_level = log_level
+        #: seconds a sampling/elicitation/roots handler may take (None: the request timeout)
+        self.handler_timeout: float | None = None
+        self.server_logger = logging.getLogger(f"mcpsync.server.{settings.name}")
         #: the ``extensions`` the client declares (identifier → settings), fixed at construction
-        self.extensions: dict[str, dict[str, Any]] = {k: dict(v) for k, v in (extensions or {}).items()}
+        self.extensions: dict[str, dict[str, Any]] = {k: dict(v) for k, v in settings.extensions.items()}
+        self._lock = threading.Lock()
         self._notification_handlers: dict[str, list[Callable[[Mapping[str, Any] | None], None]]] = {}
 
     def add_notification_handler(self, method: str, handler: Callable[[Mapping[str, Any] | None], None]) -> None:
         """``Client.on_notification``."""
-        with self._client._session.lock:
+        with self._lock:
             self._notification_handlers.setdefault(method, []).append(handler)
 
     def notice(self, method: str, params: Mapping[str, Any] | None) -> None:
         """Every notification from the server as it is read (on the reader, before the
         worker's lane, which may be busy or full): the caches it makes stale are dropped at
         once. Quick, and no user code."""
-        c = self._client
         if method == "notifications/tools/list_changed":
-            c._tools.list_changed()
+            self._tools_changed()
         else:
-            c._subscriptions.notice(method, params)
+            self._notice(method, params)
 
     def notification(self, method: str, params: Mapping[str, Any] | None) -> None:
         """Every notification from the server (on the worker): to the part it concerns
         (log messages, subscriptions), then to the user's handlers of ``method``. (The
         caches it makes stale were dropped as it was read: :meth:`notice`.)"""
-        tel = self._telemetry
-        if tel is not None:
-            tel.received(self._client, method, params, lambda: self._notification(method, params))
+        received = self._received
+        if received is not None:
+            received(method, params, lambda: self._notification(method, params))
         else:
             self._notification(method, params)
 
     def _notification(self, method: str, params: Mapping[str, Any] | None) -> None:
-        c = self._client
         try:
             if method == "notifications/message":
                 self.log_message(params or {})
             else:
-                c._subscriptions.notification(method, params or {})
+                self._route(method, params or {})
         except Exception:
-            log.exception("%s: handling %s failed", c.name, method)
+            log.exception("%s: handling %s failed", self.name, method)
         for handler in list(self._notification_handlers.get(method, ())):
             try:
                 handler(params)
@@ -124,13 +162,12 @@ class Handlers:
     def capabilities(self) -> dict[str, Any]:
         """Capabilities declared to the server: only those whose handler was given, and
         the extensions (SEP-2133) the client was built with."""
-        c = self._client
         caps: dict[str, Any] = {}
-        if c.sampling_handler is not None:
+        if self.sampling_handler is not None:
             caps["sampling"] = {}
-        if c.elicitation_handler is not None:
+        if self.elicitation_handler is not None:
             caps["elicitation"] = {"form": {}, "url": {}}
-        if c.roots is not None:
+        if self.roots is not None:
             caps["roots"] = {"listChanged": True}
         if self.extensions:
             caps["extensions"] = {k: dict(v) for k, v in self.extensions.items()}
@@ -143,39 +180,37 @@ class Handlers:
             RemoteError: -32601 (not declared), -32001 (handler timed out), or the
                 handler's own RemoteError.
         """
-        c = self._client
         if method == "ping":
             return {}
         if method == "roots/list":
-            roots = c.roots
+            roots = self.roots
             if roots is None:
                 raise RemoteError("this client declared no roots capability", code=METHOD_NOT_FOUND)
             if callable(roots):
                 roots = self._bounded(roots, None, "roots")
             return {"roots": [{"uri": r} if isinstance(r, str) else dict(_plain(r)) for r in roots]}
         if method == "sampling/createMessage":
-            if c.sampling_handler is None:
+            if self.sampling_handler is None:
                 raise RemoteError("this client declared no sampling capability", code=METHOD_NOT_FOUND)
-            return _plain(self._bounded(c.sampling_handler, params, "sampling"))
+            return _plain(self._bounded(self.sampling_handler, params, "sampling"))
         if method == "elicitation/create":
-            if c.elicitation_handler is None:
+            if self.elicitation_handler is None:
                 raise RemoteError("this client declared no elicitation capability", code=METHOD_NOT_FOUND)
-            return fill_defaults(params, _plain(self._bounded(c.elicitation_handler, params, "elicitation")))
+            return fill_defaults(params, _plain(self._bounded(self.elicitation_handler, params, "elicitation")))
         raise RemoteError(f"method not supported by this client: {method}", code=METHOD_NOT_FOUND)
 
     def on_request(self, method: str, params: Mapping[str, Any] | None) -> Any:
         """Answer a server→client request (legacy era); runs on the worker pool."""
-        tel = self._telemetry
-        if tel is not None:
-            return tel.received(self._client, method, params, lambda: self.answer(method, params or {}))
+        received = self._received
+        if received is not None:
+            return received(method, params, lambda: self.answer(method, params or {}))
         return self.answer(method, params or {})
 
     def _bounded(self, fn: Callable[..., Any], params: Any, what: str) -> Any:
         """Run a user handler with a time bound (on its own daemon thread)."""
-        c = self._client
-        limit = c.handler_timeout
+        limit = self.handler_timeout
         if limit is None:
-            limit = c.timeouts.request
+            limit = self.request_timeout
         box: dict[str, Any] = {}
         done = threading.Event()
 
@@ -201,7 +236,7 @@ class Handlers:
         handler (never fetching the link). True when every one was accepted."""
         data = exc.data if isinstance(exc.data, Mapping) else {}
         items = data.get("elicitations") or []
-        if self._client.elicitation_handler is None or not items:
+        if self.elicitation_handler is None or not items:
             return False
         for item in items:
             if not isinstance(item, Mapping):
@@ -213,12 +248,11 @@ class Handlers:
 
     def log_message(self, params: Mapping[str, Any]) -> None:
         """``notifications/message``: to the logging handler, else to the per-server logger."""
-        c = self._client
-        if c.logging_handler is not None:
-            c.logging_handler(params)
+        if self.logging_handler is not None:
+            self.logging_handler(params)
             return
         level = LEVELS.get(str(params.get("level", "info")), logging.INFO)
-        logger = c._server_logger
+        logger = self.server_logger
         if params.get("logger"):
             logger = logger.getChild(str(params["logger"]))
         logger.log(level, "%s", params.get("data"))

@@ -11,14 +11,12 @@ same connection, once for all the callers that met the expiry).
 from __future__ import annotations
 
 import errno
-import functools
 import logging
-import operator
 import socket
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Protocol
 
 import msgspec
 
@@ -36,6 +34,7 @@ from ._errors import (
     UnsupportedProtocolVersion,
 )
 from ._messages import DiscoverResult, Implementation, InitializeResult, ServerCapabilities, decode_result, encode
+from ._settings import Settings
 from .transports._base import Transport
 
 __all__ = ["Handshake", "ServerSession", "wrong_endpoint", "never_reached", "MODERN_VERSIONS", "LEGACY_VERSIONS", "LATEST_MODERN", "LATEST_LEGACY"]
@@ -101,22 +100,21 @@ class _Connection:
         self.key = key
         #: for the pool, every call: on a Dispatcher one C call, no syscall (its reader
         #: notices a dead peer); a thorough check is :meth:`healthy`
-        self.alive: Callable[[], bool] = (
-            functools.partial(operator.truth, channel._up) if isinstance(channel, Dispatcher) else self._channel_alive)
+        self.alive: Callable[[], bool] = channel.up_check() if isinstance(channel, Dispatcher) else self._channel_alive
         self.session: ServerSession | None = None
         self.closer: Callable[[Callable[[], None], str], None] | None = None
         self.meta: dict[str, Any] | None = None  # modern per-request _meta
         self.renewing = threading.Lock()  # one session renewal at a time (see Handshake.renew)
         self.closed_alive = False  # the client closed it while it worked (its end was no loss)
-        self._wire_meta: tuple[Any, Any] = (None, None)  # (meta, what is sent for it)
+        self.wire_cache: tuple[Any, Any] = (None, None)  # (meta, what is sent for it)
 
     def wire_meta(self, meta: dict[str, Any]) -> Any:
         """``meta`` as sent: encoded once per value on a connection that sends JSON
         (a Dispatcher's), the mapping itself on an in-process channel."""
-        known, wire = self._wire_meta
+        known, wire = self.wire_cache
         if known is not meta:
             wire = msgspec.Raw(encode(meta)) if self.transport is not None else meta
-            self._wire_meta = (meta, wire)
+            self.wire_cache = (meta, wire)
         return wire
 
     def _channel_alive(self) -> bool:
@@ -205,23 +203,43 @@ def _supported_from(data: Any) -> list[str]:
     return []
 
 
-class Handshake:
-    """Discover/initialize for the connections of one Client (read at each use:
-    ``mode``, ``client_info``, ``log_level``, its declared capabilities)."""
+class Declares(Protocol):
+    """What the client declares in a handshake (:class:`~mcpsync._handlers.Handlers`)."""
 
-    def __init__(self, client: Any, telemetry: Any = None) -> None:
-        self._client = client
-        self._telemetry = telemetry  # a Telemetry: notifications/initialized is a span of its own
+    log_level: str | None
+
+    def capabilities(self) -> dict[str, Any]:
+        """The client capabilities, extensions included."""
+
+
+class Handshake:
+    """Discover/initialize for the connections of one Client.
+
+    Args:
+        settings: the Client's settings (``name``, ``mode``, ``client_info``).
+        handlers: what the client declares (capabilities) and the log level it asks for,
+            read at each handshake.
+        telemetry: a Telemetry (``notifications/initialized`` is a span of its own), or None.
+        owner: the session whose connections these are (for telemetry).
+    """
+
+    def __init__(self, settings: Settings, handlers: Declares, telemetry: Any = None, owner: Any = None) -> None:
+        self.name = settings.name
+        self.mode = settings.mode
+        self.client_info = settings.client_info
+        self.handlers = handlers
+        self._telemetry = telemetry
+        self._owner = owner
 
     def modern_meta(self, version: str) -> dict[str, Any]:
-        c = self._client
+        level = self.handlers.log_level
         meta: dict[str, Any] = {
             _META_VERSION: version,
-            _META_CAPS: c.client_capabilities(),
-            _META_INFO: c.client_info,
+            _META_CAPS: self.handlers.capabilities(),
+            _META_INFO: self.client_info,
         }
-        if c.log_level is not None:
-            meta[_META_LOG] = c.log_level
+        if level is not None:
+            meta[_META_LOG] = level
         return meta
 
     def run(self, conn: _Connection, deadline: float, starting: bool = False) -> None:
@@ -236,8 +254,7 @@ class Handshake:
                 probe then waits for the whole handshake budget (a starting server
                 answers it first, whatever its era) instead of 5 s.
         """
-        c = self._client
-        mode = c.mode
+        mode: str = self.mode
         if mode == "auto":
             with _ERA_LOCK:
                 mode = _ERA_CACHE.get(conn.key, "auto")
@@ -253,11 +270,11 @@ class Handshake:
                     if isinstance(exc, RequestTimeout):
                         raise
                     raise UnsupportedProtocolVersion(
-                        f"{c.name} does not speak the modern protocol ({LATEST_MODERN}): {exc}",
+                        f"{self.name} does not speak the modern protocol ({LATEST_MODERN}): {exc}",
                         code=getattr(exc, "code", -32022),
                         data=getattr(exc, "data", None),
                     ) from exc
-                log.debug("%s: server/discover failed (%s); falling back to initialize", c.name, exc)
+                log.debug("%s: server/discover failed (%s); falling back to initialize", self.name, exc)
                 if isinstance(exc, RequestTimeout):
                     try:
                         self.initialize(conn, deadline)
@@ -270,7 +287,7 @@ class Handshake:
                     self.remember(conn.key, "legacy")
                     return
         self.initialize(conn, deadline)
-        if c.mode == "auto":
+        if self.mode == "auto":
             self.remember(conn.key, "legacy")
 
     @staticmethod
@@ -279,7 +296,6 @@ class Handshake:
             _ERA_CACHE[key] = era
 
     def discover(self, conn: _Connection, timeout: float) -> None:
-        c = self._client
         version = LATEST_MODERN
         for attempt in range(2):
             meta = self.modern_meta(version)
@@ -295,12 +311,12 @@ class Handshake:
             res: DiscoverResult = decode_result("server/discover", raw)
             supported = res.supported_versions
             if not supported:
-                raise ProtocolError(f"{c.name} answered server/discover without supportedVersions")
+                raise ProtocolError(f"{self.name} answered server/discover without supportedVersions")
             if supported and version not in supported:
                 choice = next((v for v in reversed(MODERN_VERSIONS) if v in supported), None)
                 if choice is None:
                     raise UnsupportedProtocolVersion(
-                        f"{c.name} supports only {supported}", code=-32022, data={"supported": supported}
+                        f"{self.name} supports only {supported}", code=-32022, data={"supported": supported}
                     )
                 version = choice
                 meta = self.modern_meta(version)
@@ -317,21 +333,20 @@ class Handshake:
             if conn.transport is not None:
                 conn.transport.set_protocol_version(version)
             return
-        raise UnsupportedProtocolVersion(f"{c.name}: no mutually supported protocol version", code=-32022)
+        raise UnsupportedProtocolVersion(f"{self.name}: no mutually supported protocol version", code=-32022)
 
     def initialize(self, conn: _Connection, deadline: float) -> None:
-        c = self._client
         params = {
             "protocolVersion": LATEST_LEGACY,
-            "capabilities": c.client_capabilities(),
-            "clientInfo": c.client_info,
+            "capabilities": self.handlers.capabilities(),
+            "clientInfo": self.client_info,
         }
         timeout = max(deadline - time.monotonic(), 0.05)
         raw = conn.channel.request("initialize", params, timeout)
         res: InitializeResult = decode_result("initialize", raw)
         if res.protocol_version not in LEGACY_VERSIONS:
             raise UnsupportedProtocolVersion(
-                f"{c.name} answered initialize with protocol version {res.protocol_version!r}, "
+                f"{self.name} answered initialize with protocol version {res.protocol_version!r}, "
                 f"which this client does not support ({', '.join(LEGACY_VERSIONS)})",
                 code=-32022,
                 data={"supported": list(LEGACY_VERSIONS), "requested": res.protocol_version},
@@ -347,15 +362,16 @@ class Handshake:
             meta=dict(res.meta or {}),
         )
         if self._telemetry is not None:
-            self._telemetry.notify(c, "notifications/initialized", None,
+            self._telemetry.notify(self._owner, "notifications/initialized", None,
                                    lambda sent: conn.channel.notify("notifications/initialized", sent), conn)
         else:
             conn.channel.notify("notifications/initialized", None)
-        if c.log_level is not None and res.capabilities.logging is not None:
+        level = self.handlers.log_level
+        if level is not None and res.capabilities.logging is not None:
             try:
-                conn.channel.request("logging/setLevel", {"level": c.log_level}, timeout)
+                conn.channel.request("logging/setLevel", {"level": level}, timeout)
             except RemoteError as exc:
-                log.debug("%s: logging/setLevel failed: %s", c.name, exc)
+                log.debug("%s: logging/setLevel failed: %s", self.name, exc)
 
     def renew(self, conn: _Connection, expired: SessionExpired, deadline: float) -> bool:
         """Start a new legacy session on ``conn`` after the server forgot ``expired.session_id``:
@@ -372,7 +388,6 @@ class Handshake:
             ConnectionClosed: the new session could not be started; the connection is
                 closed (it is replaced on the reconnect schedule).
         """
-        c = self._client
         transport = conn.transport
         with conn.renewing:
             current = transport.session_id if transport is not None else None
@@ -380,14 +395,14 @@ class Handshake:
                 if current is None:  # pragma: no cover - a transport without a session
                     raise expired
                 return False
-            log.info("%s: session %s expired: re-initializing", c.name, expired.session_id)
+            log.info("%s: session %s expired: re-initializing", self.name, expired.session_id)
             try:
                 self.initialize(conn, deadline)
             except MCPError as exc:
-                log.warning("%s: re-initializing after an expired session failed: %s", c.name, exc)
+                log.warning("%s: re-initializing after an expired session failed: %s", self.name, exc)
                 conn.close()
                 raise ConnectionClosed(
-                    f"{c.name}: session {expired.session_id} expired and could not be re-initialized: {exc}",
+                    f"{self.name}: session {expired.session_id} expired and could not be re-initialized: {exc}",
                     status=getattr(expired, "status", None),
                 ) from exc
         return True

@@ -85,7 +85,7 @@ class _Server:
         self.warned: str | None = None  # the reason it was last said to be left out (said once)
 
 
-class MultiClient(Catalog):
+class MultiClient:
     """One object over many MCP servers; thread-safe.
 
     Args:
@@ -140,8 +140,7 @@ class MultiClient(Catalog):
         self._lock = threading.Lock()
         self._closed = False
         self._servers: dict[str, _Server] = {}
-        self._resource_owner: dict[str, str] = {}  # resource URI -> the server that listed it (Catalog)
-        self._prompt_routes: dict[str, tuple[str, str]] = {}  # exposed prompt name -> (server, its name)
+        self.catalog = Catalog(self._servers, self._lock, separator, namespace, self.list_timeout)  # resources, prompts
         for name, client in clients.items():
             self._add(name, client)
         for name, exc in (errors or {}).items():
@@ -232,9 +231,26 @@ class MultiClient(Catalog):
             s = _Server(name)
             s.disabled = True
             multi._servers[name] = s
-        # keep the file's order
-        multi._servers = {n: multi._servers[n] for n in config.names if n in multi._servers}
+        kept = {n: multi._servers[n] for n in config.names if n in multi._servers}  # the file's order
+        multi._servers.clear()  # (in place: the catalog holds this dict)
+        multi._servers.update(kept)
         return multi
+
+    def list_resources(self, *, timeout: float | None = None) -> list[Any]:
+        """Every resource of every server that answered (see :class:`~mcpsync._multi_catalog.Catalog`)."""
+        return self.catalog.list_resources(timeout=timeout)
+
+    def read_resource(self, uri: str, **kwargs: Any) -> Any:
+        """Read ``uri`` from the server that listed it (:class:`ResourceNotFound` if none)."""
+        return self.catalog.read_resource(uri, **kwargs)
+
+    def list_prompts(self, *, timeout: float | None = None) -> list[Any]:
+        """Every prompt of every server that answered, named as :meth:`get_prompt` takes them."""
+        return self.catalog.list_prompts(timeout=timeout)
+
+    def get_prompt(self, name: str, arguments: Mapping[str, Any] | None = None, **kwargs: Any) -> Any:
+        """Render prompt ``name`` on its server (:class:`ToolNotFound` if none offers it)."""
+        return self.catalog.get_prompt(name, arguments, **kwargs)
 
     # ---------------------------------------------------------------- lifecycle
 

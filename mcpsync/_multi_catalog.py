@@ -84,16 +84,26 @@ class ServerStatus:
 
 
 class Catalog:
-    """The resources and prompts half of a MultiClient (mixed into it: it reads the
-    MultiClient's servers, separator, namespace, lock and ``list_timeout``)."""
+    """The resources and prompts half of a MultiClient, a part it holds.
 
-    _servers: dict[str, Any]
-    _lock: threading.Lock
-    _resource_owner: dict[str, str]
-    _prompt_routes: dict[str, tuple[str, str]]
-    separator: str
-    namespace: str
-    list_timeout: float
+    Args:
+        servers: the MultiClient's servers by name (each with ``name`` and ``client``),
+            read under ``lock``.
+        lock: the MultiClient's lock.
+        separator: between server and prompt in namespaced names.
+        namespace: ``"always"`` or ``"collisions"`` (as the MultiClient's tools).
+        list_timeout: seconds each server gets to answer a listing.
+    """
+
+    def __init__(self, servers: Mapping[str, Any], lock: threading.Lock, separator: str, namespace: str,
+                 list_timeout: float) -> None:
+        self._servers = servers
+        self._lock = lock
+        self.separator = separator
+        self.namespace = namespace
+        self.list_timeout = list_timeout
+        self._resource_owner: dict[str, str] = {}  # resource URI -> the server that listed it
+        self._prompt_routes: dict[str, tuple[str, str]] = {}  # exposed prompt name -> (server, its name)
 
     def _across(self, ask: Callable[[Any], list[Any]], what: str, timeout: float | None) -> list[tuple[str, list[Any]]]:
         """``ask(client)`` on every server with a client, concurrently; (server, items) in

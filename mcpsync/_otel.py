@@ -209,14 +209,14 @@ class Telemetry:
         """True while this thread runs a request this telemetry is tracing."""
         return getattr(self._local, "active", False)
 
-    def request(self, client: Any, method: str, params: Mapping[str, Any] | None, **kw: Any) -> Any:
-        """Send ``client.request(method, params, **kw)`` as one traced, timed operation."""
+    def request(self, owner: Any, method: str, params: Mapping[str, Any] | None, **kw: Any) -> Any:
+        """Send ``owner.request(method, params, **kw)`` as one traced, timed operation."""
         target, attrs, uri = _request_facts(method, params)
         if uri is not None:
             attrs["mcp.resource.uri"] = uri
             if self.uri_in_span_name:
                 target = uri
-        attrs["mcpsync.server"] = client.name
+        attrs["mcpsync.server"] = owner.name
         span = self.tracer.tracer.start_span(
             f"{method} {target}" if target else method, kind=self._trace.SpanKind.CLIENT, attributes=attrs
         )
@@ -231,14 +231,14 @@ class Telemetry:
         progress = kw.get("progress")
         if progress is not None:  # each progress notification: a SERVER span under this request's
             kw["progress"] = lambda p, total, message: self.received(
-                client, "notifications/progress", None, lambda: progress(p, total, message), ctx)
+                owner, "notifications/progress", None, lambda: progress(p, total, message), ctx)
         token = self._context.attach(ctx)
         self._local.active = True
         failure: str | None = None
         code: int | None = None
         start = time.perf_counter()
         try:
-            result = client.request(method, params, **kw)
+            result = owner.request(method, params, **kw)
         except BaseException as exc:
             failure, code = self._failed(span, exc)
             if failure == "timeout" and getattr(exc, "sent", None) is not False:
@@ -253,7 +253,7 @@ class Telemetry:
             elapsed = time.perf_counter() - start
             self._local.active = False
             self._context.detach(token)
-            common = self._connection_attributes(client)
+            common = self._connection_attributes(owner)
             # the URI is opt-in on metrics (unbounded); the server's name stays, as for stdio
             # it is the only thing that tells two servers apart
             metric_attrs = {k: v for k, v in attrs.items() if k != "mcp.resource.uri"}
@@ -261,7 +261,7 @@ class Telemetry:
             failed = _error_attributes(failure, code)
             metric_attrs.update(failed)
             span_attrs = dict(common)
-            session_id = self._session_id(client)
+            session_id = self._session_id(owner)
             if session_id is not None:
                 span_attrs["mcp.session.id"] = session_id
             span_attrs.update(failed)
@@ -281,12 +281,12 @@ class Telemetry:
         span.set_status(self._status[0](self._status[1].ERROR, str(exc) or failure))
         return failure, code
 
-    def handshake(self, client: Any, conn: Any, run: Any) -> None:
+    def handshake(self, owner: Any, conn: Any, run: Any) -> None:
         """Run a connection's handshake (``run()``) as one traced, timed operation, named
         by the method that made the session (``server/discover`` in the 2026-07-28 era,
         ``initialize`` before it), then start the session's clock."""
         span = self.tracer.tracer.start_span("initialize", kind=self._trace.SpanKind.CLIENT,
-                                             attributes={"mcpsync.server": client.name})
+                                             attributes={"mcpsync.server": owner.name})
         start = time.perf_counter()
         failure: str | None = None
         code: int | None = None
@@ -300,11 +300,11 @@ class Telemetry:
             session = getattr(conn, "session", None)
             method = "server/discover" if getattr(session, "era", None) == "modern" else "initialize"
             span.update_name(method)
-            attrs = {"mcp.method.name": method, "mcpsync.server": client.name}
-            attrs.update(self._connection_attributes(client, conn))
+            attrs = {"mcp.method.name": method, "mcpsync.server": owner.name}
+            attrs.update(self._connection_attributes(owner, conn))
             attrs.update(_error_attributes(failure, code))
             span_attrs = dict(attrs)
-            session_id = self._session_id(client, conn) if failure is None else None
+            session_id = self._session_id(owner, conn) if failure is None else None
             if session_id is not None:
                 span_attrs["mcp.session.id"] = session_id
             span.set_attributes(span_attrs)
@@ -313,23 +313,23 @@ class Telemetry:
                 self._operation.record(elapsed, attrs)
             except Exception:  # noqa: BLE001 - metrics never break a connection
                 log.debug("recording the handshake's duration failed", exc_info=True)
-        self.session_opened(client, conn)
+        self.session_opened(owner, conn)
 
     # ------------------------------------------------------------------ notifications
 
-    def notify(self, client: Any, method: str, params: Mapping[str, Any] | None, send: Callable[[Any], None],
+    def notify(self, owner: Any, method: str, params: Mapping[str, Any] | None, send: Callable[[Any], None],
                conn: Any = None) -> None:
         """Send one notification (``send(params)``) as a CLIENT span ``{method}``, its trace
         context in ``params._meta``, timed into ``mcp.client.operation.duration``."""
-        attrs: dict[str, Any] = {"mcp.method.name": method, "mcpsync.server": client.name}
-        attrs.update(self._connection_attributes(client, conn))
+        attrs: dict[str, Any] = {"mcp.method.name": method, "mcpsync.server": owner.name}
+        attrs.update(self._connection_attributes(owner, conn))
         span = self.tracer.tracer.start_span(method, kind=self._trace.SpanKind.CLIENT, attributes=attrs)
         carrier: dict[str, str] = {}
         try:
             self.tracer.propagator.inject(carrier, context=self._trace.set_span_in_context(span))
         except Exception:  # noqa: BLE001 - a broken propagator must not break the notification
             log.debug("injecting trace context failed", exc_info=True)
-        session_id = self._session_id(client, conn)
+        session_id = self._session_id(owner, conn)
         if session_id is not None:
             span.set_attribute("mcp.session.id", session_id)
         failure: str | None = None
@@ -348,7 +348,7 @@ class Telemetry:
             except Exception:  # noqa: BLE001 - metrics never break a notification
                 log.debug("recording a notification's duration failed", exc_info=True)
 
-    def received(self, client: Any, method: str, params: Mapping[str, Any] | None, run: Callable[[], Any],
+    def received(self, owner: Any, method: str, params: Mapping[str, Any] | None, run: Callable[[], Any],
                  parent: Any = None) -> Any:
         """Handle a notification or request from the server (``run()``) inside a SERVER span
         ``{method}``, a child of the trace context in its ``_meta`` (else of ``parent``, else
@@ -359,9 +359,9 @@ class Telemetry:
                 parent = self.tracer.propagator.extract(carrier={k: v for k, v in meta.items() if isinstance(v, str)})
             except Exception:  # noqa: BLE001 - a broken carrier is no parent
                 parent = None
-        attrs: dict[str, Any] = {"mcp.method.name": method, "mcpsync.server": client.name}
-        attrs.update(self._connection_attributes(client))
-        session_id = self._session_id(client)
+        attrs: dict[str, Any] = {"mcp.method.name": method, "mcpsync.server": owner.name}
+        attrs.update(self._connection_attributes(owner))
+        session_id = self._session_id(owner)
         if session_id is not None:
             attrs["mcp.session.id"] = session_id
         span = self.tracer.tracer.start_span(method, context=parent, kind=self._trace.SpanKind.SERVER,
@@ -379,22 +379,23 @@ class Telemetry:
 
     # ------------------------------------------------------------------ sessions
 
-    def _connection(self, client: Any) -> Any:
-        """The connection whose facts a client's span carries: its session connection,
+    def _connection(self, owner: Any) -> Any:
+        """The connection whose facts a span of ``owner`` (a client's :class:`~mcpsync._session.Session`)
+        carries: its session connection,
         else its latest connection that finished a handshake."""
-        conn = getattr(getattr(client, "_session", None), "primary", None)
+        conn = getattr(owner, "primary", None)
         alive = getattr(conn, "alive", None)
         if conn is not None and (alive is None or alive()):
             return conn
         try:
-            return self._latest.get(client) or conn
+            return self._latest.get(owner) or conn
         except TypeError:  # not weakly referable: no memory of it
             return conn
 
-    def _connection_attributes(self, client: Any, conn: Any = None) -> dict[str, Any]:
+    def _connection_attributes(self, owner: Any, conn: Any = None) -> dict[str, Any]:
         """``mcp.protocol.version``, ``network.*`` and ``server.*`` of the client's session."""
         if conn is None:
-            conn = self._connection(client)
+            conn = self._connection(owner)
         if conn is None:
             return {}
         session = getattr(conn, "session", None)
@@ -419,10 +420,10 @@ class Telemetry:
             pass
         return dict(out)
 
-    def _session_id(self, client: Any, conn: Any = None) -> str | None:
+    def _session_id(self, owner: Any, conn: Any = None) -> str | None:
         """``mcp.session.id``: only a session that has one (not the 2026-07-28 era)."""
         if conn is None:
-            conn = self._connection(client)
+            conn = self._connection(owner)
         if conn is None or conn.transport is None:
             return None
         session = getattr(conn, "session", None)
@@ -434,15 +435,15 @@ class Telemetry:
             return None
         return sid if isinstance(sid, str) and sid else None
 
-    def session_opened(self, client: Any, conn: Any) -> None:
+    def session_opened(self, owner: Any, conn: Any) -> None:
         """A connection finished its handshake: its session's clock starts."""
-        attrs = self._connection_attributes(client, conn)
-        attrs["mcpsync.server"] = client.name
+        attrs = self._connection_attributes(owner, conn)
+        attrs["mcpsync.server"] = owner.name
         clock = _SessionClock(time.monotonic(), attrs)
         with self._lock:
-            self._sessions[id(conn)] = (client, conn, clock)
+            self._sessions[id(conn)] = (owner, conn, clock)
             try:
-                self._latest[client] = conn
+                self._latest[owner] = conn
             except TypeError:  # not weakly referable
                 pass
         add = getattr(conn.channel, "add_close_callback", None)
@@ -454,19 +455,19 @@ class Telemetry:
             entry = self._sessions.pop(id(conn), None)
         if entry is None or entry[1] is not conn:
             return
-        client, _, clock = entry
+        owner, _, clock = entry
         attrs = dict(clock.attrs)
-        if reason is not None and not getattr(client, "closed", False) and "closed by the client" not in str(reason):
+        if reason is not None and not getattr(owner, "closed", False) and "closed by the client" not in str(reason):
             attrs["error.type"] = type(reason).__qualname__
         try:
             self._session.record(max(0.0, time.monotonic() - clock.start), attrs)
         except Exception:  # noqa: BLE001 - metrics never break a close
             log.debug("recording mcp.client.session.duration failed", exc_info=True)
 
-    def client_closed(self, client: Any) -> None:
-        """The client closed: every session of it still open ends now."""
+    def client_closed(self, owner: Any) -> None:
+        """The client closed (``owner``: its session): every session of it still open ends now."""
         with self._lock:
-            mine = [entry[1] for entry in self._sessions.values() if entry[0] is client]
+            mine = [entry[1] for entry in self._sessions.values() if entry[0] is owner]
         for conn in mine:
             self._session_ended(conn, None)
 

@@ -364,7 +364,7 @@ class ReconnectPolicy:
     """Rebuilding a dead connection: after failure 1 at once, then 1 s, 2 s, 4 s, 8 s;
     failure ``max_failures`` (6) marks the server unavailable.
 
-    The loss of the connection itself is failure 1 (the seed's numbering), so a dead
+    The loss of the connection itself is failure 1, so a dead
     connection gets five rebuild attempts; a first connect that fails gets six.
 
     Attributes:

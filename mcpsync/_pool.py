@@ -655,6 +655,12 @@ class ConnectionPool(Generic[C]):
         with self._lock:
             return len(self._state.entries)
 
+    def lent(self) -> list[tuple[C, int]]:
+        """Every pooled connection with the calls it carries now, oldest first (a snapshot)."""
+        with self._lock:
+            entries = sorted(self._state.entries, key=lambda e: e.seq)
+            return [(e.conn, e.load()) for e in entries]
+
     def stats(self) -> PoolStats:
         """A consistent snapshot of the counters."""
         with self._lock:

@@ -38,6 +38,7 @@ from typing import Any, Callable, Mapping, Sequence, TypeVar
 
 from ._errors import ProfileError
 from ._policies import BreakerPolicy, PoolLimits, RetryPolicy, Timeouts
+from ._settings import InPart, Setting, Settings
 from .transports._factory import TRANSPORT_OPTIONS
 
 __all__ = [
@@ -228,6 +229,7 @@ CLIENT_OPTIONS: frozenset[str] = frozenset({
     "mode", "timeouts", "retry", "breaker", "pool", "sampling_handler", "elicitation_handler", "roots",
     "logging_handler", "log_level", "client_info", "name", "reconnect", "record", "on_breaker_change",
     "on_unavailable", "telemetry", "credential", "metrics", "push_updates", "extensions", "on_session_lost",
+    "routing",
 })
 
 
@@ -343,6 +345,9 @@ class ProcessPerCallClient:
         ({'result': 3}, 1)
     """
 
+    #: call retries (read-only: another policy, another wrapper)
+    retry = Setting[RetryPolicy]()
+
     def __init__(
         self,
         command: str,
@@ -363,8 +368,9 @@ class ProcessPerCallClient:
         self.args = list(args)
         self.env = dict(env) if env else None
         self.cwd = cwd
-        self.retry = retry if retry is not None else PROFILES["minimal"].retry
         self.name = name or os.path.basename(command)
+        self.settings = Settings(name=self.name, retry=retry if retry is not None else PROFILES["minimal"].retry,
+                                 breaker=BreakerPolicy.DISABLED)
         self._factory = client_factory
         self._sleep = sleep or time.sleep
         self._options = dict(options)
@@ -571,6 +577,11 @@ def _per_call_class(client_class: type) -> type:
             if name.startswith("_") or name in namespace or hasattr(ProcessPerCallClient, name):
                 continue
             attr = inspect.getattr_static(client_class, name)
+            if isinstance(attr, InPart):  # kept by a Client's part: this wrapper has none
+                namespace[name] = None
+                continue
+            if isinstance(attr, Setting):  # read from the wrapper's own settings
+                continue
             if isinstance(attr, (property, classmethod, staticmethod)) or not callable(attr):
                 continue
             namespace[name] = _delegate(name, attr)

@@ -49,11 +49,12 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping
 
+from ._breaker import BreakerState, CircuitBreaker
 from ._channel import MessageFacts
 from ._errors import CircuitOpen, NoEndpointAvailable, ServerUnavailable
 from .transports._base import Transport
 
-__all__ = ["Endpoint", "EndpointState", "Router", "NoEndpointAvailable", "mcp_probe", "routed_attempt", "routed_client"]
+__all__ = ["Endpoint", "EndpointState", "Router", "NoEndpointAvailable", "mcp_probe", "Attempts", "routed_client"]
 
 log = logging.getLogger("mcpsync.routing")
 
@@ -517,18 +518,18 @@ class _RoutedTransport(Transport):
 
 
 def mcp_probe(
-    make: Callable[[Endpoint], Transport], *, client: Callable[..., Any], mode: str = "auto", timeout: float = 5.0
+    make: Callable[[Endpoint], Transport], *, client_class: Callable[..., Any], mode: str = "auto", timeout: float = 5.0
 ) -> Callable[[Endpoint], tuple[float, float]]:
     """A ``probe`` for :class:`Router` that measures a real MCP round-trip.
 
-    Each probe opens a one-connection ``client`` (:class:`~mcpsync.Client`, given by
+    Each probe opens a one-connection ``client_class`` (:class:`~mcpsync.Client`, given by
     the caller so that routing never imports the Client) over ``make(endpoint)``
     (no retries), times the connect (transport + ``initialize`` / ``server/discover``)
     and one ``ping`` (``server/discover`` in the modern era), and closes it.
 
     Args:
         make: builds a fresh transport for an endpoint.
-        client: the Client class.
+        client_class: the Client class.
         mode: the Client's era mode (``"modern"`` skips the probe for the era).
         timeout: bound of the connect and of the ping, each.
 
@@ -541,7 +542,7 @@ def mcp_probe(
     timeouts = Timeouts(connect=timeout, request=timeout)
 
     def probe(ep: Endpoint) -> tuple[float, float]:
-        c = client(lambda: make(ep), mode=mode, name=f"probe-{ep.name}", timeouts=timeouts,
+        c = client_class(lambda: make(ep), mode=mode, name=f"probe-{ep.name}", timeouts=timeouts,
                    retry=RetryPolicy.NONE, breaker=BreakerPolicy.DISABLED, pool=PoolLimits.SINGLE)
         try:
             t0 = time.perf_counter()
@@ -556,7 +557,7 @@ def mcp_probe(
 
 
 def routed_client(
-    client: Callable[..., Any],
+    client_class: Callable[..., Any],
     endpoints: Iterable[Endpoint | str],
     make: Callable[[Endpoint], Transport],
     *,
@@ -565,14 +566,13 @@ def routed_client(
     router_options: Mapping[str, Any] | None = None,
     **options: Any,
 ) -> Any:
-    """``Client.routed`` (see there): a ``client`` (the Client class, given by the caller so
+    """``Client.routed`` (see there): a ``client_class`` (the Client, given by the caller so
     that routing never imports it) whose connections a :class:`Router` places, with one
     circuit breaker per endpoint on the router's clock.
 
     The breakers are per endpoint: a client-wide one would stop every call when one
     endpoint fails, which is what failing over is there to avoid.
     """
-    from ._breaker import BreakerState, CircuitBreaker
     from ._policies import BreakerPolicy
 
     eps = [e if isinstance(e, Endpoint) else Endpoint(str(e)) for e in endpoints]
@@ -582,36 +582,51 @@ def routed_client(
     breakers: dict[str, CircuitBreaker] = {}
     router = Router(
         eps,
-        probe=mcp_probe(make, client=client) if probe else None,
+        probe=mcp_probe(make, client_class=client_class) if probe else None,
         region=region,
         breaker_open=lambda ep: breakers[ep.name].state is BreakerState.OPEN,
         **dict(router_options or {}),
     )
     for e in eps:  # on the router's clock: one time base for every routing decision
         breakers[e.name] = CircuitBreaker(policy, clock=router._clock, on_change=listener, name=f"{name}[{e.name}]")
-    made = client(router.transport_factory(make), breaker=BreakerPolicy.DISABLED, **options)
-    made._session.router = router
-    made._session.endpoint_breakers = breakers
-    return made
+    return client_class(router.transport_factory(make), breaker=BreakerPolicy.DISABLED,
+                  routing=Attempts(name, router, breakers), **options)
 
 
-def routed_attempt(session: Any, t: float, send: Callable[[Any], Any]) -> Any:
-    """One attempt of a routed client's ``session``: ``send(connection)`` under the breaker
-    of the connection's endpoint.
+class Attempts:
+    """A routed client's attempt strategy, given to its session: each attempt under the
+    breaker of its connection's endpoint (``Client.routed`` makes it).
 
-    A connection whose endpoint's breaker is open is retired and another borrowed (a new
-    one goes to the next endpoint); after the call, a connection whose endpoint is no
-    longer the router's choice is retired once idle.
+    Args:
+        name: the server's name in errors.
+        router: places new connections.
+        breakers: the circuit breaker of each endpoint, by endpoint name.
     """
-    from ._breaker import BreakerState
 
-    name, router, breakers = session._client.name, session.router, session.endpoint_breakers
+    def __init__(self, name: str, router: Router, breakers: Mapping[str, CircuitBreaker]) -> None:
+        self.name = name
+        self.router = router
+        self.breakers = dict(breakers)
+
+    def run(self, session: Any, t: float, send: Callable[[Any], Any]) -> Any:
+        """One attempt on a connection of ``session``'s pool: ``send(connection)`` under
+        the breaker of the connection's endpoint.
+
+        A connection whose endpoint's breaker is open is retired and another borrowed (a new
+        one goes to the next endpoint); after the call, a connection whose endpoint is no
+        longer the router's choice is retired once idle.
+        """
+        return _attempt(self.name, self.router, self.breakers, session, t, send)
+
+
+def _attempt(name: str, router: Router, breakers: Mapping[str, CircuitBreaker], session: Any, t: float,
+             send: Callable[[Any], Any]) -> Any:
     router.probe_in_background()
     if all(b.state is BreakerState.OPEN for b in breakers.values()):
         wait = min(b.retry_after() for b in breakers.values())
         raise CircuitOpen(f"the circuit breaker of every endpoint of {name} is open",
                           retry_after=wait, server=name, state="open")
-    for _ in range(session.limits.max + 2):
+    for _ in range(session.pool.limits.max + 2):
         lease = session.pool.borrow(t if session.borrow_wait is None else session.borrow_wait)
         conn = lease.connection
         endpoint = getattr(conn.transport, "endpoint", None)

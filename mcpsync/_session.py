@@ -9,8 +9,14 @@ timeout; the modern era adds the per-request ``_meta`` (and a ``tools/call``'s
 renegotiated once, an expired HTTP session (:class:`SessionExpired`, ``renewable``)
 renewed on the same connection and the request sent once more; ``input_required``
 rounds are driven by :mod:`mcpsync._mrtr`. Discover/initialize and the era memory are
-:mod:`mcpsync._handshake`. The Client is read for settings and for its parts (tool
-cache, subscriptions, resources, handlers, tools).
+:mod:`mcpsync._handshake`.
+
+The Client's constructor gives it what it needs and nothing more: its :class:`~mcpsync._settings.Settings`,
+the transport factory, the :class:`~mcpsync._handlers.Handlers` that answer the server (and
+hold the log level asked for), the tools part's :class:`~mcpsync._tools.ParamHeaders`, and
+callbacks for what concerns other parts (the connection replaced, session state to restore,
+the client closing). A routed client's :class:`~mcpsync._routing.Attempts` strategy puts each
+attempt under its endpoint's breaker.
 """
 
 from __future__ import annotations
@@ -24,7 +30,6 @@ from dataclasses import replace
 from typing import Any, Callable, Mapping
 
 from ._channel import SAFE_METHODS  # the one table of requests safe to repeat
-from ._cache import RECONNECT
 from ._channel import Channel, ProgressCallback
 from ._dispatcher import Dispatcher
 from ._errors import (
@@ -44,16 +49,19 @@ from ._errors import (
 )
 from ._breaker import BreakerState, CircuitBreaker
 from ._constants import META_LOG_LEVEL as _META_LOG
+from ._handlers import Handlers
 from ._handshake import Handshake, ServerSession, _Connection, _Opening, never_reached, wrong_endpoint
 from ._messages import STRUCT_META, decode_result
 from ._metrics import DISCOVERY_METHODS
 from ._mrtr import drive as _drive_input_rounds
-from ._routing import routed_attempt
 from ._guard import Guard, Recorder
 from ._losses import Losses, Renewal, SessionLost
 from ._policies import PoolLimits, ReconnectPolicy, RetryPolicy, Timeouts
 from ._pool import ConnectionPool
 from ._retry import ReconnectSchedule, in_callers_time
+from ._routing import Attempts
+from ._settings import Settings
+from ._tools import ParamHeaders
 from ._weak import client_gone, close_here, watch, weak_method
 from ._worker import Worker
 from .transports._base import Transport
@@ -78,29 +86,53 @@ os.register_at_fork(after_in_child=_after_fork_in_child)
 class Session:
     """The connections and requests of one Client (see the module's docstring).
 
-    Built by the Client's constructor from its options: ``factory`` makes a fresh
-    transport (or channel); ``record`` is the metrics sink of every request.
+    Args:
+        settings: the Client's settings.
+        factory: makes a fresh transport (or channel) per connection.
+        handlers: answer the server's requests and take its notifications; the log level
+            asked for goes in each modern request's ``_meta``.
+        param_headers: a modern ``tools/call``'s ``Mcp-Param-*`` headers (the tools part learns them).
+        replaced: the session connection was replaced: what was cached of the old one is stale.
+        restore: ``restore(first)``, on the worker: session-scoped state (subscriptions,
+            listens) restored on a new session connection (``first``: the first one).
+        closing: the client is closing, before its connections go (listen streams, resources).
+        attempts: a routed client's strategy (:class:`~mcpsync._routing.Attempts`), or None.
+        record: the metrics sink of every request.
+        owner: the object whose collection, unclosed, closes this session (the Client).
     """
 
     def __init__(
         self,
-        client: Any,
+        settings: Settings,
         factory: Callable[[], Transport | Channel],
+        handlers: Handlers,
         *,
+        param_headers: ParamHeaders,
+        replaced: Callable[[], None],
+        restore: Callable[[bool], None],
+        closing: Callable[[], None],
         reconnect: ReconnectPolicy,
         record: Recorder | None,
         on_breaker_change: Callable[[BreakerState, BreakerState], None] | None,
         on_unavailable: Callable[[ServerUnavailable], None] | None,
         telemetry: Any,
         on_session_lost: Callable[[SessionLost], None] | None = None,
+        attempts: Attempts | None = None,
+        owner: object = None,
     ) -> None:
-        self._client = client
-        self._handshake = Handshake(client, telemetry)
-        name, limits, timeouts = client.name, client.pool, client.timeouts
+        self.name = name = settings.name
+        self.handlers = handlers
+        self.param_headers = param_headers
+        self._replaced = replaced
+        self._restore = restore
+        self._closing = closing
+        self._handshake = Handshake(settings, handlers, telemetry, self)
+        limits, timeouts = settings.pool, settings.timeouts
         self.factory = factory
         self.timeouts: Timeouts = timeouts
-        self.limits: PoolLimits = limits
         self.telemetry = telemetry
+        #: most ``InputRequiredResult`` rounds one call may take (``Client.max_input_rounds``)
+        self.max_input_rounds = 8
         self.lock = threading.Lock()
         self.closed = False
         self.forked = False  # set in a child after os.fork(): cheaper to test than getpid() per call
@@ -111,7 +143,7 @@ class Session:
         self.closers: list[threading.Thread] = []  # connections being closed off the caller's thread
         self.worker = Worker(f"mcpsync-{name}")
         self.reconnect = ReconnectSchedule(reconnect, name=name, on_unavailable=on_unavailable)
-        self.guard = Guard(name, retry=client.retry, breaker=client.breaker, reconnect=self.reconnect, record=record)
+        self.guard = Guard(name, retry=settings.retry, breaker=settings.breaker, reconnect=self.reconnect, record=record)
         if on_breaker_change is not None:
             self.guard.breaker.add_listener(on_breaker_change)
         self.pool: ConnectionPool[_Connection] = ConnectionPool(  # (weak: the pool's thread must not hold the client)
@@ -125,10 +157,9 @@ class Session:
             maintenance_interval=min(timeouts.keepalive, timeouts.idle) / 4,
         )
         self.borrow_wait = limits.borrow_timeout  # None: each call waits up to its own timeout
-        self.judges = client.retry.retry_result is not None  # the fast path asks the policy of each result
-        #: a routed client's :class:`~mcpsync._routing.Router` and per-endpoint breakers
-        self.router: Any = None
-        self.endpoint_breakers: dict[str, CircuitBreaker] | None = None
+        self.judges = settings.retry.retry_result is not None  # the fast path asks the policy of each result
+        #: a routed client's strategy: each attempt under its endpoint's breaker (mcpsync._routing)
+        self.attempts = attempts
         #: replaced processes and sessions, announced; legacy sessions renewed (mcpsync._losses)
         # (weakly: a connection's close callback holds the Losses, and the reader thread the
         # connection; an unclosed client must stay collectable, see _weak.watch)
@@ -140,23 +171,23 @@ class Session:
             connect_timeout=timeouts.connect,
         )
         _SESSIONS.add(self)
-        self.unclosed = watch(client, name, self.pool, self.worker, self.openings)  # a client never closed: _weak.py
+        # a client nobody closed (mcpsync._weak): ``owner`` collected, this session's threads end
+        self.unclosed = watch(self if owner is None else owner, name, self.pool, self.worker, self.openings)
 
     def check_usable(self) -> None:
         """Raise if closed; after ``os.fork()``, renew the lock, the worker, the session
         connection and the openings in the child (the pool forgets the parent's by itself)."""
         if self.closed:
-            raise ConnectionClosed(f"client for {self._client.name} is closed")
+            raise ConnectionClosed(f"client for {self.name} is closed")
         if self.forked:
             self.forked = False
             self.lock = threading.Lock()
-            self.worker = Worker(f"mcpsync-{self._client.name}")
+            self.worker = Worker(f"mcpsync-{self.name}")
             self.primary = None
             self.openings = []
 
     def close(self) -> None:
         """``Client.close``: every connection closed, the client's threads stopped. Idempotent."""
-        c = self._client
         self.unclosed.detach()
         with self.lock:
             if self.closed:
@@ -164,7 +195,6 @@ class Session:
             self.closed = True
             self.stopping.set()
             self.primary = None
-            resources, c._resources = c._resources, None
             openings, self.openings = self.openings, []
         for opening in openings:
             made = opening.made  # a start still under way ends now, not at its timeout
@@ -172,15 +202,13 @@ class Session:
                 try:
                     made.close()
                 except Exception:  # pragma: no cover - close is best effort
-                    log.debug("closing the connection being made to %s failed", c.name, exc_info=True)
-        if resources is not None:
-            resources.close()
+                    log.debug("closing the connection being made to %s failed", self.name, exc_info=True)
         try:
-            c._subscriptions.stop()
+            self._closing()
         except Exception:  # pragma: no cover - close is best effort
-            log.debug("stopping the listen stream of %s failed", c.name, exc_info=True)
+            log.debug("stopping the listen stream of %s failed", self.name, exc_info=True)
         if self.telemetry is not None:  # the sessions end now (mcp.client.session.duration)
-            self.telemetry.client_closed(c)
+            self.telemetry.client_closed(self)
         self.pool.close()
         for opening in openings:
             if opening.thread is not None and opening.thread is not threading.current_thread():
@@ -200,14 +228,13 @@ class Session:
 
     def facts(self) -> ServerSession:
         """``Client.session``: the session connection's facts, re-discovered once their ``ttlMs`` ran out."""
-        c = self._client
         conn = self.primary_connection()
         facts = conn.session
         if facts is not None and facts.fresh_until is not None and time.monotonic() >= facts.fresh_until:
             try:
                 self._handshake.discover(conn, min(self.timeouts.request, 10.0))
             except MCPError as exc:  # keep the facts we have; try again next time
-                log.info("%s: refreshing server/discover failed: %s", c.name, exc)
+                log.info("%s: refreshing server/discover failed: %s", self.name, exc)
                 facts.fresh_until = time.monotonic() + 5.0
             facts = conn.session
         return facts  # type: ignore[return-value]
@@ -215,7 +242,6 @@ class Session:
     def primary_connection(self, timeout: float | None = None) -> _Connection:
         """The pool connection that carries session-scoped state (subscriptions, listens);
         when it dies or is reclaimed, the next use picks another and restores that state."""
-        c = self._client
         self.check_usable()
         conn: _Connection | None = self.primary
         if conn is not None and conn.alive():
@@ -232,7 +258,7 @@ class Session:
         if old is not new:
             self._watch_primary(new)
         if old is None:
-            self.worker.submit(c._subscriptions.restore, True)  # listens asked for before the first connect
+            self.worker.submit(self._restore, True)  # listens asked for before the first connect
         elif old is not new:
             self.primary_replaced(new)
         return new
@@ -240,25 +266,20 @@ class Session:
     def primary_replaced(self, conn: _Connection) -> None:
         """The session connection was replaced (the server may have restarted): tools are
         rediscovered, cached resources turn STALE, subscriptions and listens are restored."""
-        c = self._client
-        c._tool_cache.invalidate(c.name, RECONNECT)
-        resources = c._resources
-        if resources is not None:
-            resources.reconnected(c.name)
-        self.worker.submit(c._subscriptions.restore)
+        self._replaced()
+        self.worker.submit(self._restore, False)
 
     def open_pooled(self) -> _Connection:
         """The pool's factory, on a borrower's thread: wait, until the borrower's deadline,
         for a connection made on a thread of its own (:meth:`_make`) and claimed by one
         borrower at a time. Time out first: :class:`ConnectError` (``pending``, not counted
         by the breaker) naming the phase; the attempt goes on for the next borrower."""
-        c = self._client
         deadline = self.pool.creation_deadline()
         if deadline is None:
             deadline = time.monotonic() + self.timeouts.request
         with self.lock:
             if self.closed:
-                raise PoolClosed(f"client for {c.name} is closed")
+                raise PoolClosed(f"client for {self.name} is closed")
             openings = self.openings
             # a stale failure helps nobody: a new attempt replaces it
             openings[:] = [o for o in openings if not (o.done.is_set() and o.conn is None)]
@@ -269,7 +290,7 @@ class Session:
                 opening = _Opening()
                 openings.append(opening)
                 opening.thread = threading.Thread(
-                    target=self._make, args=(opening,), name=f"mcpsync-connect-{c.name}", daemon=True
+                    target=self._make, args=(opening,), name=f"mcpsync-connect-{self.name}", daemon=True
                 )
                 opening.thread.start()
             opening.claimed = True
@@ -286,20 +307,19 @@ class Session:
             waited = time.monotonic() - opening.started
             last = f"; its last try failed: {opening.last}" if opening.last is not None else ""
             raise ConnectError(
-                f"MCP server {c.name}: {opening.phase} ({waited:.1f} s so far{last}); the call's time ran out, "
+                f"MCP server {self.name}: {opening.phase} ({waited:.1f} s so far{last}); the call's time ran out, "
                 "the connection goes on in the background",
                 timeout=True, sent=False, pending=True, phase=opening.phase,
             )
         error = opening.error
         if error is None:  # pragma: no cover - done without a connection means an error
-            error = ConnectError(f"MCP server {c.name}: connecting failed", sent=False)
+            error = ConnectError(f"MCP server {self.name}: connecting failed", sent=False)
         raise error
 
     def _make(self, opening: _Opening) -> None:
         """The background attempt: a first connect tries once (retried once after a
         timeout); after a connection was lost, reconnection follows the backoff schedule.
         ``close()`` ends it at once."""
-        c = self._client
         conn: _Connection | None = None
         error: BaseException | None = None
         try:
@@ -317,7 +337,7 @@ class Session:
                     opening.conn = conn
             if closed:
                 conn.close()
-                error = PoolClosed(f"client for {c.name} is closed")
+                error = PoolClosed(f"client for {self.name} is closed")
             else:
                 self.losses.replaced_by(conn)  # a new process or session in place of one that died: said
                 self._connected(conn)
@@ -346,22 +366,20 @@ class Session:
             add(lambda _reason, lost=weak_method(self._primary_lost): lost(conn))
 
     def _primary_lost(self, conn: _Connection) -> None:
-        c = self._client
         if self.closed or self.primary is not conn:
             return
         try:
             self.primary_connection()
         except MCPError as exc:  # the next use tries again
-            log.info("%s: replacing the lost session connection failed: %s", c.name, exc)
+            log.info("%s: replacing the lost session connection failed: %s", self.name, exc)
 
     def _submit(self, fn: Callable[..., Any], *args: Any) -> None:
         """Run ``fn(*args)`` on the session's worker (the one of the moment: a fork makes a new one)."""
         self.worker.submit(fn, *args)
 
     def keepalive(self, conn: _Connection) -> None:
-        c = self._client
         if not conn.healthy():
-            raise ConnectionClosed(f"connection to {c.name} died")
+            raise ConnectionClosed(f"connection to {self.name} died")
         if conn.meta is None and conn.session is not None:  # the legacy era has ping
             try:
                 conn.channel.request("ping", None, self.timeouts.request)
@@ -374,21 +392,20 @@ class Session:
         """Start a connection and handshake (on the connecting thread). A child process alive
         but silent is *starting* (budget ``timeouts.start``); otherwise the connect timeout,
         retried once after a timeout. A process that exited fails at once (:class:`StartFailed`)."""
-        c = self._client
         errors: list[BaseException] = []
         for _attempt in range(2):
             if self.closed:
-                raise PoolClosed(f"client for {c.name} is closed")
+                raise PoolClosed(f"client for {self.name} is closed")
             conn: _Connection | None = None
             made: Transport | Channel | None = None
             try:
                 opening.phase = "starting the server" if _attempt == 0 else "starting the server again"
                 made = opening.made = self.factory()
                 if self.closed:  # close() may have run before ``made`` was known
-                    raise PoolClosed(f"client for {c.name} is closed")
+                    raise PoolClosed(f"client for {self.name} is closed")
                 conn = self._start(made, time.monotonic() + self.timeouts.connect)
                 if self.closed:  # close() ran while the transport started: it must not live on
-                    raise PoolClosed(f"client for {c.name} is closed")
+                    raise PoolClosed(f"client for {self.name} is closed")
                 starting = conn.transport is not None and conn.transport.starting()
                 budget = self.timeouts.start if starting else self.timeouts.connect
                 opening.phase = (
@@ -397,7 +414,7 @@ class Session:
                     else "waiting for the server to answer its handshake"
                 )
                 if self.telemetry is not None:  # the handshake's span; the session's clock starts
-                    self.telemetry.handshake(c, conn, lambda: self._handshake.run(conn, time.monotonic() + budget, starting))
+                    self.telemetry.handshake(self, conn, lambda: self._handshake.run(conn, time.monotonic() + budget, starting))
                 else:
                     self._handshake.run(conn, time.monotonic() + budget, starting)
                 self.losses.watch(conn)
@@ -420,7 +437,7 @@ class Session:
                     raise failure from exc
                 if isinstance(exc, (RemoteError, AuthError, StartFailed, PoolClosed)) or self.closed:
                     raise  # the server answered, or cannot run: a fresh start would fare the same
-                wrong = wrong_endpoint(exc, getattr(made, "url", None) or c.name)
+                wrong = wrong_endpoint(exc, getattr(made, "url", None) or self.name)
                 if wrong is not None:
                     raise wrong from exc  # an HTTP 4xx: the URL is wrong, not the server unwell
                 errors.append(exc)
@@ -429,10 +446,10 @@ class Session:
         last = errors[-1]
         how = "did not respond" if getattr(last, "timeout", isinstance(last, RequestTimeout)) else "could not be reached"
         if not never_reached(last):
-            raise ConnectError(f"MCP server {c.name} {how}: {last}", attempts=len(errors)) from last
+            raise ConnectError(f"MCP server {self.name} {how}: {last}", attempts=len(errors)) from last
         # refused, unknown host, no route: on a first contact, said at once (not retried within
         # the call); once reached, a lost server is the reconnect schedule's
-        raise ConnectError(f"MCP server {c.name} could not be reached: {last}", attempts=len(errors),
+        raise ConnectError(f"MCP server {self.name} could not be reached: {last}", attempts=len(errors),
                            unreached=not self.ever_connected) from last
 
     def _stream_lost(self, conn: _Connection, session_id: str) -> None:
@@ -441,17 +458,16 @@ class Session:
         self.renewal.stream_found_it_gone(conn, session_id, lambda: self.closed)
 
     def _start(self, made: Transport | Channel, deadline: float) -> _Connection:
-        c = self._client
         if isinstance(made, Transport):
             made.connect(max(deadline - time.monotonic(), 0.001))
             disp = Dispatcher(
                 made,
-                name=c.name,
+                name=self.name,
                 worker=self.worker,
                 request_timeout=self.timeouts.request,
                 progress_cap=self.timeouts.progress_cap,
             )
-            h = c._handlers  # (weak: the reader thread must not hold the client)
+            h = self.handlers  # (weak: the reader thread must not hold the client)
             disp.set_handlers(weak_method(h.notification), weak_method(h.on_request), weak_method(h.notice))
             disp.start()
             conn = _Connection(disp, made, made.describe())
@@ -460,17 +476,16 @@ class Session:
             made.set_session_lost_handler(lambda session_id: lost(conn, session_id))
             return conn
         chan = made
-        chan.set_handlers(c._handlers.notification, c._handlers.on_request)
+        chan.set_handlers(self.handlers.notification, self.handlers.on_request)
         return _Connection(chan, None, getattr(chan, "describe", lambda: repr(chan))())
 
     def _close_in_background(self, close: Callable[[], None], what: str) -> None:
         """Close one connection on a tracked thread of its own (:meth:`close` waits for all,
         bounded); at interpreter exit here, since a daemon thread would die half-way."""
-        c = self._client
         if not threading.main_thread().is_alive():
             close()
             return
-        thread = threading.Thread(target=close, name=f"mcpsync-close-{c.name}", daemon=True)
+        thread = threading.Thread(target=close, name=f"mcpsync-close-{self.name}", daemon=True)
         with self.lock:
             self.closers = [t for t in self.closers if t.is_alive()]
             self.closers.append(thread)
@@ -479,26 +494,25 @@ class Session:
     def request(
         self,
         method: str,
-        params: Mapping[str, Any] | None,
-        timeout: float | None,
-        progress: ProgressCallback | None,
-        safe_to_retry: bool | None,
-        tool: str | None,
-        retry: RetryPolicy | None,
+        params: Mapping[str, Any] | None = None,
+        timeout: float | None = None,
+        progress: ProgressCallback | None = None,
+        safe_to_retry: bool | Callable[[], bool] | None = None,
+        tool: str | None = None,
+        retry: RetryPolicy | None = None,
     ) -> Any:
-        """``Client.request`` (see there)."""
-        c = self._client
+        """``Client.request`` (see there; ``safe_to_retry`` may also be asked only after a failure)."""
         if self.closed or self.forked:
             self.check_usable()  # clears ``forked`` after renewing what the fork left behind
         tel = self.telemetry
         if tel is not None and not tel.inside():  # one span and one duration per request
-            return tel.request(c, method, params, timeout=timeout, progress=progress,
+            return tel.request(self, method, params, timeout=timeout, progress=progress,
                                safe_to_retry=safe_to_retry, tool=tool, retry=retry)
         t = self.timeouts.request if timeout is None else timeout
         if tool is None and method in DISCOVERY_METHODS:
             tool = method  # kept apart from agent calls in the metrics
         guard = self.guard
-        start = guard.begin() if self.endpoint_breakers is None else None
+        start = guard.begin() if self.attempts is None else None
         if start is None:
             return self._guarded(method, params, t, progress, safe_to_retry, tool, retry)
         # the healthy common case, flattened (no closure in this frame: its cells would
@@ -524,7 +538,7 @@ class Session:
 
     def _guarded(
         self, method: str, params: Mapping[str, Any] | None, t: float, progress: ProgressCallback | None,
-        safe_to_retry: bool | None, tool: str | None, retry: RetryPolicy | None,
+        safe_to_retry: bool | Callable[[], bool] | None, tool: str | None, retry: RetryPolicy | None,
         start: float | None = None, first: BaseException | None = None,
     ) -> Any:
         """A request on the guard's own path (``first``: the fast path's attempt raised it).
@@ -566,9 +580,8 @@ class Session:
         """A retry gets only what is left of its call's time; when that is less than a
         whole timeout, its timeout is the call's, not a sign of an unwell server
         (``truncated``: the breaker does not count it)."""
-        c = self._client
         if self.closed:
-            raise PoolClosed(f"client for {c.name} is closed")
+            raise PoolClosed(f"client for {self.name} is closed")
         left = self._left(deadline)
         try:
             return self._attempt(method, params, left, progress)
@@ -578,10 +591,8 @@ class Session:
             raise
 
     def _attempt(self, method: str, params: Mapping[str, Any] | None, t: float, progress: ProgressCallback | None) -> Any:
-        c = self._client
-        if self.endpoint_breakers is not None:
-            # a routed client: under its endpoint's breaker
-            return routed_attempt(self, t, lambda conn: self.request_on(conn, method, params, t, progress))
+        if self.attempts is not None:  # a routed client: under its endpoint's breaker
+            return self.attempts.run(self, t, lambda conn: self.request_on(conn, method, params, t, progress))
         pool = self.pool
         # no Lease: this frame gives it back on every path; waiting for a connection spends the call's time
         entry = pool.take_idle()
@@ -594,7 +605,7 @@ class Session:
             if t <= 0.0:
                 give_back(entry)
                 raise RequestTimeout(
-                    f"{c.name}: the call's time ran out while it waited for a connection", sent=False, truncated=True
+                    f"{self.name}: the call's time ran out while it waited for a connection", sent=False, truncated=True
                 )
         conn = entry.conn
         try:
@@ -610,20 +621,20 @@ class Session:
         progress: ProgressCallback | None, again: bool = False,
     ) -> Any:
         """One request on ``conn`` (``again``: sent a second time, after a renegotiation or a renewal: final)."""
-        c = self._client
         sent: Any = params
         base = conn.meta
         headers = None
         if base is not None:
-            if c.log_level is not None and base.get(_META_LOG) != c.log_level:
-                base = conn.meta = {**base, _META_LOG: c.log_level}
+            level = self.handlers.log_level
+            if level is not None and base.get(_META_LOG) != level:
+                base = conn.meta = {**base, _META_LOG: level}
             extra = params.get("_meta") if params else None
-            known, wire = conn._wire_meta  # conn.wire_meta(base)'s cached case, inline: every call
+            known, wire = conn.wire_cache  # conn.wire_meta(base)'s cached case, inline: every call
             meta = {**base, **extra} if extra else wire if known is base else conn.wire_meta(base)
             sent = params.copy() if type(params) is dict else dict(params or ())  # (copy: half a {**params}'s price)
             sent["_meta"] = meta
-            if c._tools.param_annotations and method == "tools/call" and params and conn.transport is not None:
-                headers = c._tools.param_headers(params)  # the tool's Mcp-Param-* headers
+            if self.param_headers.annotations and method == "tools/call" and params and conn.transport is not None:
+                headers = self.param_headers.headers(params)  # the tool's Mcp-Param-* headers
         try:
             if headers is None:
                 raw = conn.channel.request(method, sent, t, progress)
@@ -646,7 +657,7 @@ class Session:
             return result  # (a task, SEP-2663: the tools layer follows it, mcpsync._tasks)
         if rt != "input_required":
             raise ProtocolError(
-                f"{c.name} answered {method} with resultType {rt!r}, which this client cannot handle", code=-32600
+                f"{self.name} answered {method} with resultType {rt!r}, which this client cannot handle", code=-32600
             )
         return self._input_rounds(conn, method, params, raw, t, progress)
 
@@ -655,9 +666,8 @@ class Session:
         progress: ProgressCallback | None,
     ) -> Any:
         """MRTR rounds, on the same connection: a server may seal requestState per process."""
-        c = self._client
         return _drive_input_rounds(
-            c.name, method, params, raw, answer=c._handlers.answer, max_rounds=c.max_input_rounds,
+            self.name, method, params, raw, answer=self.handlers.answer, max_rounds=self.max_input_rounds,
             send=lambda round_params: self.request_on(conn, method, round_params, t, progress),
         )
 
@@ -666,7 +676,7 @@ class Session:
         telemetry, as a span); one that meets an expired session is sent again on the renewed one."""
         conn = self.primary_connection()
         if self.telemetry is not None:
-            self.telemetry.notify(self._client, method, params, lambda sent: self._notify_on(conn, method, sent), conn)
+            self.telemetry.notify(self, method, params, lambda sent: self._notify_on(conn, method, sent), conn)
         else:
             self._notify_on(conn, method, params)
 

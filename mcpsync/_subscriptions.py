@@ -23,7 +23,10 @@ import threading
 from typing import Any, Callable, Mapping
 
 from ._constants import META_SUBSCRIPTION_ID as SUBSCRIPTION_ID
-from ._errors import Cancelled, ConnectionClosed, MCPError, NetworkError, RequestTimeout
+from ._cache import ResultCache
+from ._errors import METHOD_NOT_FOUND, Cancelled, ConnectionClosed, MCPError, NetworkError, RemoteError, RequestTimeout
+from ._ports import Requester
+from ._settings import Settings
 
 __all__ = ["Subscription", "Subscriptions", "LIST_KINDS", "SUBSCRIPTION_ID"]
 
@@ -54,13 +57,13 @@ class Subscription:
     Also a context manager.
     """
 
-    def __init__(self, client: Any, uri: str, callback: Callable[[str], None]) -> None:
-        self.client = client
+    def __init__(self, subscriptions: "Subscriptions", uri: str, callback: Callable[[str], None]) -> None:
+        self._subscriptions = subscriptions
         self.uri = uri
         self.callback = callback
 
     def close(self) -> None:
-        self.client.unsubscribe(self.uri, self.callback)
+        self._subscriptions.unsubscribe(self.uri, self.callback, None)
 
     def __enter__(self) -> "Subscription":
         return self
@@ -88,12 +91,19 @@ class Subscriptions:
     """What one Client watches, and the listen stream that carries it (modern era).
 
     Args:
-        client: the Client; used for its session connection, era, results cache,
-            worker, timeouts and name.
+        settings: the Client's settings (name, request timeout).
+        session: the session: its session connection carries subscriptions and listens.
+        results: the Client's result cache (what a notification makes stale is dropped).
     """
 
-    def __init__(self, client: Any) -> None:
-        self._client = client
+    def __init__(self, settings: Settings, session: Requester, results: ResultCache) -> None:
+        self.name = settings.name
+        self.request_timeout = settings.timeouts.request
+        self.push_updates = settings.push_updates
+        self.session = session
+        self.results = results
+        #: seconds one ``subscriptions/listen`` request is left open before it is re-sent
+        self.listen_timeout = 120.0
         self.lock = threading.Lock()
         self.listen_lock = threading.Lock()
         self.subs: dict[str, list[Callable[[str], None]]] = {}
@@ -109,22 +119,21 @@ class Subscriptions:
 
     @property
     def _name(self) -> str:
-        return self._client.name  # type: ignore[no-any-return]
+        return self.name
 
     def _era(self) -> str:
-        return self._client.session.era  # type: ignore[no-any-return]
+        return self.session.facts().era
 
     def _live_era(self) -> str | None:
         """The era of the open session connection, or None before the first connect."""
-        conn = self._client._session.primary
+        conn = self.session.primary
         session = conn.session if conn is not None else None
         return session.era if session is not None else None
 
-    def _request(self, method: str, params: Mapping[str, Any] | None, timeout: float | None, attempt: _Attempt | None = None) -> Any:
-        """A request carrying session-scoped state, on the session connection."""
-        c = self._client
-        t = c.timeouts.request if timeout is None else timeout
-        session = c._session
+    def request(self, method: str, params: Mapping[str, Any] | None, timeout: float | None, attempt: _Attempt | None = None) -> Any:
+        """A request carrying session-scoped state, on the session connection (no retries)."""
+        t = self.request_timeout if timeout is None else timeout
+        session = self.session
         conn = session.primary_connection()
         if attempt is not None:
             attempt.channel = conn.channel
@@ -133,13 +142,16 @@ class Subscriptions:
     # ------------------------------------------------------------------ public
 
     def subscribe(self, uri: str, callback: Callable[[str], None], timeout: float | None) -> Subscription:
+        if not self.push_updates:
+            raise RemoteError(f"{self.name}: push updates are off for this client (push_updates=False, e.g. the "
+                              "professional profile): resources are re-read when their TTL runs out", code=METHOD_NOT_FOUND)
         with self.lock:
             first = uri not in self.subs
             self.subs.setdefault(uri, []).append(callback)
         if first:
             try:
                 if self._era() == "legacy":
-                    self._request("resources/subscribe", {"uri": uri}, timeout)
+                    self.request("resources/subscribe", {"uri": uri}, timeout)
                     with self.lock:
                         self.legacy_subscribed.add(uri)
                 else:
@@ -152,7 +164,7 @@ class Subscriptions:
                     if not cbs:
                         self.subs.pop(uri, None)
                 raise
-        return Subscription(self._client, uri, callback)
+        return Subscription(self, uri, callback)
 
     def unsubscribe(self, uri: str, callback: Callable[[str], None] | None, timeout: float | None) -> None:
         with self.lock:
@@ -168,12 +180,12 @@ class Subscriptions:
                 del self.subs[uri]
             was = uri in self.legacy_subscribed
             self.legacy_subscribed.discard(uri)
-        if not last or self._client.closed:
+        if not last or self.session.closed:
             return
         if self._era() == "legacy":
             if was:
                 try:
-                    self._request("resources/unsubscribe", {"uri": uri}, timeout)
+                    self.request("resources/unsubscribe", {"uri": uri}, timeout)
                 except MCPError as exc:
                     log.debug("%s: resources/unsubscribe %s failed: %s", self._name, uri, exc)
         else:
@@ -200,15 +212,14 @@ class Subscriptions:
             if callback in cbs:
                 cbs.remove(callback)
             last = not cbs
-        if last and self._live_era() == "modern" and not self._client.closed:
+        if last and self._live_era() == "modern" and not self.session.closed:
             self.relisten(None)
 
     def restore(self, first: bool = False) -> None:
         """Called (on the worker) when the session connection was replaced: subscribe
         again. ``first``: the session's first connection, which has nothing to restore
         but may have to open the listen stream for callbacks registered before it."""
-        c = self._client
-        if c.closed:
+        if self.session.closed:
             return
         if first:
             with self.lock:
@@ -219,7 +230,7 @@ class Subscriptions:
             except MCPError as exc:
                 log.warning("%s: could not open the subscriptions/listen stream: %s", self._name, exc)
             return
-        c._results.clear()  # updates may have been missed while disconnected
+        self.results.clear()  # updates may have been missed while disconnected
         try:
             if self._era() != "legacy":
                 self.relisten(None)  # no-op while the listen thread re-listens by itself
@@ -228,13 +239,21 @@ class Subscriptions:
                 uris = sorted(self.subs)
                 self.legacy_subscribed.clear()
             for uri in uris:
-                self._request("resources/subscribe", {"uri": uri}, None)
+                self.request("resources/subscribe", {"uri": uri}, None)
                 with self.lock:
                     self.legacy_subscribed.add(uri)
             if uris:
                 self.restores += 1
         except MCPError as exc:
             log.warning("%s: restoring resource subscriptions failed: %s", self._name, exc)
+
+    def watching(self) -> tuple[tuple[str, ...], tuple[str, ...], bool, bool, int, int]:
+        """(URIs subscribed, list kinds watched, a listen stream open, it acknowledged, listen
+        acknowledgements so far, legacy restores so far): a consistent snapshot."""
+        with self.lock:
+            attempt = self.attempt
+            return (tuple(sorted(self.subs)), tuple(k for k, cbs in self.list_cbs.items() if cbs), attempt is not None,
+                    attempt is not None and attempt.acked.is_set(), self.acks, self.restores)
 
     def stop(self) -> None:
         """End the modern listen stream (for ``Client.close()``, before the connections go)."""
@@ -261,9 +280,9 @@ class Subscriptions:
         """A notification as it is read (``Handlers.notice``: before the worker's lane): the
         cached results it makes stale are dropped at once."""
         if method == "notifications/resources/updated" and isinstance(params, Mapping):
-            self._client._results.invalidate(("resources/read",), str(params.get("uri", "")))
+            self.results.invalidate(("resources/read",), str(params.get("uri", "")))
         elif method in LIST_CHANGED and _INVALIDATES[LIST_CHANGED[method]]:
-            self._client._results.invalidate(_INVALIDATES[LIST_CHANGED[method]])
+            self.results.invalidate(_INVALIDATES[LIST_CHANGED[method]])
 
     def _event(self, method: str, params: Mapping[str, Any]) -> None:
         # (the caches were dropped as the notification was read: notice)
@@ -320,7 +339,6 @@ class Subscriptions:
 
     def relisten(self, timeout: float | None) -> None:
         """Make the open listen stream carry exactly the wanted filter."""
-        c = self._client
         with self.listen_lock:
             filt = self.wanted_filter()
             current = self.attempt
@@ -337,14 +355,14 @@ class Subscriptions:
             threading.Thread(
                 target=self._listen_loop, args=(attempt,), name=f"mcpsync-listen-{self._name}", daemon=True
             ).start()
-            if c._session.worker.on_serial_lane():
+            if self.session.worker.on_serial_lane():
                 # called from a callback: the acknowledgement is delivered on this very
                 # thread, so waiting for it here would only time out
                 if old is not None:
                     old.stale = True
                     self._retire_when_acked(attempt, old)
                 return
-            wait = c.timeouts.request if timeout is None else timeout
+            wait = self.request_timeout if timeout is None else timeout
             failure: BaseException | None = None
             if not attempt.acked.wait(wait):
                 failure = RequestTimeout(
@@ -364,7 +382,7 @@ class Subscriptions:
 
     def _retire_when_acked(self, new: _Attempt, old: _Attempt) -> None:
         def wait() -> None:
-            if new.acked.wait(self._client.timeouts.request):
+            if new.acked.wait(self.request_timeout):
                 self._retire(old)
 
         threading.Thread(target=wait, name=f"mcpsync-listen-retire-{self._name}", daemon=True).start()
@@ -388,23 +406,23 @@ class Subscriptions:
             pass
 
     def _listen_loop(self, attempt: _Attempt) -> None:
-        c = self._client
+        session = self.session
         backoff = 0.1
         first = True
-        while not attempt.stale and not c.closed:
+        while not attempt.stale and not session.closed:
             with self.lock:
                 attempt.id = None
                 self.awaiting.append(attempt)
             try:
-                self._request("subscriptions/listen", {"notifications": attempt.filter}, c.listen_timeout, attempt)
+                self.request("subscriptions/listen", {"notifications": attempt.filter}, self.listen_timeout, attempt)
                 backoff = 0.1  # ended gracefully: listen again
             except RequestTimeout:
                 backoff = 0.1
             except (ConnectionClosed, NetworkError) as exc:
-                if c.closed:
+                if session.closed:
                     break
                 log.debug("%s: listen stream dropped (%s); re-listening", self._name, exc)
-                c._session.stopping.wait(backoff)
+                session.stopping.wait(backoff)
                 backoff = min(backoff * 2, 5.0)
             except Cancelled:
                 break  # retired: a newer stream replaced this one
@@ -420,7 +438,7 @@ class Subscriptions:
                         self.live.pop(attempt.id, None)
             if not first and not attempt.stale:
                 # events may have been missed while no stream was open: cached lists are stale
-                c._results.invalidate(_ALL_CACHED)
+                self.results.invalidate(_ALL_CACHED)
             first = False
         with self.lock:
             if attempt in self.awaiting:

@@ -18,12 +18,12 @@ requests made meanwhile reach the handlers as server→client requests.
 One public API over both: ``Client.call_tool`` follows a task transparently within its
 timeout (on expiry, or any other way out, the task is cancelled: within the call's time,
 keeping a share of it for ``tasks/cancel``; after an interrupt, in the background), and
-``call_tool(..., task=True)`` gives a :class:`ToolTask` handle to poll, cancel or wait on
+``Client.call_tool_task`` gives a :class:`ToolTask` handle to poll, cancel or wait on
 (with a status callback). ``Client.task(task_id)`` makes a handle for a task id kept from
 an earlier run.
 
 Example:
-    >>> handle = client.call_tool("render", {"scene": 3}, task=True)       # doctest: +SKIP
+    >>> handle = client.call_tool_task("render", {"scene": 3})       # doctest: +SKIP
     >>> handle.status                                                      # doctest: +SKIP
     'working'
     >>> result = handle.wait(timeout=600, on_status=lambda t: print(t.status_message))  # doctest: +SKIP
@@ -48,7 +48,9 @@ from ._errors import (
 from ._messages import CallToolResult, decode_result, encode
 from ._mrtr import answer_all
 from ._paging import paginate
+from ._ports import Requester
 from ._protocol_types import CreateTaskResult, ListTasksResult, Task
+from ._settings import Settings
 
 __all__ = ["Tasks", "ToolTask", "DEFAULT_POLL"]
 
@@ -68,7 +70,7 @@ CANCEL_SHARE, CANCEL_RESERVE = 0.2, 1.0
 class ToolTask:
     """A tool call the server runs as a task: poll it, cancel it, wait for its result.
 
-    Made by ``Client.call_tool(..., task=True)`` or ``Client.task(task_id)``. Thread-safe:
+    Made by ``Client.call_tool_task(...)`` or ``Client.task(task_id)``. Thread-safe:
     any thread may poll, cancel or wait; an input request is answered once, by whichever
     thread sees it first.
 
@@ -78,7 +80,7 @@ class ToolTask:
             one of the 2025-11-25 experimental flow.
 
     Example:
-        >>> handle = client.call_tool("crawl", {"url": u}, task=True)   # doctest: +SKIP
+        >>> handle = client.call_tool_task("crawl", {"url": u})   # doctest: +SKIP
         >>> handle.poll().status                                        # doctest: +SKIP
         'working'
         >>> handle.cancel()                                             # doctest: +SKIP
@@ -167,27 +169,21 @@ class Tasks:
     """The task flows of one Client, over its collaborators.
 
     Args:
-        server: the server's name (in errors and logs).
-        request: ``request(method, params, timeout=..., tool=...)``: the client's request path.
-        answer: ``answer(method, params)``: the client's answer to one server request.
-        era: the era of the server's session (``"modern"`` or ``"legacy"``), connecting if needed.
-        default_timeout: the request timeout.
-        stopping: set when the client closes (a wait between polls ends at once).
-        background: runs a function off the caller's thread (the client's worker).
+        settings: the Client's settings (the server's name, the request timeout).
+        session: where requests go; its era, its worker (a cancellation off the caller's
+            thread) and its ``stopping`` event (set when the client closes: a wait between
+            polls ends at once).
+        answer: ``answer(method, params)``: the client's answer to one server request (the handlers part).
     """
 
-    def __init__(
-        self, *, server: str, request: Callable[..., Any], answer: Callable[[str, Mapping[str, Any]], Any],
-        era: Callable[[], str], default_timeout: float, stopping: threading.Event,
-        background: Callable[[Callable[[], None]], None],
-    ) -> None:
-        self.server = server
-        self._request = request
+    def __init__(self, settings: Settings, session: Requester, answer: Callable[[str, Mapping[str, Any]], Any]) -> None:
+        self.server = settings.name
+        self.session = session
         self._answer = answer
-        self._era = era
-        self._default = default_timeout
-        self._stopping = stopping
-        self._background = background
+        self._default = settings.timeouts.request
+
+    def _era(self) -> str:
+        return self.session.facts().era
 
     # ------------------------------------------------------------------ starting
 
@@ -204,7 +200,7 @@ class Tasks:
             params["task"] = {"ttl": ttl} if ttl is not None else {}
         if meta:
             params["_meta"] = dict(meta)
-        answer = self._request("tools/call", params, timeout=timeout, tool=name)
+        answer = self.session.request("tools/call", params, timeout=timeout, tool=name)
         return self.handle_for(answer, name)
 
     def handle_for(self, answer: Any, tool: str | None) -> ToolTask:
@@ -245,7 +241,7 @@ class Tasks:
 
     def get(self, handle: ToolTask, timeout: float | None) -> Task:
         """One ``tasks/get``; an ``input_required`` answer's new input requests are answered."""
-        task = self._request("tasks/get", {"taskId": handle.task_id}, timeout=timeout)
+        task = self.session.request("tasks/get", {"taskId": handle.task_id}, timeout=timeout)
         if not isinstance(task, Task):
             raise ProtocolError(f"{self.server} answered tasks/get with {type(task).__name__}, not a task", code=-32600)
         handle._seen(task)
@@ -255,7 +251,7 @@ class Tasks:
 
     def cancel(self, handle: ToolTask, timeout: float | None) -> None:
         handle._cancel_sent = True
-        answer = self._request("tasks/cancel", {"taskId": handle.task_id}, timeout=timeout)
+        answer = self.session.request("tasks/cancel", {"taskId": handle.task_id}, timeout=timeout)
         if isinstance(answer, Task):  # 2025-11-25 answers with the task; SEP-2663 with an ack
             handle._seen(answer)
 
@@ -271,10 +267,10 @@ class Tasks:
             except MCPError as exc:
                 log.info("%s: tasks/cancel of %s failed: %s", self.server, handle.task_id, exc)
 
-        if self._stopping.is_set():
+        if self.session.stopping.is_set():
             log.info("%s: the client is closing: task %s is not cancelled", self.server, handle.task_id)
             return
-        self._background(cancel)
+        self.session.worker.submit(cancel)
 
     def _cancel_by(self, handle: ToolTask, end: float) -> None:
         """``tasks/cancel`` on the caller's thread, by ``end`` (at least a moment); one that
@@ -302,7 +298,7 @@ class Tasks:
             responses = {k: v for k, v in handle._pending.items() if k in requests}
             if not responses:
                 return
-            self._request("tasks/update", {"taskId": task.task_id, "inputResponses": responses}, timeout=timeout)
+            self.session.request("tasks/update", {"taskId": task.task_id, "inputResponses": responses}, timeout=timeout)
             handle._answered.update(responses)
             for key in responses:
                 handle._pending.pop(key, None)
@@ -338,7 +334,7 @@ class Tasks:
             left = self._left(handle, deadline, limit, cancel)
             pause = task.poll_after
             pause = min(max(DEFAULT_POLL if pause is None else pause, MIN_POLL), left)
-            if self._stopping.wait(pause):
+            if self.session.stopping.wait(pause):
                 raise ConnectionClosed(f"client for {self.server} closed while task {task.task_id} ran")
             task = self._poll(handle, deadline, limit, cancel)
 
@@ -378,7 +374,7 @@ class Tasks:
                             task=task)
         if not handle.modern:  # the result (or the error) comes from tasks/result
             left = self._left(handle, deadline, limit, cancel)
-            result: CallToolResult = self._request("tasks/result", {"taskId": task.task_id}, timeout=left)
+            result: CallToolResult = self.session.request("tasks/result", {"taskId": task.task_id}, timeout=left)
             return result
         if task.result is None and task.error is None:  # the seed said it ended: its answer has the outcome
             task = self._poll(handle, deadline, limit, cancel)
@@ -405,6 +401,6 @@ class Tasks:
         """``tasks/list`` (2025-11-25; SEP-2663 has no listing)."""
 
         def fetch(cursor: str | None) -> ListTasksResult:
-            return self._request("tasks/list", {"cursor": cursor} if cursor else None, timeout=timeout)  # type: ignore[no-any-return]
+            return self.session.request("tasks/list", {"cursor": cursor} if cursor else None, timeout=timeout)  # type: ignore[no-any-return]
 
         return [task for page in paginate(fetch, server=self.server, method="tasks/list") for task in page.tasks]

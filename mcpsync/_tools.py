@@ -13,10 +13,11 @@ A ``-32042`` URL-elicitation-required error is shown to the elicitation handler 
 when every URL was accepted, the call is retried once.
 
 Modern-era (2026-07-28) ``Mcp-Param-*`` headers live here too: every ``tools/list``
-page the tools layer fetches teaches it the ``x-mcp-header`` annotations of each
-tool's input schema (a tool whose annotations are invalid is dropped from the listing,
-with a warning); :meth:`Tools.param_headers` turns a call's arguments into the header
-values, which the session passes down with the request for the HTTP transport to send.
+page the tools layer fetches teaches its :class:`ParamHeaders` the ``x-mcp-header``
+annotations of each tool's input schema (a tool whose annotations are invalid is dropped
+from the listing, with a warning); the session holds the same :class:`ParamHeaders` and
+asks it to turn a call's arguments into the header values, which it passes down with the
+request for the HTTP transport to send.
 A ``-32020`` HeaderMismatch answer to a modern ``tools/call`` re-lists the tools (every
 page, through the normal path) and retries the call once.
 """
@@ -29,17 +30,19 @@ from typing import Any, Callable, Mapping
 
 import msgspec
 
-from ._cache import EXPLICIT, LIST_CHANGED, ToolSet
+from ._cache import EXPLICIT, LIST_CHANGED, ToolCache, ToolSet
 from ._errors import HEADER_MISMATCH, URL_ELICITATION_REQUIRED, MCPError, RemoteError
 from ._retry import tool_is_retry_safe
 from ._messages import CallToolResult, ListToolsResult, Tool
 from ._paging import paginate
 from ._policies import RetryPolicy
-from ._tasks import Tasks, ToolTask
+from ._tasks import Tasks
 from ._schema import validate_output
+from ._ports import Requester
+from ._settings import Settings
 from .transports._http_headers import header_annotation_error, header_annotations, mcp_param_headers
 
-__all__ = ["Tools", "call_facts", "call_plan"]
+__all__ = ["Tools", "ParamHeaders", "call_facts", "call_plan"]
 
 log = logging.getLogger("mcpsync.client")
 
@@ -88,54 +91,29 @@ def _task_only(tool: Tool) -> bool:
     return bool(execution) and execution.get("taskSupport") == "required"  # type: ignore[union-attr]
 
 
-class Tools:
-    """The tool methods of one Client, over its :class:`~mcpsync._cache.ToolCache`."""
+class ParamHeaders:
+    """The modern era's ``Mcp-Param-*`` headers: what the tools part learned from its listings,
+    asked by the session on every modern ``tools/call`` (one object, held by both)."""
 
-    def __init__(self, client: Any) -> None:
-        self._client = client
+    def __init__(self) -> None:
         #: tool name → its x-mcp-header annotations (property path → header token), as
         #: the last listing of the modern era showed them; only tools that have some (the
-        #: session reads it on every modern tools/call: empty, it skips param_headers)
-        self.param_annotations: dict[str, dict[tuple[str, ...], str]] = {}
+        #: session reads it on every modern tools/call: empty, it skips :meth:`headers`)
+        self.annotations: dict[str, dict[tuple[str, ...], str]] = {}
 
-    # ------------------------------------------------------------------ listing
-
-    def list_tools(self, timeout: float | None, refresh: bool) -> list[Tool]:
-        c = self._client
-        if refresh:
-            c._tool_cache.invalidate(c.name, EXPLICIT)
-        found = c._tool_cache.fetch(c.name, lambda: self.pages(timeout), c._cache_credential)
-        return list(found.tools)
-
-    def list_changed(self) -> None:
-        """``notifications/tools/list_changed``: rediscover on next use, and at once if a
-        failed discovery was holding lookups back."""
-        c = self._client
-        c._discovery_backoff_until = 0.0
-        c._tool_cache.invalidate(c.name, LIST_CHANGED)
-
-    def pages(self, timeout: float | None, retry: RetryPolicy | None = None) -> list[ListToolsResult]:
-        c = self._client
-
-        def fetch(cursor: str | None) -> ListToolsResult:
-            page: ListToolsResult = c.request("tools/list", {"cursor": cursor} if cursor else None, timeout=timeout, retry=retry)
-            return self._learn_headers(page)
-
-        return list(paginate(fetch, server=c.name, method="tools/list"))
-
-    def _learn_headers(self, page: ListToolsResult) -> ListToolsResult:
+    def learn(self, page: ListToolsResult, modern: Callable[[], bool]) -> ListToolsResult:
         """Learn the page's ``x-mcp-header`` annotations (modern era) and drop the tools
         whose annotations are invalid."""
-        known = self.param_annotations
+        known = self.annotations
         dropped = False
         kept: list[Tool] = []
-        modern: bool | None = None
+        is_modern: bool | None = None
         for tool in page.tools:
             annotations, problem = _header_annotations(tool)
             if annotations or problem is not None:
-                if modern is None:
-                    modern = self._client.era == "modern"  # only tools that carry annotations ask
-                if not modern:
+                if is_modern is None:
+                    is_modern = modern()  # only tools that carry annotations ask
+                if not is_modern:
                     annotations, problem = {}, None
             if problem is not None:
                 log.warning("tool %r dropped: %s", tool.name, problem)
@@ -149,10 +127,10 @@ class Tools:
             kept.append(tool)
         return msgspec.structs.replace(page, tools=kept) if dropped else page
 
-    def param_headers(self, params: Mapping[str, Any]) -> dict[str, str] | None:
+    def headers(self, params: Mapping[str, Any]) -> dict[str, str] | None:
         """The ``Mcp-Param-*`` headers of a modern ``tools/call`` with these ``params``
         (None when the tool has no ``x-mcp-header`` annotations, or none applies)."""
-        known = self.param_annotations
+        known = self.annotations
         if not known:
             return None
         annotations = known.get(params.get("name"))  # type: ignore[arg-type]
@@ -163,23 +141,77 @@ class Tools:
             arguments = msgspec.json.decode(arguments)
         return mcp_param_headers(annotations, arguments) or None
 
+
+class Tools:
+    """The tool methods of one Client, over its :class:`~mcpsync._cache.ToolCache`.
+
+    Args:
+        settings: the Client's settings (name, request timeout, cache credential).
+        session: where requests go.
+        cache: the tool cache (the Client's, shared with its diagnostics).
+        tasks: the tasks part (a call the server makes a task, or a task-only tool).
+        headers: the ``Mcp-Param-*`` annotations it learns (the session reads them).
+        url_prerequisites: shows a ``-32042`` error's URL elicitations to the user's
+            handler; True when every one was accepted (the handlers part).
+    """
+
+    def __init__(
+        self, settings: Settings, session: Requester, cache: ToolCache, tasks: Tasks, headers: ParamHeaders,
+        url_prerequisites: Callable[[RemoteError], bool],
+    ) -> None:
+        self.name = settings.name
+        self.credential = settings.credential
+        self.request_timeout = settings.timeouts.request
+        self.session = session
+        self.cache = cache
+        self.tasks = tasks
+        self.headers = headers
+        self.url_prerequisites = url_prerequisites
+        self.discovery_backoff_until = 0.0  # a failed hidden tools/list is not retried before
+
+    # ------------------------------------------------------------------ listing
+
+    def list_tools(self, timeout: float | None, refresh: bool) -> list[Tool]:
+        if refresh:
+            self.cache.invalidate(self.name, EXPLICIT)
+        found = self.cache.fetch(self.name, lambda: self.pages(timeout), self.credential)
+        return list(found.tools)
+
+    def list_changed(self) -> None:
+        """``notifications/tools/list_changed``: rediscover on next use, and at once if a
+        failed discovery was holding lookups back."""
+        self.discovery_backoff_until = 0.0
+        self.cache.invalidate(self.name, LIST_CHANGED)
+
+    def pages(self, timeout: float | None, retry: RetryPolicy | None = None) -> list[ListToolsResult]:
+        session = self.session
+        learn = self.headers.learn
+
+        def fetch(cursor: str | None) -> ListToolsResult:
+            page: ListToolsResult = session.request("tools/list", {"cursor": cursor} if cursor else None, timeout, None, None, None, retry)
+            return learn(page, self._modern)
+
+        return list(paginate(fetch, server=self.name, method="tools/list"))
+
+    def _modern(self) -> bool:
+        return self.session.facts().era == "modern"
+
     def get(self, name: str, timeout: float | None) -> Tool | None:
         """The definition of one tool, from the tool cache (discovering once if needed)."""
-        c = self._client
-        cache = c._tool_cache
-        cred = c._cache_credential
+        cache = self.cache
+        cred = self.credential
         found = None
-        if cache.peek(c.name, cred) is None:
-            if time.monotonic() < c._discovery_backoff_until:
+        if cache.peek(self.name, cred) is None:
+            if time.monotonic() < self.discovery_backoff_until:
                 return None
-            bound = min(timeout if timeout is not None else c.timeouts.request, 10.0)
+            bound = min(timeout if timeout is not None else self.request_timeout, 10.0)
             try:
-                found = cache.fetch(c.name, lambda: self.pages(bound, retry=RetryPolicy.NONE), cred)
+                found = cache.fetch(self.name, lambda: self.pages(bound, retry=RetryPolicy.NONE), cred)
             except MCPError as exc:
-                c._discovery_backoff_until = time.monotonic() + DISCOVERY_BACKOFF
-                log.info("%s: tools/list failed (%s); tool results go unchecked for a minute", c.name, exc)
+                self.discovery_backoff_until = time.monotonic() + DISCOVERY_BACKOFF
+                log.info("%s: tools/list failed (%s); tool results go unchecked for a minute", self.name, exc)
                 return None
-        tool: Tool | None = cache.lookup(c.name, name, cred)
+        tool: Tool | None = cache.lookup(self.name, name, cred)
         if tool is None and found is not None:  # (not kept: a change came while it was asked for; still the server's word)
             tool = found.by_name.get(name)
         return tool
@@ -205,16 +237,15 @@ class Tools:
         retry_safe: bool,
         task: bool | None,
         validate: bool,
-    ) -> CallToolResult | ToolTask:
+    ) -> CallToolResult:
         """``tools/call``, the one body (see the module's docstring)."""
-        c = self._client
         began = _monotonic()  # a task the server makes of the call is waited for in what is left
-        listed = c._tool_cache.peek(c.name, c._cache_credential)  # harness work: not counted
+        listed = self.cache.peek(self.name, self.credential)  # harness work: not counted
         plan = None if listed is None else listed.plans.get(name) or call_plan(listed, name)
         definition = None
         ends = 0.0
         if listed is None:  # cold: what the call may spend on learning the tool after its answer
-            ends = time.monotonic() + (c.timeouts.request if timeout is None else timeout)
+            ends = time.monotonic() + (self.request_timeout if timeout is None else timeout)
         safe: bool | Callable[[], bool] = retry_safe
         as_task = task is True
         if plan is not None:
@@ -226,39 +257,39 @@ class Tools:
             # the call goes out first, and the tool cache is filled only then
             safe = self._safe_once_learned(name, ends)
         if as_task:
-            return self._as_task(name, arguments, timeout, meta, task is True, validate, definition, began)
+            return self._as_task(name, arguments, timeout, meta, validate, definition, began)
         params: dict[str, Any] = {"name": name, "arguments": arguments if arguments is not None else {}}
         if meta:
             params["_meta"] = dict(meta)
-        request = c._session.request  # Client.request's body, without its frame: this runs on every call
+        session = self.session  # (Client.request's body, without its frame: this runs on every call)
         try:
-            result = request("tools/call", params, timeout, progress, safe, name, None)
+            result = session.request("tools/call", params, timeout, progress, safe, name, None)
         except RemoteError as exc:
-            if exc.code == URL_ELICITATION_REQUIRED and c._handlers.url_prerequisites(exc):
+            if exc.code == URL_ELICITATION_REQUIRED and self.url_prerequisites(exc):
                 # every prerequisite was accepted: one retry of the same call
-                result = request("tools/call", params, timeout, progress, safe, name, None)
-            elif exc.code == HEADER_MISMATCH and c.era == "modern":
+                result = session.request("tools/call", params, timeout, progress, safe, name, None)
+            elif exc.code == HEADER_MISMATCH and self._modern():
                 # the server wants Mcp-Param-* headers this client did not know of (or
                 # knew stale): learn the tools' annotations again, then one retry
-                log.info("%s: header mismatch on tools/call %r (%s): re-listing tools", c.name, name, exc)
+                log.info("%s: header mismatch on tools/call %r (%s): re-listing tools", self.name, name, exc)
                 try:
                     self.list_tools(timeout, refresh=True)
                 except MCPError as relist:
-                    log.info("%s: re-listing tools failed: %s", c.name, relist)
-                result = request("tools/call", params, timeout, progress, safe, name, None)
+                    log.info("%s: re-listing tools failed: %s", self.name, relist)
+                result = session.request("tools/call", params, timeout, progress, safe, name, None)
             else:
                 learned = self._learn(name, ends) if listed is None and task is None else None
                 if learned is None or not _task_only(learned):
                     raise
-                return self._as_task(name, arguments, timeout, meta, False, validate, learned, began)  # learned only now
+                return self._as_task(name, arguments, timeout, meta, validate, learned, began)  # learned only now
         if not isinstance(result, CallToolResult):  # the server made it a task: followed in the call's time
-            result = c._tasks.follow(result, name, self._left(timeout, began))
+            result = self.tasks.follow(result, name, self._left(timeout, began))
         elif result.is_error and listed is None and task is None:
             # some servers refuse a task-only tool called plainly with an isError result
             # (not an error): learned only now, it is run as a task
             learned = self._learn(name, ends)
             if learned is not None and _task_only(learned):
-                return self._as_task(name, arguments, timeout, meta, False, validate, learned, began)
+                return self._as_task(name, arguments, timeout, meta, validate, learned, began)
         if validate:
             if definition is not None:
                 if definition.output_schema is not None:
@@ -274,17 +305,14 @@ class Tools:
         arguments: Mapping[str, Any] | None,
         timeout: float | None,
         meta: Mapping[str, Any] | None,
-        handle_only: bool,
         validate: bool,
         definition: Tool | None,
         began: float,
-    ) -> CallToolResult | ToolTask:
-        """A call run as a task: its :class:`~mcpsync._tasks.ToolTask` (``handle_only``), else
-        its result, waited for in what is left of the call's time."""
-        tasks: Tasks = self._client._tasks
+    ) -> CallToolResult:
+        """A call run as a task: its result, waited for in what is left of the call's time
+        (``Client.call_tool_task`` hands back the task itself)."""
+        tasks = self.tasks
         handle = tasks.start(name, arguments, timeout=timeout, meta=meta)
-        if handle_only:
-            return handle
         result = tasks.follow(handle, name, self._left(timeout, began))
         if validate and definition is not None:
             self.check_result(definition, result)
@@ -293,18 +321,17 @@ class Tools:
     def _left(self, timeout: float | None, began: float) -> float:
         """What is left of a call's time that began at ``began`` (at least a millisecond: a
         wait with none left ends at once, cancelling the task)."""
-        bound = self._client.timeouts.request if timeout is None else timeout
+        bound = self.request_timeout if timeout is None else timeout
         return max(bound - (_monotonic() - began), 0.001)
 
     def _learn(self, name: str, ends: float) -> Tool | None:
         """The definition of ``name`` learned after its call's answer or failure: a
         discovery bounded by what is left of the call's time (at most 10 s, no retries)."""
-        c = self._client
         left = ends - time.monotonic()
         if left <= 0.05:
-            if c._tool_cache.peek(c.name, c._cache_credential) is None:
+            if self.cache.peek(self.name, self.credential) is None:
                 return None
-            return c._tool_cache.lookup(c.name, name, c._cache_credential)  # type: ignore[no-any-return]
+            return self.cache.lookup(self.name, name, self.credential)  # type: ignore[no-any-return]
         return self.get(name, left)
 
     def _safe_once_learned(self, name: str, ends: float) -> Callable[[], bool]:

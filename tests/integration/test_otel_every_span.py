@@ -154,9 +154,9 @@ def test_a_notifications_trace_context_parents_its_span(otel) -> None:
     """A notification from the server whose ``_meta`` carries ``traceparent`` is a child of it."""
     tel, exporter, _ = otel
 
-    class Fake:  # the two facts the telemetry reads of a client
+    class Fake:  # the two facts the telemetry reads of a client's session
         name = "fake"
-        _session = None
+        primary = None
 
     parent_trace, parent_span = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
     meta = {"traceparent": f"00-{parent_trace}-{parent_span}-01"}

@@ -235,8 +235,8 @@ def test_task_tool_polled_transparently(everything):
 
 def test_task_with_elicitation_and_handle(everything, handlers):
     """The 2025-11-25 experimental flow behind the one task API: a handle asked for with
-    ``task=True``, polled, then waited on (the elicitation arrives as a server request)."""
-    task = everything.call_tool("simulate-research-query", {"topic": "python", "ambiguous": True}, task=True)
+    ``call_tool_task``, polled, then waited on (the elicitation arrives as a server request)."""
+    task = everything.call_tool_task("simulate-research-query", {"topic": "python", "ambiguous": True})
     assert isinstance(task, ToolTask) and task.task_id and task.status == "working" and not task.modern
     assert task.poll().task_id == task.task_id
     seen: list[str] = []

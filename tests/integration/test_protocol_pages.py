@@ -32,7 +32,7 @@ def test_modern_ttl_honoured_and_private_entries_kept_per_credential():
         first = c.read_resource("count://reads")
         assert first.ttl_ms == 60_000 and first.cache_scope == "private"
         assert c.read_resource("count://reads").text == first.text  # from the cache
-        c._cache_credential = "another-user"  # another credential: a private entry is not shared with it
+        c._reads.credential = "another-user"  # another credential: a private entry is not shared with it
         assert int(c.read_resource("count://reads").text) == int(first.text) + 1
         assert int(c.read_resource("count://reads", refresh=True).text) == int(first.text) + 2
         c.cache_results = False

@@ -95,7 +95,7 @@ def transport(ep: Endpoint) -> StreamableHTTPTransport:
     return StreamableHTTPTransport(ep.target, connect_timeout=3, get_stream=False)
 
 
-probe = mcp_probe(transport, client=Client, mode="modern", timeout=5.0)  # connect (server/discover) + ping, timed
+probe = mcp_probe(transport, client_class=Client, mode="modern", timeout=5.0)  # connect (server/discover) + ping, timed
 
 
 class Clock:

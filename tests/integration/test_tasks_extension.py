@@ -156,7 +156,7 @@ def test_a_call_timeout_cancels_the_task(transport: str) -> None:
 
 def test_the_handle_polls_reports_status_and_waits(transport: str) -> None:
     with client_for(transport) as c:
-        handle = c.call_tool("steps", {"steps": 3, "seconds": 0.25, "poll_ms": 40}, task=True)
+        handle = c.call_tool_task("steps", {"steps": 3, "seconds": 0.25, "poll_ms": 40})
         assert isinstance(handle, ToolTask) and handle.modern and handle.task_id
         assert handle.status == "working" and not handle.done
         first = handle.poll()
@@ -198,7 +198,8 @@ def test_a_task_resumed_from_its_id_on_another_client(transport: str) -> None:
 def test_the_server_may_answer_without_a_task(transport: str) -> None:
     with client_for(transport) as c:
         assert c.call_tool("quick", {}).text == "quick"
-        handle = c.call_tool("quick", {}, task=True)
+        assert c.call_tool("quick", {}, task=True).text == "quick"  # run as a task: its result, not a handle
+        handle = c.call_tool_task("quick", {})
         assert handle.task is None and handle.done and handle.poll() is None
         assert handle.wait().text == "quick"
 

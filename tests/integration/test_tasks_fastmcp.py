@@ -59,7 +59,7 @@ def test_a_timed_out_call_cancels_the_fastmcp_task(client: Client) -> None:
 
 
 def test_the_handle_against_fastmcp(client: Client) -> None:
-    handle = client.call_tool("slow", {"seconds": 0.5, "text": "h"}, task=True)
+    handle = client.call_tool_task("slow", {"seconds": 0.5, "text": "h"})
     assert isinstance(handle, ToolTask) and handle.modern and handle.task_id
     assert handle.poll().poll_interval_ms == 100  # the tool's TaskConfig
     seen: list[str] = []
