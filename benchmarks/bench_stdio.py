@@ -167,7 +167,7 @@ def test_decode_tools_list_raw_orjson(benchmark):
 
 @pytest.mark.benchmark(group="codec-tools-list-50")
 def test_decode_tools_list_mcpsync_msgspec(benchmark):
-    from mcpsync._messages import decode_result
+    from mcpsync._decoders import decode_result
 
     data = _tools_list_json()
     r = benchmark(decode_result, "tools/list", data)
@@ -175,7 +175,7 @@ def test_decode_tools_list_mcpsync_msgspec(benchmark):
 
 
 def _decode_and_read_schemas(data: bytes):
-    from mcpsync._messages import decode_result
+    from mcpsync._decoders import decode_result
 
     r = decode_result("tools/list", data)
     for t in r.tools:

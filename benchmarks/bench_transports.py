@@ -31,7 +31,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from mcpsync import Client  # noqa: E402
-from mcpsync._messages import EmptyResult, decode_result  # noqa: E402
+from mcpsync._decoders import decode_result  # noqa: E402
+from mcpsync._messages import EmptyResult  # noqa: E402
 from mcpsync.server._upstream import upstream_factory  # noqa: E402
 from mcpsync.server.bridge import Bridge  # noqa: E402
 from mcpsync.server.demo import echo, registry  # noqa: E402

@@ -172,7 +172,7 @@ class Channel(Protocol):
 
     ``request`` blocks until the response arrives and returns the undecoded result
     (``msgspec.Raw``) or an already-built Python object (Local transport); the Client
-    decodes either with :func:`mcpsync._messages.decode_result`. It raises the typed
+    decodes either with :func:`mcpsync._decoders.decode_result`. It raises the typed
     errors of :mod:`mcpsync._errors` (RemoteError for an error response, RequestTimeout,
     ConnectionClosed, ...). Handlers registered with ``set_handlers`` are never called on
     the thread that reads the connection, except ``on_notice`` (the owner's quick

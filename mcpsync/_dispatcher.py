@@ -46,7 +46,8 @@ from ._errors import (
     may_have_reached_server, seconds,
 )
 from ._incoming import Incoming, Pending
-from ._messages import ANSWER_DECODERS, Request, decode_envelope_unchecked, encode
+from ._decoders import ANSWER_DECODERS
+from ._messages import Request, decode_envelope_unchecked, encode
 from ._speedups import IdleGate
 from ._worker import Worker
 from .transports._base import Transport

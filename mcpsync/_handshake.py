@@ -33,7 +33,8 @@ from ._errors import (
     SessionExpired,
     UnsupportedProtocolVersion,
 )
-from ._messages import DiscoverResult, Implementation, InitializeResult, ServerCapabilities, decode_result, encode
+from ._decoders import decode_result
+from ._messages import DiscoverResult, Implementation, InitializeResult, ServerCapabilities, encode
 from ._settings import Settings
 from .transports._base import Transport
 

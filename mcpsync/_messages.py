@@ -2,7 +2,7 @@
 
 The envelope has no tag field, so it is decoded permissively, with ``params`` and
 ``result`` kept as :class:`msgspec.Raw`; the result is then decoded with a decoder built
-once per method (:data:`RESULT_DECODERS`). Unknown fields are ignored everywhere, so a
+once per method (the one table of them is :mod:`mcpsync._decoders`). Unknown fields are ignored everywhere, so a
 newer server never breaks an older client. Content blocks are a tagged union on
 ``type``; a block of a type this client does not know becomes :class:`UnknownContent`.
 """
@@ -41,7 +41,6 @@ __all__ = [
     "DiscoverResult",
     "decode_envelope",
     "response_id",
-    "decode_result",
     "encode",
 ]
 
@@ -472,7 +471,7 @@ class _CallToolWire(Struct, **_OPTS):
 _one_content = msgspec.json.Decoder(_KnownContent)
 
 
-def _content_list(raws: list[Raw]) -> list[Any]:
+def content_list(raws: list[Raw]) -> list[Any]:
     out: list[Any] = []
     for raw in raws:
         try:
@@ -489,13 +488,13 @@ _call_typed = msgspec.json.Decoder(CallToolResult)
 _call_wire = msgspec.json.Decoder(_CallToolWire)
 
 
-def _decode_call_tool(raw: bytes) -> CallToolResult:
+def decode_call_tool(raw: bytes) -> CallToolResult:
     try:
         return _call_typed.decode(raw)
     except msgspec.ValidationError:
         w = _call_wire.decode(raw)
         return CallToolResult(
-            content=_content_list(w.content),
+            content=content_list(w.content),
             structured_content=w.structured_content,
             is_error=w.is_error,
             result_type=w.result_type,
@@ -508,45 +507,7 @@ def _typed(tp: Any) -> Any:
     return dec.decode
 
 
-#: method → function(the whole answer line) → its response decoded in one pass (``.id``,
-#: and ``.result`` typed as :func:`decode_result` gives it), or None when the result needs
-#: the general path, as one that is not complete (``resultType``) does: a typed result a
-#: channel hands over is a complete one; msgspec errors for anything else. The reader of
-#: the answer (the dispatcher) tries it first: one decode instead of the envelope's and
-#: then the result's.
-ANSWER_DECODERS: dict[str, Any] = {}
-
-#: method → function(raw bytes) → typed result. Built once at import.
-RESULT_DECODERS: dict[str, Any] = {
-    "tools/list": _typed(ListToolsResult),
-    "tools/call": _decode_call_tool,
-    "initialize": _typed(InitializeResult),
-    "server/discover": _typed(DiscoverResult),
-    "ping": _typed(EmptyResult),
-}
-
-
 STRUCT_META = type(Struct)  #: the metaclass of typed messages: ``type(x).__class__ is STRUCT_META`` is a cheap test
-
-
-def decode_result(method: str, raw: Any) -> Any:
-    """Decode a result for ``method``; methods without a typed decoder give plain JSON.
-
-    Raises:
-        ProtocolError: the result does not have the shape the method's type requires.
-    """
-    if type(raw) is not Raw:  # Raw: what a Dispatcher returns, the usual case
-        if type(raw).__class__ is STRUCT_META or isinstance(raw, Struct):  # (isinstance: ~1,000 instructions)
-            return raw  # typed already: an in-process (Local) result, or the one-pass decode's
-        if not isinstance(raw, (bytes, bytearray, memoryview)):
-            raw = _encoder.encode(raw)  # an in-process result as plain JSON-compatible objects
-    dec = RESULT_DECODERS.get(method)
-    try:
-        if dec is None:
-            return _any_decoder.decode(raw)
-        return dec(raw)
-    except (msgspec.ValidationError, msgspec.DecodeError) as exc:
-        raise ProtocolError(f"invalid {method} result: {exc}", code=-32602) from None
 
 
 def _raw_to_builtins(obj: Any) -> Any:

@@ -2,28 +2,24 @@
 multi-round-trip input (MRTR), subscriptions and tasks.
 
 Frozen msgspec Structs in the manner of :mod:`mcpsync._messages`: camelCase on the wire,
-``_meta`` as ``meta``, unknown fields ignored. Their decoders are registered in
-:data:`mcpsync._messages.RESULT_DECODERS` at import, so :meth:`Client.request` returns
-them typed.
+``_meta`` as ``meta``, unknown fields ignored. :mod:`mcpsync._decoders` puts their
+decoders in the one table of result decoders, so :meth:`Client.request` returns them typed.
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal, Mapping, Union
+from typing import Any, Mapping, Union
 
 import msgspec
 from msgspec import Raw, Struct, field
 
 from ._messages import (
-    ANSWER_DECODERS,
-    RESULT_DECODERS,
     Annotations,
-    CallToolResult,
     ContentBlock,
     Icon,
     Resource,
     ResourceContents,
-    _content_list,
+    content_list,
 )
 
 __all__ = [
@@ -169,9 +165,9 @@ class _GetPromptWire(Struct, **_OPTS):
 _prompt_wire = msgspec.json.Decoder(_GetPromptWire)
 
 
-def _decode_get_prompt(raw: bytes) -> GetPromptResult:
+def decode_get_prompt(raw: bytes) -> GetPromptResult:
     w = _prompt_wire.decode(raw)
-    messages = [PromptMessage(role=m.role, content=_content_list([m.content])[0]) for m in w.messages]
+    messages = [PromptMessage(role=m.role, content=content_list([m.content])[0]) for m in w.messages]
     return GetPromptResult(description=w.description, messages=messages, result_type=w.result_type, meta=w.meta)
 
 
@@ -267,92 +263,10 @@ def _typed(tp: Any) -> Any:
     return msgspec.json.Decoder(tp).decode
 
 
-RESULT_DECODERS.update(
-    {
-        "resources/list": _typed(ListResourcesResult),
-        "resources/templates/list": _typed(ListResourceTemplatesResult),
-        "resources/read": _typed(ReadResourceResult),
-        "prompts/list": _typed(ListPromptsResult),
-        "prompts/get": _decode_get_prompt,
-        "completion/complete": _typed(CompleteResult),
-        "tasks/get": _typed(Task),
-        "tasks/list": _typed(ListTasksResult),
-    }
-)
-
 #: Decoder for an ``input_required`` result of any method.
 decode_input_required = _typed(InputRequiredResult)
 decode_create_task = _typed(CreateTaskResult)
 decode_task = _typed(Task)
-
-
-def _decode_task_or_ack(raw: Any) -> Any:
-    """``tasks/cancel``: the task (2025-11-25) or an empty acknowledgement (SEP-2663)."""
-    try:
-        return decode_task(raw)
-    except msgspec.ValidationError:
-        ack = msgspec.json.decode(raw)
-        if not isinstance(ack, dict):
-            raise
-        return ack
-
-
-RESULT_DECODERS["tasks/cancel"] = _decode_task_or_ack
-
-_decode_plain_call = RESULT_DECODERS["tools/call"]
-_decode_call_typed = msgspec.json.Decoder(CallToolResult).decode  # the usual result, in this one frame
-
-
-def _decode_call_or_task(raw: Any) -> Any:
-    """``tools/call``: a ``CallToolResult``, a :class:`Task` (SEP-2663: ``resultType: "task"``)
-    or a ``CreateTaskResult`` (2025-11-25: the task under ``task``).
-
-    Only a result with no content, no structured content and a ``"task"`` member is
-    looked at twice, so ordinary results pay nothing.
-    """
-    try:
-        res = _decode_call_typed(raw)
-    except msgspec.ValidationError:
-        res = _decode_plain_call(raw)  # content of a kind the typed decoder does not know: block by block
-    if res.result_type == "task":  # SEP-2663: the task itself, flattened into the result
-        return decode_task(raw)
-    if not res.content and res.structured_content is None and b'"task"' in bytes(raw):
-        try:
-            return decode_create_task(raw)
-        except msgspec.ValidationError:
-            pass
-    return res
-
-
-RESULT_DECODERS["tools/call"] = _decode_call_or_task
-
-
-class _CallToolAnswer(Struct):
-    """A response whose result is a ``CallToolResult`` (``method``/``error``: must be absent)."""
-
-    jsonrpc: Literal["2.0"]
-    id: Union[int, str]
-    result: CallToolResult
-    method: None = None
-    error: None = None
-
-
-_decode_call_answer_whole = msgspec.json.Decoder(_CallToolAnswer).decode
-
-
-def _decode_call_answer(data: bytes) -> _CallToolAnswer | None:
-    """``tools/call``'s answer in one pass; None for what :func:`_decode_call_or_task` looks
-    at twice (no content: maybe a task) and for a result that is not complete."""
-    answer = _decode_call_answer_whole(data)
-    r = answer.result
-    if (r.content or r.structured_content is not None) and (r.result_type is None or r.result_type == "complete"):
-        return answer
-    return None
-
-
-ANSWER_DECODERS["tools/call"] = _decode_call_answer
-RESULT_DECODERS["tasks/result"] = _decode_plain_call
-
 
 
 def prompt_params(name: str, arguments: Mapping[str, Any] | None) -> dict[str, Any]:

@@ -51,7 +51,8 @@ from ._breaker import BreakerState, CircuitBreaker
 from ._constants import META_LOG_LEVEL as _META_LOG
 from ._handlers import Handlers
 from ._handshake import Handshake, ServerSession, _Connection, _Opening, never_reached, wrong_endpoint
-from ._messages import STRUCT_META, decode_result
+from ._decoders import decode_result
+from ._messages import STRUCT_META
 from ._metrics import DISCOVERY_METHODS
 from ._mrtr import drive as _drive_input_rounds
 from ._guard import Guard, Recorder

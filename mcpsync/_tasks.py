@@ -45,7 +45,8 @@ from ._errors import (
     attach_fields,
     error_from_code,
 )
-from ._messages import CallToolResult, decode_result, encode
+from ._decoders import decode_result
+from ._messages import CallToolResult, encode
 from ._mrtr import answer_all
 from ._paging import paginate
 from ._ports import Requester

@@ -11,7 +11,8 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from mcpsync import CallToolResult, Client, ConnectionClosed, InvalidParams, ToolNotFound
-from mcpsync._messages import EmptyResult, decode_result
+from mcpsync._decoders import decode_result
+from mcpsync._messages import EmptyResult
 from mcpsync.server import Context, Registry
 from mcpsync.server.demo import registry as demo
 from mcpsync.transports.local import LocalChannel

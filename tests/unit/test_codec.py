@@ -23,7 +23,8 @@ from mcpsync import (
     UnknownContent,
 )
 from mcpsync._errors import ERROR_CODE_TABLE, ConnectError, error_from_code
-from mcpsync._messages import decode_envelope, decode_result, encode, response_id
+from mcpsync._decoders import decode_result
+from mcpsync._messages import decode_envelope, encode, response_id
 
 
 def test_envelope_kinds():

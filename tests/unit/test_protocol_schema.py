@@ -8,7 +8,7 @@ import threading
 import pytest
 
 from mcpsync import ProtocolError
-from mcpsync._messages import decode_result
+from mcpsync._decoders import decode_result
 from mcpsync._handlers import fill_defaults as _fill_defaults
 from mcpsync._protocol_types import (
     CreateTaskResult,

@@ -105,3 +105,27 @@ def test_no_module_reads_another_modules_private_attributes() -> None:
     gone = sorted(ALLOWED.keys() - found)
     assert not new, f"private attributes of another module's objects read (add a public name instead): {new}"
     assert not gone, f"no longer read: strike them from ALLOWED: {gone}"
+
+
+_MUTATORS = {"update", "setdefault", "append", "extend", "add", "insert", "pop", "clear", "__setitem__"}
+
+
+def test_no_module_changes_another_modules_tables_at_import() -> None:
+    # a table is built in the module that owns it (the result decoders: mcpsync/_decoders.py);
+    # a module adding to an imported one at import would make its content depend on import order
+    found: list[str] = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        tree = ast.parse(path.read_text(), str(path))
+        imported = {a.asname or a.name for node in tree.body if isinstance(node, ast.ImportFrom) for a in node.names}
+        for node in tree.body:  # module level only: what runs at import
+            targets: list[ast.expr] = []
+            if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for t in targets:
+                if isinstance(t, (ast.Subscript, ast.Attribute)) and isinstance(t.value, ast.Name) and t.value.id in imported:
+                    found.append(f"{path.relative_to(PACKAGE)}:{node.lineno} {ast.unparse(t)}")
+            if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
+                f = node.value.func
+                if isinstance(f, ast.Attribute) and f.attr in _MUTATORS and isinstance(f.value, ast.Name) and f.value.id in imported:
+                    found.append(f"{path.relative_to(PACKAGE)}:{node.lineno} {ast.unparse(f)}(...)")
+    assert not found, f"modules changing another module's tables at import: {found}"
