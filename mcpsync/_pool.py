@@ -485,9 +485,9 @@ class ConnectionPool(Generic[C]):
         """End a call bound to ``entry`` by :meth:`borrow_entry` (``broken``/``retire`` as
         in :meth:`Lease.release`)."""
         to_close = False
-        lock = self._lock
-        lock.acquire()
-        try:
+        # (with, not acquire() then try: CPython runs a signal handler as a call returns, so a
+        # KeyboardInterrupt between the two would keep the lock, and wedge every caller)
+        with self._lock:
             entry.in_flight -= 1
             self._counts.returned += 1
             entry.last_used = self._clock()
@@ -504,8 +504,6 @@ class ConnectionPool(Generic[C]):
                 to_close = True
             elif self._waiters:
                 self._dispatch()  # the freed slot goes to the oldest waiter, not to a newcomer
-        finally:
-            lock.release()
         if to_close:
             log.info("%s a connection to %s", "retiring" if retire or not broken else "discarding a broken", self.address)
             _close_quietly(entry.conn)
