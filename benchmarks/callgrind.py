@@ -56,8 +56,8 @@ BUDGETS: dict[str, int] = {
     "http-legacy": 106_900,
     "http-modern": 111_100,
     "http-auth": 158_600,
-    "list-100": 2_476_000,
-    "list-1000": 22_460_000,
+    "list-100": 1_925_000,
+    "list-1000": 16_980_000,
     "threads-16": 95_500,  # sixteen threads under valgrind's scheduler: runs spread over ±4 %
 }
 
