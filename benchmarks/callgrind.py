@@ -55,7 +55,7 @@ BUDGETS: dict[str, int] = {
     "stdio-schema": 68_000,
     "http-legacy": 106_900,
     "http-modern": 111_100,
-    "http-auth": 158_600,
+    "http-auth": 123_000,  # 110,300 once _http_exchange calls auth_send_headers (issue 35)
     "list-100": 1_925_000,
     "list-1000": 16_980_000,
     "threads-16": 95_500,  # sixteen threads under valgrind's scheduler: runs spread over ±4 %
