@@ -15,7 +15,7 @@ Usage::
 
     python benchmarks/callgrind.py --markdown --repeat 3        # the README's table
     python benchmarks/callgrind.py stdio-legacy raw-stdio         # some cases
-    python benchmarks/callgrind.py --check --jobs 2               # exit 1 over a budget
+    python benchmarks/callgrind.py --check --jobs 2               # the budgeted rows; exit 1 > 5 % over one
 
 Needs valgrind (``apt-get install valgrind``) on x86-64 Linux. valgrind runs the real
 interpreter (``sys.executable`` resolved), never a pyenv shim.
@@ -44,18 +44,26 @@ if str(ROOT) not in sys.path:
 
 from benchmarks.contestants import CONTESTANTS  # noqa: E402
 
-#: instructions per call a case must stay under with ``--check``: the goals of issue 21
-#: (stdio ≤ 55,000 in either era, also after an idle gap; an ``outputSchema`` check
-#: ≤ 15,000 on top of that; Streamable HTTP ≤ 4 × the plain-socket limit of ≈ 35,500).
-#: Raw loops and the SDK have no budget.
+#: instructions per call (per listing for ``list-*``) a case must stay under with
+#: ``--check`` (within :data:`TOLERANCE`): every row a user meets, so that no row gets
+#: worse unseen (issue 35). Each is the row's figure at the commit that last lowered it;
+#: lower it when you beat it. Raw loops and the SDK have no budget.
 BUDGETS: dict[str, int] = {
-    "stdio-legacy": 55_000,
-    "stdio-modern": 55_000,
-    "stdio-idle": 55_000,
-    "stdio-schema": 70_000,
-    "http-legacy": 140_000,
-    "http-modern": 140_000,
+    "stdio-legacy": 51_700,
+    "stdio-modern": 55_800,
+    "stdio-idle": 57_400,
+    "stdio-schema": 68_000,
+    "http-legacy": 106_900,
+    "http-modern": 111_100,
+    "http-auth": 110_300,  # a bearer hook: its headers merged once per change (auth_send_headers)
+    "list-100": 1_925_000,
+    "list-1000": 16_980_000,
+    "threads-16": 95_500,  # sixteen threads under valgrind's scheduler: runs spread over ±4 %
 }
+
+#: how far over its budget a case may go before ``--check`` fails it (callgrind's counts
+#: repeat to a few tenths of a percent; the many-threads row's budget is its worst run)
+TOLERANCE = 0.05
 
 CALLS = 500
 WARMUP = 50
@@ -126,8 +134,9 @@ def child(case: str, calls: int, warmup: int) -> int:
     if not client_request(RUNNING_ON_VALGRIND):
         print("callgrind.py --child runs under valgrind only", file=sys.stderr)
         return 2
-    m = CallgrindMeasure(calls, warmup)
-    CONTESTANTS[case].body(m)
+    c = CONTESTANTS[case]
+    m = CallgrindMeasure(c.rounds(calls), max(1, warmup // c.scale))
+    c.body(m)
     if not m.done:
         print(f"{case}: the contestant never ran its calls", file=sys.stderr)
         return 1
@@ -146,7 +155,10 @@ def python_binary() -> str:
 
 
 def instructions_per_call(case: str, calls: int, warmup: int) -> float:
-    """One callgrind run of ``case``: collected instructions divided by ``calls``."""
+    """One callgrind run of ``case``: collected instructions per call (per listing) made.
+
+    A costly contestant repeats its call ``calls // scale`` times; a round of many threads
+    makes ``per_round`` calls (benchmarks/contestants.py)."""
     with tempfile.TemporaryDirectory() as tmp:
         cmd = [
             "valgrind", "--tool=callgrind", "--instr-atstart=no", "--trace-children=no",
@@ -162,7 +174,8 @@ def instructions_per_call(case: str, calls: int, warmup: int) -> float:
     match = re.search(r"Collected\s*:\s*(\d+)", done.stderr)
     if match is None:
         raise RuntimeError(f"{case}: no instruction count in:\n{done.stderr[-3000:]}")
-    return int(match.group(1)) / calls
+    c = CONTESTANTS[case]
+    return int(match.group(1)) / (c.rounds(calls) * c.per_round)
 
 
 def measure(cases: list[str], calls: int, warmup: int, repeat: int, jobs: int) -> dict[str, float]:
@@ -174,6 +187,11 @@ def measure(cases: list[str], calls: int, warmup: int, repeat: int, jobs: int) -
     for (case, _), count in zip(runs, counts):
         per_case[case].append(count)
     return {case: statistics.median(values) for case, values in per_case.items()}
+
+
+def over_budget(results: dict[str, float]) -> list[str]:
+    """The cases more than :data:`TOLERANCE` over their budget."""
+    return [case for case, count in results.items() if case in BUDGETS and count > BUDGETS[case] * (1 + TOLERANCE)]
 
 
 def ratio(case: str, results: dict[str, float]) -> str:
@@ -188,7 +206,7 @@ def table(results: dict[str, float], markdown: bool) -> str:
     for case, count in results.items():
         c = CONTESTANTS[case]
         budget = BUDGETS.get(case)
-        mark = "" if budget is None else (f"≤ {budget:,}" + (" ✗" if count > budget else " ✓"))
+        mark = "" if budget is None else (f"≤ {budget:,}" + (" ✗" if case in over_budget({case: count}) else " ✓"))
         rows.append((case, c.transport, c.era, f"{count:,.0f}", ratio(case, results), mark, c.what))
     if markdown:
         out = ["| case | transport | era | instructions per call | against the raw limit | budget | what |",
@@ -200,13 +218,14 @@ def table(results: dict[str, float], markdown: bool) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("cases", nargs="*", help=f"any of {', '.join(CONTESTANTS)} (default: all)")
+    ap.add_argument("cases", nargs="*", help=f"any of {', '.join(CONTESTANTS)} (default: all; with --check, the budgeted ones)")
     ap.add_argument("--calls", type=int, default=CALLS, help=f"calls counted per run (default {CALLS})")
     ap.add_argument("--warmup", type=int, default=WARMUP, help=f"uncounted calls first (default {WARMUP})")
     ap.add_argument("--repeat", type=int, default=1, metavar="N", help="runs per case; the median is reported")
     ap.add_argument("--jobs", type=int, default=1, help="callgrind runs at once (each takes a core)")
     ap.add_argument("--markdown", action="store_true", help="print the table in Markdown")
-    ap.add_argument("--check", action="store_true", help="exit 1 when a case is over its budget (BUDGETS)")
+    ap.add_argument("--check", action="store_true",
+                    help=f"exit 1 when a case is more than {TOLERANCE:.0%} over its budget (BUDGETS)")
     ap.add_argument("--child", metavar="CASE", help=argparse.SUPPRESS)
     opts = ap.parse_args(argv)
     if opts.child:
@@ -219,14 +238,15 @@ def main(argv: list[str] | None = None) -> int:
     if shutil.which("valgrind") is None:
         print("callgrind.py needs valgrind: apt-get install valgrind", file=sys.stderr)
         return 2
-    cases = opts.cases or list(CONTESTANTS)
+    cases = opts.cases or list(BUDGETS if opts.check else CONTESTANTS)
     results = measure(cases, opts.calls, opts.warmup, opts.repeat, opts.jobs)
     print(f"client instructions per tools/call: callgrind, {opts.calls} calls after {opts.warmup} "
           f"of warm-up, median of {opts.repeat} run(s); Python {platform.python_version()}")
     print(table(results, opts.markdown))
-    over = [case for case, count in results.items() if case in BUDGETS and count > BUDGETS[case]]
+    over = over_budget(results)
     if opts.check and over:
-        print("over budget: " + ", ".join(f"{c} {results[c]:,.0f} > {BUDGETS[c]:,}" for c in over), file=sys.stderr)
+        print(f"over budget (by more than {TOLERANCE:.0%}): "
+              + ", ".join(f"{c} {results[c]:,.0f} > {BUDGETS[c]:,}" for c in over), file=sys.stderr)
         return 1
     return 0
 

@@ -61,15 +61,24 @@ class Contestant:
     what: str  # one line for the tables
     limit: str | None  # the raw contestant this one is compared with
     body: Callable[[Measure], None]
+    #: the measure repeats a costly call ``calls // scale`` times (a 1,000-tool listing)
+    scale: int = 1
+    #: ``tools/call``s (or listings) one repeated call makes (a round of many threads)
+    per_round: int = 1
+
+    def rounds(self, calls: int) -> int:
+        """How many times the measure repeats this contestant's call for ``calls``."""
+        return max(1, calls // self.scale)
 
 
 CONTESTANTS: dict[str, Contestant] = {}
 
 
-def contestant(transport: str, who: str, era: str, what: str, limit: str | None = None):
+def contestant(transport: str, who: str, era: str, what: str, limit: str | None = None, *,
+               scale: int = 1, per_round: int = 1):
     def register(body: Callable[[Measure], None]) -> Callable[[Measure], None]:
         name = body.__name__.replace("_", "-")
-        CONTESTANTS[name] = Contestant(name, transport, who, era, what, limit, body)
+        CONTESTANTS[name] = Contestant(name, transport, who, era, what, limit, body, scale, per_round)
         return body
 
     return register
@@ -78,8 +87,9 @@ def contestant(transport: str, who: str, era: str, what: str, limit: str | None 
 # ----------------------------------------------------------------------------- servers
 
 
-def stdio_server(schema: bool = False) -> list[str]:
-    return [sys.executable, str(SERVERS / "fast_server.py"), *(["--schema"] if schema else [])]
+def stdio_server(schema: bool = False, tools: int | None = None) -> list[str]:
+    return [sys.executable, str(SERVERS / "fast_server.py"), *(["--schema"] if schema else []),
+            *(["--tools", str(tools)] if tools else [])]
 
 
 @contextlib.contextmanager
@@ -235,6 +245,110 @@ def stdio_schema(m: Measure) -> None:
     _mcpsync_stdio(m, "auto", schema=True)
 
 
+#: the many-threads rows: THREADS threads on one client, PER_THREAD calls each a round
+THREADS = 16
+PER_THREAD = 10
+
+
+def _threaded(m: Measure, call: Callable[[], object]) -> None:
+    """Rounds of THREADS threads making PER_THREAD calls each on one client (the measure's
+    one call is a round): the workers live across rounds, started and ended by two C queues."""
+    import queue
+
+    go: queue.SimpleQueue[bool] = queue.SimpleQueue()
+    done: queue.SimpleQueue[BaseException | None] = queue.SimpleQueue()
+
+    def worker() -> None:
+        while go.get():
+            try:
+                for _ in range(PER_THREAD):
+                    call()
+            except BaseException as exc:  # handed to the measuring thread
+                done.put(exc)
+            else:
+                done.put(None)
+
+    workers = [threading.Thread(target=worker, daemon=True) for _ in range(THREADS)]
+    for w in workers:
+        w.start()
+
+    def round_() -> None:
+        for _ in range(THREADS):
+            go.put(True)
+        for _ in range(THREADS):
+            failed = done.get(timeout=60)
+            if failed is not None:
+                raise failed
+
+    try:
+        m.run(round_)
+    finally:
+        for _ in workers:
+            go.put(False)
+        for w in workers:
+            w.join(10)
+
+
+@contestant("stdio", "mcpsync", "legacy", f"{THREADS} threads on one `Client.stdio(..., mode=\"legacy\")`, "
+            f"{PER_THREAD} calls each a round (instructions per call)", "raw-stdio-safe-16",
+            scale=PER_THREAD, per_round=THREADS * PER_THREAD)
+def threads_16(m: Measure) -> None:
+    from mcpsync import Client
+
+    argv = stdio_server()
+    with Client.stdio(argv[0], argv[1:], mode="legacy") as c:
+        c.list_tools()
+        _threaded(m, functools.partial(c.call_tool, "echo", ECHO))
+
+
+@contestant("stdio", "raw", "legacy", f"the minimal thread-safe client with {THREADS} threads, as threads-16",
+            scale=PER_THREAD, per_round=THREADS * PER_THREAD)
+def raw_stdio_safe_16(m: Measure) -> None:
+    p = SafePipe(stdio_server())
+    try:
+        _threaded(m, p.call)
+    finally:
+        p.close()
+
+
+def _raw_listing(m: Measure, tools: int) -> None:
+    p = RawPipe(stdio_server(tools=tools), era="modern")
+    try:
+        m.run(functools.partial(p.request, "tools/list", {}))
+    finally:
+        p.close()
+
+
+def _mcpsync_listing(m: Measure, tools: int) -> None:
+    from mcpsync import Client
+
+    argv = stdio_server(tools=tools)
+    with Client.stdio(argv[0], argv[1:]) as c:
+        m.run(functools.partial(c.list_tools, refresh=True))
+
+
+@contestant("stdio", "raw", "modern", "`tools/list` of 100 tools (~47 KB), orjson to dicts", scale=10)
+def raw_list_100(m: Measure) -> None:
+    _raw_listing(m, 100)
+
+
+@contestant("stdio", "mcpsync", "modern", "`list_tools(refresh=True)`, 100 tools (instructions per listing)",
+            "raw-list-100", scale=10)
+def list_100(m: Measure) -> None:
+    _mcpsync_listing(m, 100)
+
+
+@contestant("stdio", "raw", "modern", "`tools/list` of 1,000 tools (~0.5 MB), orjson to dicts", scale=100)
+def raw_list_1000(m: Measure) -> None:
+    _raw_listing(m, 1000)
+
+
+@contestant("stdio", "mcpsync", "modern", "`list_tools(refresh=True)`, 1,000 tools (instructions per listing)",
+            "raw-list-1000", scale=100)
+def list_1000(m: Measure) -> None:
+    _mcpsync_listing(m, 1000)
+
+
 def _sdk(m: Measure, target: Any, mode: str, *, schema: bool = False) -> None:
     from mcp import Client as SdkClient
 
@@ -340,7 +454,17 @@ def raw_http_urllib3(m: Measure) -> None:
             pool.close()
 
 
-def _mcpsync_http(m: Measure, mode: str, path: str = "fast") -> None:
+class BearerHook:
+    """An auth hook as a user writes one: a bearer token, the headers made anew per request."""
+
+    def __init__(self, token: str) -> None:
+        self.token = token
+
+    def headers(self, url: str, method: str) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.token}"}
+
+
+def _mcpsync_http(m: Measure, mode: str, path: str = "fast", auth: Any = None) -> None:
     from mcpsync import Client
 
     # the HTTP path is chosen when the client's pools are made (see _fasthttp.http_path)
@@ -348,7 +472,7 @@ def _mcpsync_http(m: Measure, mode: str, path: str = "fast") -> None:
     if path == "urllib3":
         os.environ["MCPSYNC_HTTP"] = "urllib3"
     try:
-        with http_server() as url, Client.http(url, mode=mode) as c:
+        with http_server() as url, Client.http(url, mode=mode, auth=auth) as c:
             c.list_tools()
             m.run(functools.partial(c.call_tool, "echo", ECHO))
     finally:
@@ -365,6 +489,12 @@ def http_legacy(m: Measure) -> None:
 @contestant("http", "mcpsync", "modern", "`Client.http(...).call_tool` (auto: 2026-07-28)", "raw-http-socket")
 def http_modern(m: Measure) -> None:
     _mcpsync_http(m, "auto")
+
+
+@contestant("http", "mcpsync", "legacy", "`http-legacy` with a bearer auth hook (`auth=`: a fresh header dict per request)",
+            "raw-http-socket")
+def http_auth(m: Measure) -> None:
+    _mcpsync_http(m, "legacy", auth=BearerHook("t0k3n-0123456789abcdef"))
 
 
 @contestant("http", "mcpsync", "legacy", "the same on the urllib3 path (`MCPSYNC_HTTP=urllib3`: proxies take it)", "raw-http-urllib3")

@@ -59,10 +59,13 @@ import json
 import threading
 import time
 from dataclasses import dataclass, field
+from operator import attrgetter
 from types import MappingProxyType
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from ._speedups import TTLCache
+
+_NAME = attrgetter("name")
 
 __all__ = [
     "ToolCache", "ResultCache", "CacheHits", "ToolSet", "CacheStats", "merge_cache_hints", "credential_key",
@@ -407,18 +410,20 @@ class ToolCache:
         if scope not in (PUBLIC, PRIVATE):
             scope = PRIVATE  # an unknown scope is treated as the restrictive one
         key = (server, None) if scope == PUBLIC else (server, ck if ck is not None else _ANONYMOUS)
-        listed = list(tools)
+        listed = tools if type(tools) is list else list(tools)
         now = self._clock()
         drop_private: tuple[str, str] | None = None
         with self._lock:
-            by_name = {t.name: t for t in listed}
-            known = self._order.get(key, [])
-            ordered = [n for n in known if n in by_name]
-            have = set(ordered)
-            for t in listed:
-                if t.name not in have:
-                    ordered.append(t.name)
-                    have.add(t.name)
+            # name -> tool (the last of a name wins, in the place of its first): built in C
+            by_name = dict(zip(map(_NAME, listed), listed))
+            names = list(by_name)
+            known = self._order.get(key)
+            if not known or known == names:  # the first listing, or the same names again
+                ordered = names
+            else:  # the known names that stay, in their old places, then the new ones
+                ordered = [n for n in known if n in by_name]
+                have = set(ordered)
+                ordered += [n for n in names if n not in have]
             self._order[key] = ordered
             gen = self._generation.get(key, -1) + 1
             self._generation[key] = gen
@@ -432,7 +437,7 @@ class ToolCache:
         fresh_until = None if ttl_ms is None else now + max(0, ttl_ms) / 1000.0
         entry = ToolSet(
             server=server,
-            tools=tuple(by_name[n] for n in ordered),
+            tools=tuple(by_name.values()) if ordered is names else tuple(map(by_name.__getitem__, ordered)),
             by_name=MappingProxyType(by_name),
             ttl_ms=ttl_ms,
             scope=scope,
@@ -458,7 +463,10 @@ class ToolCache:
     def put_pages(self, server: str, pages: Sequence[Any], cred: Any = None, *, epoch: int | None = None) -> ToolSet:
         """Store a listing given as its pages (``ListToolsResult`` values), merging hints."""
         ttl, scope = merge_cache_hints(pages)
-        tools = [t for p in pages for t in (p.get("tools", ()) if isinstance(p, Mapping) else p.tools)]
+        if len(pages) == 1 and not isinstance(pages[0], Mapping):  # one page: its list as it is
+            tools = pages[0].tools
+        else:
+            tools = [t for p in pages for t in (p.get("tools", ()) if isinstance(p, Mapping) else p.tools)]
         return self.put(server, tools, ttl_ms=ttl, scope=scope, cred=cred, epoch=epoch)
 
     def fetch(

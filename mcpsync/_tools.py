@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import logging
 import time
+from operator import attrgetter
 from typing import Any, Callable, Mapping
 
 import msgspec
@@ -70,6 +71,8 @@ def call_plan(listed: ToolSet, name: str) -> tuple[Tool, bool, bool] | None:
 
 
 _X_MCP_HEADER = b"x-mcp-header"
+_JOIN = b"".join  # takes the schemas' msgspec.Raw buffers as they are
+_INPUT_SCHEMA = attrgetter("input_schema_json")
 
 
 def _header_annotations(tool: Tool) -> tuple[dict[tuple[str, ...], str], str | None]:
@@ -105,10 +108,18 @@ class ParamHeaders:
         """Learn the page's ``x-mcp-header`` annotations (modern era) and drop the tools
         whose annotations are invalid."""
         known = self.annotations
+        tools = page.tools
+        # one search of every input schema at once (joined in C, no copy per schema): a
+        # listing where none names x-mcp-header, the usual one, has no tool to look into
+        if _X_MCP_HEADER not in _JOIN(map(_INPUT_SCHEMA, tools)):
+            if known:
+                for tool in tools:
+                    known.pop(tool.name, None)
+            return page
         dropped = False
         kept: list[Tool] = []
         is_modern: bool | None = None
-        for tool in page.tools:
+        for tool in tools:
             annotations, problem = _header_annotations(tool)
             if annotations or problem is not None:
                 if is_modern is None:

@@ -25,6 +25,36 @@ TOOLS = [
     for i in range(50)
 ]
 
+
+
+def listing(n: int) -> list:
+    """``n`` tools as a real server lists them (``--tools N``: the listing benchmarks):
+    each about 480 bytes of JSON, an input schema of four properties (enum, array,
+    bounds, descriptions), an output schema on every fourth; none names
+    ``x-mcp-header``. The first is ``echo``, so calls still work."""
+    tools = []
+    for i in range(n):
+        tool = {
+            "name": f"tool_{i}" if i else "echo",
+            "description": f"Tool number {i}: searches the project's records and returns the matches.",
+            "inputSchema": {
+                "type": "object",
+                "properties": {
+                    "message": {"type": "string", "description": "what to echo"},
+                    "limit": {"type": "integer", "minimum": 1, "maximum": 100},
+                    "order": {"type": "string", "enum": ["newest", "oldest"]},
+                    "labels": {"type": "array", "items": {"type": "string"}},
+                },
+                "required": ["message"],
+            },
+            "annotations": {"readOnlyHint": True, "idempotentHint": True},
+        }
+        if i % 4 == 3:
+            tool["outputSchema"] = {"type": "object", "properties": {"count": {"type": "integer"}}, "required": ["count"]}
+        tools.append(tool)
+    return tools
+
+
 #: listed after TOOLS when the server runs with ``--schema``
 SCHEMA_TOOL = {
     "name": "add",
@@ -83,7 +113,10 @@ def _answer(method: str, params: dict, tools: list) -> tuple[str, object]:
 
 
 def main() -> None:
-    tools = TOOLS + [SCHEMA_TOOL] if "--schema" in sys.argv[1:] else TOOLS
+    argv = sys.argv[1:]
+    tools = listing(int(argv[argv.index("--tools") + 1])) if "--tools" in argv else TOOLS
+    if "--schema" in argv:
+        tools = tools + [SCHEMA_TOOL]
     read = sys.stdin.buffer.readline
     out = sys.stdout.buffer
     dumps, loads = orjson.dumps, orjson.loads

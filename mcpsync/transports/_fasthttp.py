@@ -133,6 +133,8 @@ class FastPoolManager:
         self._maxsize, self._block, self._tls = maxsize, block, tls
         self._pools: dict[tuple[str, str, int], _OriginPool] = {}
         self._targets: dict[str, tuple[_OriginPool, bytes, bytes]] = {}  # a transport asks for few URLs
+        #: the last headers sent that were not a HeaderBlock, and their wire form
+        self._last_wire: tuple[dict[str, str], tuple[bytes, bool]] | None = None
         self._lock = threading.Lock()
         self._closed = False
 
@@ -235,8 +237,14 @@ class FastPoolManager:
             block, own = wire
             if own:
                 host = b""
-        else:
-            block, own = _wire(headers)
+        else:  # headers made per request (an auth hook's merged in): formatted once per change
+            last = self._last_wire  # (a copy of the headers, their wire form), read at once
+            if last is not None and last[0] == headers:
+                block, own = last[1]
+            else:
+                wire = _wire(headers)
+                self._last_wire = (dict(headers), wire)
+                block, own = wire
             if own:
                 host = b""
         verb = _METHODS.get(method) or method.encode("ascii")

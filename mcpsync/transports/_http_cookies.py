@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import urllib.request
 from http.cookiejar import CookieJar
-from typing import Any
+from typing import Any, Mapping
 
 from ._fasthttp import FastResponse
 
@@ -59,7 +59,7 @@ class Cookies:
         self.jar = CookieJar()
         self.held = False
 
-    def headers(self, url: str, headers: dict[str, str]) -> dict[str, str]:
+    def headers(self, url: str, headers: Mapping[str, str]) -> Mapping[str, str]:
         """``headers`` with the ``Cookie`` header the jar has for ``url`` (a new dict; the
         same mapping when the jar has none for it, or the caller set a ``Cookie`` itself)."""
         request = urllib.request.Request(url)

@@ -32,7 +32,7 @@ from ._http_errors import (
     status_error,
     translate,
 )
-from ._http_headers import auth_retry, call_auth_headers, dpop_nonce_challenge, MAX_DPOP_NONCE_RETRIES
+from ._http_headers import auth_retry, auth_send_headers, dpop_nonce_challenge, MAX_DPOP_NONCE_RETRIES
 from ._http_cookies import set_cookie_values
 from ._http_options import HTTPOptions, headers_problem, wire_url
 from ._http_pools import ClientConnections, Pools
@@ -190,7 +190,7 @@ class HTTPExchange:
             return limit
         return timeout if timeout > 0.001 else 0.001
 
-    def request_once(self, method: str, headers: dict[str, str], timeout: float) -> None:
+    def request_once(self, method: str, headers: Mapping[str, str], timeout: float) -> None:
         """A best-effort request on the control pool (the client's cookies attached; no
         redirect, no auth retry, the answer dropped), e.g. a session's DELETE on close.
 
@@ -263,7 +263,7 @@ class HTTPExchange:
         redirects = 0
         while True:
             # never changed once sent (quoted nowhere): without a hook, the headers as given
-            send_headers = headers if auth is None else {**headers, **call_auth_headers(auth, url, method)}
+            send_headers = headers if auth is None else auth_send_headers(auth, headers, url, method)
             if cookies.held:  # the client's cookies: nothing to ask while it has none
                 send_headers = cookies.headers(url, send_headers)
             try:

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import base64
 import re
+from types import MappingProxyType
 from typing import Any, Mapping
 
 from .._errors import AuthError, MCPError
-from ._http_options import headers_problem
+from ._http_options import HeaderBlock, headers_problem
 
 _HEADER_SAFE = re.compile(r"^[\x20-\x7E]*$")
 _B64_SENTINEL = re.compile(r"^=\?base64\?.*\?=$")
@@ -108,21 +109,46 @@ def mcp_param_headers(annotations: Mapping[tuple[str, ...], str], arguments: Any
     return headers
 
 
-def call_auth_headers(auth: Any, url: str, method: str) -> dict[str, str]:
-    """Headers from the auth hook; a failing hook, or a header it gives that cannot go on
-    the wire (CR, LF, NUL … in a token: never sent, never quoted), is an :class:`AuthError`."""
-    if auth is None:
-        return {}
-    try:
-        headers = dict(auth.headers(url, method) or {})
-    except MCPError:
-        raise
-    except Exception as exc:  # the hook is user / OAuth code
-        raise AuthError(f"the auth hook failed to provide headers for {url}: {exc}") from exc
+_NONE: Mapping[str, str] = MappingProxyType({})
+
+
+def _checked(given: Mapping[str, str], url: str) -> dict[str, str]:
+    """A copy of the hook's headers once they are known to go on the wire as they are."""
+    headers = dict(given)
     problem = headers_problem(headers)
     if problem is not None:
         raise AuthError(f"the auth hook's headers for {url} cannot be sent: {problem}")
     return headers
+
+
+def auth_send_headers(auth: Any, headers: Mapping[str, str], url: str, method: str) -> Mapping[str, str]:
+    """``headers`` with the auth hook's over them, as one request sends them (never changed).
+
+    The hook is asked every time. A :class:`~._http_options.HeaderBlock` (a kind of
+    request's headers) keeps what it was last merged into (``HeaderBlock.authed``): while
+    the hook gives the same headers, that merged block, checked and with its wire form
+    kept by the fast path, is sent again, so a bearer token costs the hook's call and one
+    dict comparison a request. Other headers (made per request) are merged anew.
+
+    Raises:
+        AuthError: the hook failed, or gave a header that cannot go on the wire (CR, LF,
+            NUL … in a token: never sent, never quoted).
+    """
+    try:  # (the hook is asked on every request: one frame)
+        given = auth.headers(url, method) or _NONE
+    except MCPError:
+        raise
+    except Exception as exc:  # the hook is user / OAuth code
+        raise AuthError(f"the auth hook failed to provide headers for {url}: {exc}") from exc
+    if type(headers) is not HeaderBlock:
+        return {**headers, **_checked(given, url)}
+    last = headers.authed  # (hook, its headers, the merged block): stored and read as one
+    if last is not None and last[0] is auth and last[1] == given:
+        return last[2]
+    mine = _checked(given, url)
+    block = HeaderBlock({**headers, **mine})
+    headers.authed = (auth, mine, block)
+    return block
 
 
 #: DPoP nonce challenges answered per HTTP request (RFC 9449 §9), apart from the one auth retry.

@@ -228,11 +228,14 @@ class HeaderBlock(dict[str, str]):
         'Bearer x'
     """
 
-    __slots__ = ("wire",)
+    __slots__ = ("wire", "authed")
 
     def __init__(self, headers: Mapping[str, str]) -> None:
         super().__init__(headers)
         self.wire: tuple[bytes, bool] | None = None
+        #: (auth hook, the headers it gave, this block merged with them): the last merge
+        #: (``_http_headers.auth_send_headers``), made again when the hook's headers change
+        self.authed: tuple[Any, Mapping[str, str], HeaderBlock] | None = None
 
     def _read_only(self, *args: Any, **kwargs: Any) -> Any:
         raise TypeError("a HeaderBlock is read-only: copy it with dict(block)")

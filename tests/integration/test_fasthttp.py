@@ -240,6 +240,26 @@ def test_a_header_block_is_sent_as_given_and_stays_read_only(serve) -> None:
     assert dict(block, Authorization="Bearer x")["Authorization"] == "Bearer x"
 
 
+def test_plain_headers_are_formatted_once_per_content_and_every_change_is_sent(serve) -> None:
+    server = serve(_json)
+    manager = FastPoolManager(maxsize=1, block=True)
+    headers = {"Accept": "application/json", "Cookie": "a=1"}
+    sent = [dict(headers), dict(headers), {"Accept": "application/json", "Cookie": "a=2"}]
+    for h in sent:  # equal dicts (not the same object), then a changed one
+        resp = manager.request("POST", server.url, body=b"{}", headers=h, timeout=5)
+        resp.read()
+        resp.release_conn()
+    headers["Cookie"] = "a=3"  # the dict sent first, changed since: its new content goes out
+    resp = manager.request("POST", server.url, body=b"{}", headers=headers, timeout=5)
+    resp.read()
+    resp.release_conn()
+    cookies = [r.split(b"\r\nCookie: ", 1)[1].split(b"\r\n", 1)[0] for r in server.requests]
+    assert cookies == [b"a=1", b"a=1", b"a=2", b"a=3"]
+    with pytest.raises(ValueError):  # after good ones, a bad one is still refused, nothing sent
+        manager.request("POST", server.url, body=b"{}", headers={**headers, "Cookie": "a=3\r\nX: 1"}, timeout=5)
+    assert len(server.requests) == 4
+
+
 def test_which_path_a_client_takes(monkeypatch) -> None:
     monkeypatch.delenv("MCPSYNC_HTTP", raising=False)
     assert http_path(None) == "fast"

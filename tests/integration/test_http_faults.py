@@ -385,6 +385,20 @@ def test_tools_with_invalid_header_annotations_are_dropped(faulty: FaultyServer,
         assert c.call_tool("good", {"r": "north"}).text == "north"
 
 
+def test_header_annotations_a_relisting_no_longer_shows_are_forgotten(faulty: FaultyServer) -> None:
+    from mcpsync import Client
+
+    url = faulty.url("/tools-changing")
+    forget_url(url)
+    with Client.http(url, mode="modern", sse_fallback=False) as c:
+        assert [tool.name for tool in c.list_tools()] == ["good", "plain"]
+        assert c.call_tool("good", {"r": "north"}).text == "north"
+        # no schema of this listing names x-mcp-header (the one search finds none): the
+        # annotation learned before goes, and the call sends no Mcp-Param-R any more
+        assert [tool.name for tool in c.list_tools(refresh=True)] == ["good", "plain"]
+        assert c.call_tool("good", {"r": "north"}).text == "-"
+
+
 def test_dropped_stream_through_the_client_is_an_error_not_a_hang(faulty: FaultyServer) -> None:
     client_mod = pytest.importorskip("mcpsync._client")
     from mcpsync._errors import MCPError

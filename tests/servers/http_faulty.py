@@ -286,7 +286,7 @@ class _Handler(BaseHTTPRequestHandler):
             if n >= 2:
                 self._event(json.dumps({"jsonrpc": "2.0", "method": "notifications/resources/updated", "params": {**sub, "uri": "x://1"}}).encode())
                 time.sleep(2)
-        elif path == "/tools":
+        elif path in ("/tools", "/tools-changing"):
             schema_ok = {"type": "object", "properties": {"r": {"type": "string", "x-mcp-header": "R"}}}
             schema_bad = {"type": "object", "properties": {"f": {"type": "number", "x-mcp-header": "F"}}}
             tools = [
@@ -294,6 +294,12 @@ class _Handler(BaseHTTPRequestHandler):
                 {"name": "bad", "inputSchema": schema_bad},
                 {"name": "plain", "inputSchema": {"type": "object"}},
             ]
+            if path == "/tools-changing" and msg.get("method") == "tools/list":
+                # odd listings annotate "good"; even ones (a client's relisting) show no annotation
+                self.server.hits[("LIST", path)] += 1
+                if self.server.hits[("LIST", path)] % 2 == 0:
+                    tools = [{"name": "good", "inputSchema": {"type": "object", "properties": {"r": {"type": "string"}}}},
+                             {"name": "plain", "inputSchema": {"type": "object"}}]
             if msg.get("method") == "tools/list":
                 self._send(200, _result(rid, {"tools": tools}))
             elif msg.get("method") == "server/discover":

@@ -227,6 +227,19 @@ def test_stable_order_across_rediscovery(make):
     assert cache.tools("missing") == ()
 
 
+def test_a_listing_with_a_name_twice_keeps_the_last_in_the_first_place(make):
+    cache = make()
+    first, second = Tool(name="a", description="1"), Tool(name="a", description="2")
+    listed = [first, Tool(name="b"), second]
+    ts = cache.put("s1", listed)
+    assert ts.names == ("a", "b") and ts.by_name["a"] is second and ts.tools[0] is second
+    assert len(listed) == 3  # the caller's list is not changed
+    ts = cache.put("s1", iter(tools("b", "a")))  # the same names again, any iterable, reordered
+    assert ts.names == ("a", "b")
+    ts = cache.put("s1", tools("a", "b"))  # the same names in the same order
+    assert ts.names == ("a", "b") and [t.name for t in ts.tools] == ["a", "b"]
+
+
 def test_lookup_of_unknown_tool_is_a_miss(make):
     cache = make()
     cache.put("s1", tools("a"))
