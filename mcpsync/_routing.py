@@ -449,8 +449,14 @@ class _RoutedTransport(Transport):
             raise
 
     def receive(self, timeout: float | None) -> bytes | None:
+        return self._received(self._inner.receive, timeout)
+
+    def receive_alone(self, timeout: float | None) -> bytes | None:
+        return self._received(self._inner.receive_alone, timeout)
+
+    def _received(self, receive: Callable[[float | None], bytes | None], timeout: float | None) -> bytes | None:
         try:
-            msg = self._inner.receive(timeout)
+            msg = receive(timeout)
         except Exception as exc:
             self._failed(exc)
             raise
@@ -474,9 +480,6 @@ class _RoutedTransport(Transport):
 
     # what Transport declares with a default is the inner transport's (__getattr__ below
     # never sees a name the class has)
-    def receive_alone(self, timeout: float | None) -> bytes | None:
-        return self.receive(timeout)  # (through receive: the first message settles the endpoint)
-
     def wait_readable(self, timeout: float) -> bool:
         return self._inner.wait_readable(timeout)
 
