@@ -355,7 +355,7 @@ def test_exhausted_pool_is_a_bounded_wait(transport: Any, faulty: FaultyServer, 
     assert wait_until(lambda: faulty.hits[("POST", "/slow")] > before, 10)
     try:
         started = time.monotonic()
-        with pytest.raises(RequestTimeout, match="no free connection" if http_path == "fast" else ""):
+        with pytest.raises(RequestTimeout, match="no free connection" if http_path == "fast" else None):
             t.send(REQ, 0.3)
         assert time.monotonic() - started < 3.0
     finally:
