@@ -22,29 +22,18 @@ sdk = pytest.importorskip(
     "opentelemetry.sdk.trace", reason="opentelemetry-sdk is not installed (it belongs to the test extra: mcpsync[otel])"
 )
 
-from opentelemetry.sdk.metrics import MeterProvider  # noqa: E402
-from opentelemetry.sdk.metrics.export import InMemoryMetricReader  # noqa: E402
 from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter  # noqa: E402
 from opentelemetry.trace import SpanKind, StatusCode  # noqa: E402
 
 from mcpsync import _otel  # noqa: E402
+from tests.otel_support import in_memory_otel  # noqa: E402
 
 
 @pytest.fixture
 def otel():
-    exporter = InMemorySpanExporter()
-    tp = TracerProvider()
-    tp.add_span_processor(SimpleSpanProcessor(exporter))
-    reader = InMemoryMetricReader()
-    mp = MeterProvider(metric_readers=[reader])
-    tel = _otel.telemetry(tracer_provider=tp, meter_provider=mp)
-    assert tel is not None
-    tel.standalone = _otel.OTelRecorder(mp)  # the Guard's sink alone (a Telemetry records durations itself)
-    yield tel, exporter, reader, tp
-    tp.shutdown()
-    mp.shutdown()
+    with in_memory_otel() as o:
+        o.tel.standalone = _otel.OTelRecorder(o.meter_provider)  # the Guard's sink alone (a Telemetry records durations itself)
+        yield o.tel, o.exporter, o.reader, o.tracer_provider
 
 
 @pytest.fixture(params=["legacy", "modern"])

@@ -29,27 +29,19 @@ from opentelemetry import context as otel_context  # noqa: E402
 from opentelemetry.sdk.metrics import MeterProvider  # noqa: E402
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader  # noqa: E402
 from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter  # noqa: E402
 from opentelemetry.trace import SpanKind, StatusCode  # noqa: E402
 
 from mcpsync import _otel  # noqa: E402
+from tests.otel_support import in_memory_otel  # noqa: E402
 
 BUCKETS = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 30, 60, 120, 300)
 
 
 @pytest.fixture
 def otel() -> Iterator[tuple[_otel.Telemetry, InMemorySpanExporter, InMemoryMetricReader, TracerProvider]]:
-    exporter = InMemorySpanExporter()
-    tp = TracerProvider()
-    tp.add_span_processor(SimpleSpanProcessor(exporter))
-    reader = InMemoryMetricReader()
-    mp = MeterProvider(metric_readers=[reader])
-    tel = _otel.telemetry(tracer_provider=tp, meter_provider=mp)
-    assert tel is not None
-    yield tel, exporter, reader, tp
-    tp.shutdown()
-    mp.shutdown()
+    with in_memory_otel() as o:
+        yield o.tel, o.exporter, o.reader, o.tracer_provider
 
 
 def _points(reader: InMemoryMetricReader, name: str) -> list:

@@ -25,30 +25,20 @@ from tests.servers import http_support as hs
 pytest.importorskip("opentelemetry.sdk.trace", reason="opentelemetry-sdk belongs to the test extra")
 
 from opentelemetry import trace  # noqa: E402
-from opentelemetry.sdk.metrics import MeterProvider  # noqa: E402
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader  # noqa: E402
-from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter  # noqa: E402
 from opentelemetry.trace import SpanKind  # noqa: E402
 
 from mcpsync import _otel  # noqa: E402
+from tests.otel_support import in_memory_otel  # noqa: E402
 
 pytestmark = pytest.mark.timeout(120)
 
 
 @pytest.fixture
 def otel() -> Iterator[tuple[_otel.Telemetry, InMemorySpanExporter, InMemoryMetricReader]]:
-    exporter = InMemorySpanExporter()
-    tp = TracerProvider()
-    tp.add_span_processor(SimpleSpanProcessor(exporter))
-    reader = InMemoryMetricReader()
-    mp = MeterProvider(metric_readers=[reader])
-    tel = _otel.telemetry(tracer_provider=tp, meter_provider=mp)
-    assert tel is not None
-    yield tel, exporter, reader
-    tp.shutdown()
-    mp.shutdown()
+    with in_memory_otel() as o:
+        yield o.tel, o.exporter, o.reader
 
 
 @pytest.fixture(params=["stdio", "http"])
