@@ -145,12 +145,21 @@ def join_all(threads: list[threading.Thread], timeout: float) -> None:
 
 
 def kill_randomly(client: Client, rng: random.Random, kills: int, gap: tuple[float, float]) -> list[int]:
-    """SIGKILL a random live server of the pool ``kills`` times; return the pids killed."""
+    """SIGKILL a random live server of the pool ``kills`` times (each a different one); return
+    the pids killed.
+
+    A server killed while no call used it stays in the pool until the client notices: it is
+    never picked twice (two kills of one connection would cost the pool one connection).
+    """
     killed: list[int] = []
+
+    def fresh() -> list[int]:
+        return [p for p in pool_pids(client) if p not in killed]
+
     deadline = time.monotonic() + 30
     while len(killed) < kills and time.monotonic() < deadline:
         time.sleep(rng.uniform(*gap))
-        pids = pool_pids(client)
+        pids = fresh()
         while not pids and time.monotonic() < deadline:
             # every server is down and the callers may have finished their share (or be
             # waiting out a breaker): ask for one, as the next caller would, then look again
@@ -158,7 +167,7 @@ def kill_randomly(client: Client, rng: random.Random, kills: int, gap: tuple[flo
                 client.ping(timeout=max(0.1, min(5.0, deadline - time.monotonic())))
             except MCPError:
                 pass
-            pids = pool_pids(client)
+            pids = fresh()
         if pids:
             pid = rng.choice(pids)
             if kill(pid):

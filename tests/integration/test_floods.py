@@ -34,19 +34,21 @@ def _rss_mib() -> float:
 def test_a_burst_with_no_call_in_flight_is_drained_as_it_comes() -> None:
     n = 50_000
     got = [0]
-    done = threading.Event()
 
     def handler(_params: object) -> None:
         got[0] += 1
-        if got[0] == n:
-            done.set()
 
     with Client.stdio(RAW[0], RAW[1:], mode="legacy", logging_handler=handler) as c:
         assert c.call_tool("flood", {"count": n}).text == "flooding"  # then no call is in flight
         started = time.monotonic()
-        assert done.wait(60), f"{got[0]} of {n} delivered"
+        # every event is delivered or counted as dropped: on a quiet machine none is; on a
+        # busy one the handler's thread may fall a whole lane (10,000) behind the reader for
+        # a moment, and the oldest go, counted (CI saw 182 of 50,000 once)
+        accounted = wait_until(lambda: got[0] + c.diagnostics().events_dropped == n, 60)
         took = time.monotonic() - started
-        assert c.diagnostics().events_dropped == 0
+        dropped = c.diagnostics().events_dropped
+        assert accounted, f"{got[0]} delivered and {dropped} dropped of {n}"
+    assert dropped < n // 10, dropped
     # the promise is a second (0.2 s here when the machine is quiet); at ~49 a second,
     # as before, this would take 17 minutes
     assert took < 5.0, took
