@@ -28,6 +28,7 @@ from typing import Any, Callable, TypeVar
 
 from ._errors import CircuitOpen, counts_as_breaker_failure
 from ._policies import BreakerPolicy
+from ._speedups import FastPath, Gate
 
 __all__ = [
     "BreakerListener",
@@ -140,10 +141,13 @@ class CircuitBreaker:
         self.policy = policy
         self.name = name
         self._clock = clock
-        self._is_failure = is_failure
+        #: whether an exception counts as the server's fault (the policy's predicate)
+        self.is_failure = is_failure
         self._listeners: list[BreakerListener] = [on_change] if on_change is not None else []
         self._lock = threading.Lock()
         self._state = BreakerState.CLOSED
+        #: shut while not CLOSED: what a guard's fast path reads (see :meth:`fast_path`)
+        self.gate = Gate()
         self._generation = 0
         self._failures: deque[float] = deque()
         self._opened_at = 0.0
@@ -270,7 +274,7 @@ class CircuitBreaker:
             outcome = SUCCESS
         else:
             try:
-                outcome = ERROR if self._is_failure(error) else "neutral"
+                outcome = ERROR if self.is_failure(error) else "neutral"
             except Exception:  # a broken predicate must not break the call path
                 log.exception("breaker failure predicate raised")
                 outcome = "neutral"
@@ -304,8 +308,8 @@ class CircuitBreaker:
                         changes.append(self._move(BreakerState.CLOSED, now))
         self._notify(changes)
 
-    def _admit_fast(self, success: bool = False) -> None:
-        """Count a call the guard ran while CLOSED without a ticket (its fast path)."""
+    def admit_fast(self, success: bool = False) -> None:
+        """Count a call a guard ran while CLOSED without a ticket (its fast path)."""
         with self._lock:  # (not acquire() ... release(): a KeyboardInterrupt between them keeps the lock)
             self._admitted += 1
             if success:
@@ -317,6 +321,22 @@ class CircuitBreaker:
         """A mark of the window's successes (the compiled fast path's every 16th success)."""
         with self._lock:
             self._mark(self._clock())
+
+    def fast_path(
+        self,
+        reconnect_gate: Gate | None,
+        record: Callable[[str, str | None, float, float, str], object] | None,
+        server: str,
+        clock: Callable[[], float],
+        failed: Callable[[], object],
+    ) -> FastPath:
+        """A guard's fast path over this breaker: ``begin()`` admits a first attempt
+        without the lock while this breaker is CLOSED (and ``reconnect_gate``, the server's
+        unavailable mark, is open); ``succeeded(tool, start)`` counts its success here and
+        records it with ``record(server, tool, start, end, "success")`` (``failed()`` is told
+        when the recorder raises). Both are one call into C in the compiled build."""
+        return FastPath(self.gate, Gate() if reconnect_gate is None else reconnect_gate, self._fast_ok,
+                        self._mark_now, record, server, clock, SUCCESS, failed)
 
     def call(self, fn: Callable[[], T]) -> T:
         """Run ``fn`` under the breaker: acquire, call, release on every path."""
@@ -402,6 +422,7 @@ class CircuitBreaker:
     def _move(self, new: BreakerState, now: float) -> tuple[BreakerState, BreakerState]:
         old = self._state
         self._state = new
+        self.gate.shut = new is not BreakerState.CLOSED
         self._generation += 1
         self._trials = 0
         self._failures.clear()

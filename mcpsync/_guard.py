@@ -29,7 +29,7 @@ from ._breaker import ERROR, SUCCESS, TIMEOUT, BreakerListener, BreakerState, Ci
 from ._errors import MCPError, RequestTimeout, TransientResult, attach_fields, counts_as_breaker_failure
 from ._policies import BreakerPolicy, RetryPolicy
 from ._retry import ReconnectSchedule, RetryBudget, retry_call
-from ._speedups import FastPath
+from ._speedups import Gate
 
 __all__ = [
     "Guard",
@@ -48,9 +48,6 @@ def _recorder_raised() -> None:
 
 
 T = TypeVar("T")
-
-#: read on every call: on Python 3.11 ``BreakerState.CLOSED`` goes through EnumType.__getattr__ (~850 instructions)
-_CLOSED = BreakerState.CLOSED
 
 #: record(server, tool, start, end, outcome) — outcome is "success" | "error" | "timeout";
 #: start and end come from the guard's clock (``time.monotonic`` by default).
@@ -124,14 +121,16 @@ class Guard:
         self.reconnect = reconnect
         #: the server's retry throttle, fed by every attempt the breaker counts
         self.budget = RetryBudget(retry.throttle, lambda: self.breaker.successes)
-        self._counts = self.breaker._is_failure
+        self._counts = self.breaker.is_failure
         self.record = record
         # a MetricsRecorder's compiled entry when it has one (one Python frame less per call)
         self._emit: Recorder | None = getattr(record, "queue_call", record)
         self._clock = clock
         self._sleep = sleep
         self._rand = rand
-        fast = FastPath(self.breaker, reconnect, self._emit, server, clock, _CLOSED, SUCCESS, _recorder_raised)
+        fast = self.breaker.fast_path(None if reconnect is None else reconnect.gate, self._emit, server, clock,
+                                      _recorder_raised)
+        self._gates = (self.breaker.gate, Gate() if reconnect is None else reconnect.gate)
         #: Start a call whose first attempt the caller runs itself (its fast path): the
         #: start on the guard's clock when that attempt may run unguarded (the breaker is
         #: CLOSED and the server is not marked unavailable), else ``None``: go through
@@ -192,11 +191,10 @@ class Guard:
                 ``retried_errors`` (see :func:`retry_call`).
         """
         start = self._clock() if self.record is not None or budget is not None else 0.0
-        breaker = self.breaker
-        reconnect = self.reconnect
         # Fast path: a CLOSED breaker admits every call and a success changes none of
         # its state, so the first attempt runs without taking the breaker's lock.
-        if breaker._state is _CLOSED and (reconnect is None or reconnect._unavailable is None):
+        breaker_gate, reconnect_gate = self._gates
+        if not breaker_gate.shut and not reconnect_gate.shut:
             try:
                 result = fn()
                 transient = self.judge(result, retry)
@@ -205,7 +203,7 @@ class Guard:
             except BaseException as exc:
                 return self.after_first_failure(exc, fn, start, safe_to_retry=safe_to_retry, tool=tool,
                                                 retry=retry, budget=budget)
-            breaker._admit_fast(success=True)
+            self.breaker.admit_fast(success=True)
             if self.record is not None:
                 self._record(tool, start, None)
             return result
@@ -232,7 +230,7 @@ class Guard:
         it, an MCP error is retried per the policy (``fn`` is the next attempt), any
         other exception is recorded and re-raised."""
         breaker = self.breaker
-        breaker._admit_fast()
+        breaker.admit_fast()
         breaker.release(None, exc)
         self._spent(exc)
         if not isinstance(exc, MCPError):

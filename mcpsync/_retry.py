@@ -32,6 +32,7 @@ from ._errors import (
     seconds,
 )
 from ._policies import ReconnectPolicy, RetryPolicy, RetryThrottle
+from ._speedups import Gate
 
 __all__ = ["ReconnectSchedule", "RetryBudget", "retry_call", "tool_is_retry_safe", "in_callers_time"]
 
@@ -207,6 +208,8 @@ class ReconnectSchedule:
         self._run_lock = threading.Lock()  # one rebuild at a time: failures count once
         self._failures = 0
         self._unavailable: ServerUnavailable | None = None
+        #: shut while the server is marked unavailable: what a guard's fast path reads
+        self.gate = Gate()
         #: the latest failures as (error class name, delay before the next attempt or None)
         self.history: deque[tuple[str, float | None]] = deque(maxlen=64)
         _FORK_LOCKED.add(self)
@@ -253,6 +256,7 @@ class ReconnectSchedule:
                     server=self.name,
                     failures=self._failures,
                 )
+                self.gate.shut = True
         if marked is not None and self.on_unavailable is not None:
             try:
                 self.on_unavailable(marked)
@@ -270,6 +274,7 @@ class ReconnectSchedule:
         with self._lock:
             self._failures = 0
             self._unavailable = None
+            self.gate.shut = False
 
     def run(
         self,

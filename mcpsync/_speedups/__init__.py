@@ -44,9 +44,10 @@ bucket_index = _impl.bucket_index
 fold_calls = _impl.fold_calls
 CallQueue = _impl.CallQueue
 BUCKETS: int = _impl.BUCKETS
+Gate = _impl.Gate
 FastPath = _impl.FastPath
 EpollSwitch = _impl.EpollSwitch
 IdleGate = _impl.IdleGate
 
 __all__ = ["IMPLEMENTATION", "LineFramer", "FrameTooLarge", "TTLCache", "DEFAULT_MAX_MESSAGE_SIZE", "Histogram", "CallTally",
-           "bucket_index", "fold_calls", "CallQueue", "BUCKETS", "FastPath", "EpollSwitch", "IdleGate"]
+           "bucket_index", "fold_calls", "CallQueue", "BUCKETS", "Gate", "FastPath", "EpollSwitch", "IdleGate"]

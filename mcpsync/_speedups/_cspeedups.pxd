@@ -92,14 +92,18 @@ cdef class CallQueue:
     @cython.locals(tally=CallTally)
     cpdef record(self, object server, object tool, object start, object end, object outcome)
 
+@cython.final
+cdef class Gate:
+    cdef public bint shut
+
 cdef class FastPath:
-    cdef object _breaker
+    cdef Gate _gate
+    cdef Gate _reconnect_gate
     cdef object _ok
-    cdef object _reconnect
+    cdef object _mark
     cdef object _record
     cdef object _server
     cdef object _clock
-    cdef object _closed
     cdef object _success
     cdef object _failed
 

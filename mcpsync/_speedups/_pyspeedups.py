@@ -24,7 +24,7 @@ else:
     _COMPILED = cython.compiled
 
 __all__ = ["LineFramer", "FrameTooLarge", "TTLCache", "DEFAULT_MAX_MESSAGE_SIZE", "Histogram", "CallTally", "bucket_index",
-           "fold_calls", "CallQueue", "BUCKETS", "FastPath", "EpollSwitch", "IdleGate"]
+           "fold_calls", "CallQueue", "BUCKETS", "Gate", "FastPath", "EpollSwitch", "IdleGate"]
 
 DEFAULT_MAX_MESSAGE_SIZE = 16 * 1024 * 1024
 _EDGE = 256
@@ -511,38 +511,47 @@ class CallQueue:
             self.drain(False)
 
 
+class Gate:
+    """A switch the fast path reads in one step: ``shut`` while its owner must see every
+    call itself (a circuit breaker that is not CLOSED, a server marked unavailable). The
+    owner sets it, under its own lock, wherever its state changes."""
+
+    def __init__(self):
+        self.shut = False
+
+
 class FastPath:
     """A guard's fast path, its two ends one call into C each in the compiled build (see
-    ``Guard.begin`` and ``Guard.succeeded``, which these are).
+    ``Guard.begin`` and ``Guard.succeeded``, which these are). A circuit breaker builds it
+    (``CircuitBreaker.fast_path``) from what only it holds.
 
-    ``begin()``: the start on ``clock`` when a first attempt may run unguarded (the
-    ``breaker``'s ``_state`` is ``closed`` and ``reconnect``, if any, has not marked the
-    server unavailable), else None. ``succeeded(tool, start)``: counts a success on the
-    breaker (``breaker._fast_ok``, a count; every 16th also asks the breaker for a mark of
-    its window, ``_mark_now``) and hands ``(server, tool, start, end, success)`` to
+    ``begin()``: the start on ``clock`` when a first attempt may run unguarded (neither
+    ``breaker_gate`` nor ``reconnect_gate`` is shut: the breaker is CLOSED and the server is
+    not marked unavailable), else None. ``succeeded(tool, start)``: counts a success
+    (``next(ok)``, a count the breaker reads; every 16th also calls ``mark()``, the
+    breaker's mark of its window) and hands ``(server, tool, start, end, success)`` to
     ``record`` (if any); a recorder that raises is reported to ``failed()``.
     """
 
-    def __init__(self, breaker, reconnect, record, server, clock, closed, success, failed):
-        self._breaker = breaker
-        self._ok = breaker._fast_ok
-        self._reconnect = reconnect
+    def __init__(self, breaker_gate, reconnect_gate, ok, mark, record, server, clock, success, failed):
+        self._gate = breaker_gate
+        self._reconnect_gate = reconnect_gate
+        self._ok = ok
+        self._mark = mark
         self._record = record
         self._server = server
         self._clock = clock
-        self._closed = closed
         self._success = success
         self._failed = failed
 
     def begin(self):
-        reconnect = self._reconnect
-        if self._breaker._state is self._closed and (reconnect is None or reconnect._unavailable is None):
-            return self._clock()
-        return None
+        if self._gate.shut or self._reconnect_gate.shut:
+            return None
+        return self._clock()
 
     def succeeded(self, tool, start):
         if not next(self._ok) & 15:  # the window's successes are read between the breaker's marks
-            self._breaker._mark_now()
+            self._mark()
         record = self._record
         if record is not None:
             try:

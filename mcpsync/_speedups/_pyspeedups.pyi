@@ -1,10 +1,10 @@
 # Types of the hot-path helpers, for both twins: _pyspeedups.py stays untyped so that
 # Cython compiles it unchanged in pure-Python mode (its C types are in _cspeedups.pxd).
 import collections
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 __all__ = ["LineFramer", "FrameTooLarge", "TTLCache", "DEFAULT_MAX_MESSAGE_SIZE", "Histogram", "CallTally", "bucket_index",
-           "fold_calls", "CallQueue", "BUCKETS", "FastPath", "EpollSwitch", "IdleGate"]
+           "fold_calls", "CallQueue", "BUCKETS", "Gate", "FastPath", "EpollSwitch", "IdleGate"]
 
 DEFAULT_MAX_MESSAGE_SIZE: int
 
@@ -88,10 +88,15 @@ class CallQueue:
     ) -> None: ...
     def record(self, server: str, tool: str | None, start: float, end: float, outcome: str) -> None: ...
 
+class Gate:
+    shut: bool
+    def __init__(self) -> None: ...
+
 class FastPath:
     def __init__(
-        self, breaker: Any, reconnect: Any, record: Callable[[str, str | None, float, float, str], object] | None,
-        server: str, clock: Callable[[], float], closed: object, success: str, failed: Callable[[], object],
+        self, breaker_gate: Gate, reconnect_gate: Gate, ok: Iterator[int], mark: Callable[[], object],
+        record: Callable[[str, str | None, float, float, str], object] | None,
+        server: str, clock: Callable[[], float], success: str, failed: Callable[[], object],
     ) -> None: ...
     def begin(self) -> float | None: ...
     def succeeded(self, tool: str | None, start: float) -> None: ...

@@ -11,7 +11,6 @@ from mcpsync._breaker import BreakerState, CircuitBreaker
 from mcpsync._errors import ConnectError, NetworkError
 from mcpsync._guard import Guard
 from mcpsync._retry import RetryBudget
-from mcpsync._speedups import FastPath
 
 CLOSED, OPEN = BreakerState.CLOSED, BreakerState.OPEN
 
@@ -29,7 +28,7 @@ class Clock:
 
 def _ok(b: CircuitBreaker, n: int, clock: Clock, every: float) -> None:
     """``n`` successes ``every`` s apart, counted as the guard's (compiled) fast path counts them."""
-    fast = FastPath(b, None, None, "s", clock, CLOSED, "success", lambda: None)
+    fast = b.fast_path(None, None, "s", clock, lambda: None)
     for _ in range(n):
         start = fast.begin()
         assert start is not None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import threading
 import time
@@ -412,49 +413,71 @@ def test_framing_is_the_same_for_whole_reads_and_any_cut(impl):
 # ------------------------------------------------------------------ the guard's fast path
 
 
-class _Breaker:
-    def __init__(self, state):
-        self._state = state
-        self._fast_ok = __import__("itertools").count()
-        self.marks = 0
-
-    def _mark_now(self):  # every 16th success marks the breaker's window
-        self.marks += 1
+def _fast_path(impl, record, clock, failed):
+    """A fast path over fresh gates: (path, breaker gate, reconnect gate, success count, marks)."""
+    ok, marks = itertools.count(), []
+    breaker_gate, reconnect_gate = impl.Gate(), impl.Gate()
+    fast = impl.FastPath(breaker_gate, reconnect_gate, ok, lambda: marks.append(1), record, "s", clock, "success", failed)
+    return fast, breaker_gate, reconnect_gate, ok, marks
 
 
-class _Reconnect:
-    _unavailable = None
-
-
-def test_fast_path_begins_only_while_closed_and_available_and_records_successes(impl):
-    clock = FakeClock()
-    breaker, reconnect, seen, failed = _Breaker("closed"), _Reconnect(), [], []
-    fast = impl.FastPath(breaker, reconnect, lambda *a: seen.append(a), "s", clock, "closed", "success",
-                         lambda: failed.append(True))
+def test_fast_path_begins_only_while_both_gates_are_open_and_records_successes(impl):
+    clock, seen, failed = FakeClock(), [], []
+    fast, breaker_gate, reconnect_gate, ok, marks = _fast_path(impl, lambda *a: seen.append(a), clock,
+                                                               lambda: failed.append(True))
+    assert breaker_gate.shut is False and reconnect_gate.shut is False
     start = fast.begin()
     assert start == 100.0
     clock.now = 100.5
     fast.succeeded("t", start)
-    assert seen == [("s", "t", 100.0, 100.5, "success")] and next(breaker._fast_ok) == 1 and not failed
-    reconnect._unavailable = object()
+    # the first success is the count's 0th: a mark of the window, then one every 16th
+    assert seen == [("s", "t", 100.0, 100.5, "success")] and next(ok) == 1 and not failed and marks == [1]
+    reconnect_gate.shut = True
     assert fast.begin() is None
-    reconnect._unavailable = None
-    breaker._state = "open"
+    reconnect_gate.shut = False
+    breaker_gate.shut = True
     assert fast.begin() is None
+    breaker_gate.shut = False
+    assert fast.begin() == 100.5
 
 
-def test_fast_path_without_a_recorder_or_a_schedule_and_with_one_that_raises(impl):
-    breaker, failed = _Breaker("closed"), []
-    bare = impl.FastPath(breaker, None, None, "s", FakeClock(), "closed", "success", lambda: failed.append(1))
+def test_fast_path_without_a_recorder_and_with_one_that_raises(impl):
+    failed: list[int] = []
+    bare, _, _, _, _ = _fast_path(impl, None, FakeClock(), lambda: failed.append(1))
     assert bare.begin() == 100.0
     bare.succeeded(None, 100.0)
 
     def broken(*_a):
         raise RuntimeError("bug")
 
-    raising = impl.FastPath(breaker, None, broken, "s", FakeClock(), "closed", "success", lambda: failed.append(2))
+    raising, _, _, ok, _ = _fast_path(impl, broken, FakeClock(), lambda: failed.append(2))
     raising.succeeded("t", 100.0)
-    assert failed == [2] and next(breaker._fast_ok) == 2
+    assert failed == [2] and next(ok) == 1
+
+
+def test_a_breaker_and_a_schedule_shut_their_gates_as_their_state_changes() -> None:
+    from mcpsync._breaker import CircuitBreaker
+    from mcpsync._errors import ConnectionClosed
+    from mcpsync._policies import BreakerPolicy, ReconnectPolicy
+    from mcpsync._retry import ReconnectSchedule
+
+    now = [0.0]
+    breaker = CircuitBreaker(BreakerPolicy(threshold=1, cooldown=10), clock=lambda: now[0])
+    schedule = ReconnectSchedule(ReconnectPolicy(max_failures=1))
+    fast = breaker.fast_path(schedule.gate, None, "s", lambda: now[0], lambda: None)
+    assert fast.begin() == 0.0
+    breaker.release(breaker.acquire(), ConnectionClosed("gone"))  # OPEN
+    assert breaker.gate.shut and fast.begin() is None
+    now[0] = 10.0
+    assert breaker.state.value == "half_open" and breaker.gate.shut  # a trial is not the fast path's
+    breaker.release(breaker.acquire(), None)  # CLOSED again
+    assert not breaker.gate.shut and fast.begin() == 10.0
+    fast.succeeded(None, 10.0)
+    assert breaker.successes == 2  # the trial and the fast path's success
+    schedule.failure(ConnectionClosed("gone"))
+    assert schedule.unavailable and schedule.gate.shut and fast.begin() is None
+    schedule.reset()
+    assert not schedule.gate.shut and fast.begin() == 10.0
 
 
 # ------------------------------------------------------------------ the idle watch's switch

@@ -26,16 +26,6 @@ PARTS = (
 
 #: (module, private name read on another module's object): why it is still read there
 ALLOWED: dict[tuple[str, str], str] = {
-    # the compiled hot path and the guard share the breaker's and the reconnect schedule's
-    # fast-path state (mcpsync/_speedups may not change in this issue: its own helper)
-    ("_guard.py", "_admit_fast"): "breaker fast path",
-    ("_guard.py", "_state"): "breaker fast path",
-    ("_guard.py", "_is_failure"): "breaker fast path",
-    ("_guard.py", "_unavailable"): "reconnect schedule fast path",
-    ("_speedups/_pyspeedups.py", "_fast_ok"): "breaker fast path",
-    ("_speedups/_pyspeedups.py", "_state"): "breaker fast path",
-    ("_speedups/_pyspeedups.py", "_mark_now"): "breaker fast path",
-    ("_speedups/_pyspeedups.py", "_unavailable"): "reconnect schedule fast path",
     # the pool and its lease/entry types, cut into two modules by size
     ("_pool.py", "_entry"): "a Lease's entry, given back by the pool",
     ("_pool_types.py", "_release"): "a Lease gives itself back to its pool",
