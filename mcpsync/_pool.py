@@ -19,12 +19,17 @@ idle and are reaped); ``close()`` swaps the state out under the lock and closes 
 a ``weakref.finalize`` that holds the state, never the pool. A lone caller takes the idle
 connection without the lock (:meth:`ConnectionPool.take_idle`).
 
+Two ways to borrow, then: the lone caller's claim (:meth:`~ConnectionPool.take_idle`, given
+back with :meth:`~ConnectionPool.give_back_idle`) and the general borrow, which may wait in
+line (:meth:`~ConnectionPool.borrow_entry` and :meth:`~ConnectionPool.give_back`, or
+:meth:`~ConnectionPool.borrow`'s :class:`Lease` around them, a context manager).
+
 Example:
     >>> class Conn:
     ...     def alive(self): return True
     ...     def close(self): pass
     >>> pool = ConnectionPool(Conn, PoolLimits(min=1, max=2))
-    >>> with pool.connection() as conn:
+    >>> with pool.borrow() as conn:
     ...     isinstance(conn, Conn)
     True
     >>> s = pool.stats()
@@ -42,8 +47,7 @@ import threading
 import time
 import weakref
 from collections import deque
-from contextlib import contextmanager
-from typing import Any, Callable, Generic, Iterator
+from typing import Any, Callable, Generic
 
 from ._breaker import count_value
 from ._errors import ConnectError, PoolClosed, PoolTimeout
@@ -148,7 +152,8 @@ class ConnectionPool(Generic[C]):
         self._keepalive = keepalive
         self._keepalive_interval = keepalive_interval
         self._default_timeout = default_timeout
-        self._is_broken = is_broken
+        #: the verdict on a call's error: True when the connection itself died (discard it)
+        self.is_broken = is_broken
         self._connect_retries = connect_retries
         self._lock = threading.Lock()
         # Borrowers waiting for capacity, oldest first. Invariant (under the lock): while
@@ -165,7 +170,8 @@ class ConnectionPool(Generic[C]):
         self._finalizer = weakref.finalize(self, _finalize, self._state)
         self._maintenance_interval = maintenance_interval
         self._thread: threading.Thread | None = None
-        self._epoch = 0  # bumped in a forked child: leases of the parent then count for nothing
+        #: bumped in a forked child: leases of the parent then count for nothing
+        self.epoch = 0
         _LIVE_POOLS.add(self)
 
     def _start_maintenance(self) -> None:
@@ -193,7 +199,7 @@ class ConnectionPool(Generic[C]):
         self._counts = _Counts()
         self._fast_taken, self._fast_returned = itertools.count(), itertools.count()
         self._thread = None
-        self._epoch += 1
+        self.epoch += 1
         self._finalizer = weakref.finalize(self, _finalize, self._state)
 
     # -- borrowing ------------------------------------------------------------------
@@ -219,13 +225,20 @@ class ConnectionPool(Generic[C]):
                 else the request timeout).
 
         Returns:
-            A :class:`Lease`; release it (or use it as a context manager) on every path.
+            A :class:`Lease`; release it on every path, or use it as a context manager:
+            ``with pool.borrow() as conn:``.
 
         Raises:
             PoolTimeout: no connection had room within ``timeout``.
             PoolClosed: the pool is closed.
             ConnectError: opening a new connection failed.
         """
+        return Lease(self, self.borrow_entry(timeout))
+
+    def borrow_entry(self, timeout: float | None = None) -> _Entry[C]:
+        """:meth:`borrow` without a :class:`Lease`, for a caller that gives the connection
+        back itself: the entry (``entry.conn``), for :meth:`give_back` on every path, exactly
+        once. Raises as :meth:`borrow`."""
         if timeout is None:
             timeout = self.limits.borrow_timeout if self.limits.borrow_timeout is not None else self._default_timeout
         if self._thread is None and self._maintenance_interval is not None:
@@ -245,7 +258,7 @@ class ConnectionPool(Generic[C]):
             except Exception:
                 alive = False
             if alive:
-                return Lease(self, entry)
+                return entry
             self._drop(entry, undo_borrow=True)
             front = True  # it was this caller's turn: it keeps its place in the queue
 
@@ -379,7 +392,7 @@ class ConnectionPool(Generic[C]):
                 attempt += 1
                 log.info("connect to %s timed out; retrying (%d)", self.address, attempt)
 
-    def _open_new(self) -> Lease[C]:
+    def _open_new(self) -> _Entry[C]:
         try:
             conn = self._connect()
         except BaseException:
@@ -403,29 +416,9 @@ class ConnectionPool(Generic[C]):
         if closed:
             _close_quietly(conn)
             raise PoolClosed(f"the connection pool for {self.address or 'the server'} is closed")
-        return Lease(self, entry)
-
-    @contextmanager
-    def connection(self, timeout: float | None = None) -> Iterator[C]:
-        """``with pool.connection() as conn:`` — borrow, and return on every path.
-
-        Raises:
-            PoolTimeout, PoolClosed, ConnectError: as :meth:`borrow`.
-        """
-        lease = self.borrow(timeout)
-        with lease as conn:
-            yield conn
+        return entry
 
     # -- returning --------------------------------------------------------------------
-
-    def _release(self, lease: Lease[C], broken: bool, retire: bool = False) -> None:
-        with self._lock:
-            if lease._released:
-                return
-            lease._released = True
-            if lease._epoch != self._epoch:
-                return  # borrowed before a fork, from the parent's connections
-        self.give_back(lease._entry, broken, retire)
 
     def take_idle(self) -> _Entry[C] | None:
         """The lone caller's borrow, without the lock or a :class:`Lease`: the connection
@@ -476,14 +469,9 @@ class ConnectionPool(Generic[C]):
             log.info("%s a connection to %s", "discarding a broken" if broken else "retiring", self.address)
             _close_quietly(entry.conn)
 
-    def borrow_entry(self, timeout: float | None = None) -> _Entry[C]:
-        """:meth:`borrow` for a caller that gives the connection back itself: the entry
-        (``entry.conn``), for :meth:`give_back` on every path, exactly once."""
-        return self.borrow(timeout)._entry
-
     def give_back(self, entry: _Entry[C], broken: bool = False, retire: bool = False) -> None:
         """End a call bound to ``entry`` by :meth:`borrow_entry` (``broken``/``retire`` as
-        in :meth:`Lease.release`)."""
+        in :meth:`Lease.release`, which calls this)."""
         to_close = False
         # (with, not acquire() then try: CPython runs a signal handler as a call returns, so a
         # KeyboardInterrupt between the two would keep the lock, and wedge every caller)

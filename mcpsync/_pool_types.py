@@ -144,6 +144,16 @@ class _Waiter:
         self.closed = False
 
 
+class Lender(Protocol[C]):
+    """What a :class:`Lease` needs of its pool (a :class:`~mcpsync._pool.ConnectionPool`)."""
+
+    epoch: int
+
+    def is_broken(self, exc: BaseException) -> bool: ...
+
+    def give_back(self, entry: _Entry[C], broken: bool = False, retire: bool = False) -> None: ...
+
+
 class Lease(Generic[C]):
     """One borrow: the connection bound to one call until :meth:`release`.
 
@@ -153,14 +163,14 @@ class Lease(Generic[C]):
     ``alive()``, or :meth:`mark_broken` discards the connection instead.
     """
 
-    __slots__ = ("_pool", "_entry", "_released", "_broken", "_epoch")
+    __slots__ = ("_pool", "_entry", "_once", "_broken", "_epoch")
 
-    def __init__(self, pool: Any, entry: _Entry[C]) -> None:  # a ConnectionPool[C]
+    def __init__(self, pool: Lender[C], entry: _Entry[C]) -> None:
         self._pool = pool
         self._entry = entry
-        self._released = False
+        self._once = [None]  # the first release pops it (atomic under the GIL)
         self._broken = False
-        self._epoch = pool._epoch
+        self._epoch = pool.epoch
 
     @property
     def connection(self) -> C:
@@ -180,7 +190,13 @@ class Lease(Generic[C]):
                 endpoint is no longer the one to use): no new call gets it, and it is
                 closed once the calls still running on it have returned.
         """
-        self._pool._release(self, broken or self._broken, retire)
+        try:
+            self._once.pop()
+        except IndexError:
+            return
+        pool = self._pool
+        if self._epoch == pool.epoch:  # (else borrowed before a fork, from the parent's connections)
+            pool.give_back(self._entry, broken or self._broken, retire)
 
     def __enter__(self) -> C:
         return self._entry.conn
@@ -194,7 +210,7 @@ class Lease(Generic[C]):
         broken = self._broken
         if exc is not None and not broken:
             try:
-                broken = self._pool._is_broken(exc) or not self._entry.conn.alive()
+                broken = self._pool.is_broken(exc) or not self._entry.conn.alive()
             except Exception:
                 broken = True
         self.release(broken)

@@ -279,7 +279,7 @@ def test_budget_bounds_the_whole_call(clock: FakeClock, rec: Recorder) -> None:
 
 
 def test_guard_over_a_pool_sixteen_threads_nothing_lost_or_doubled() -> None:
-    """The Client's shape: guard.call(lambda: with pool.connection() as c: c.request(...))."""
+    """The Client's shape: guard.call(lambda: with pool.borrow() as c: c.request(...))."""
     import random
 
     from mcpsync._pool import ConnectionPool
@@ -332,7 +332,7 @@ def test_guard_over_a_pool_sixteen_threads_nothing_lost_or_doubled() -> None:
             local["issued"] += 1
 
             def attempt() -> str:
-                with pool.connection() as chan:
+                with pool.borrow() as chan:
                     return chan.request(rnd)
 
             try:

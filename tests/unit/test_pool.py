@@ -118,7 +118,7 @@ def test_defaults_match_spec() -> None:
 def test_lazy_creation(factory: Factory) -> None:
     pool = make(factory)
     assert factory.made == [] and len(pool) == 0
-    with pool.connection() as conn:
+    with pool.borrow() as conn:
         assert conn is factory.made[0]
     assert pool.stats().created == 1
     assert_no_leaks(pool, factory)
@@ -144,7 +144,7 @@ def test_returned_on_every_path(factory: Factory, exc: BaseException | None, dis
     pool = make(factory)
     for _ in range(3):
         try:
-            with pool.connection() as conn:
+            with pool.borrow() as conn:
                 assert pool.stats().in_use == 1
                 if exc is not None:
                     raise exc
@@ -163,7 +163,7 @@ def test_returned_on_every_path(factory: Factory, exc: BaseException | None, dis
 def test_connection_found_dead_after_a_failure_is_discarded(factory: Factory) -> None:
     pool = make(factory)
     with pytest.raises(RequestTimeout):
-        with pool.connection() as conn:
+        with pool.borrow() as conn:
             conn.is_alive = False  # the child process exited meanwhile
             raise RequestTimeout("t")
     assert pool.stats().discarded == 1 and len(pool) == 0
@@ -212,7 +212,7 @@ def test_least_loaded_then_most_recently_used(factory: Factory, clock: FakeClock
     a.release()
     clock.now = 1
     b.release()  # second is now the most recently used
-    with pool.connection() as conn:
+    with pool.borrow() as conn:
         assert conn is second
     x = pool.borrow()  # second (MRU) again
     y = pool.borrow()  # first is less loaded now
@@ -230,7 +230,7 @@ def test_a_waiting_borrower_gets_the_returned_connection(factory: Factory) -> No
 
     def borrower() -> None:
         waiting.set()
-        with pool.connection() as conn:
+        with pool.borrow() as conn:
             got.append(conn)
 
     t = threading.Thread(target=borrower)
@@ -254,10 +254,10 @@ def test_borrow_timeout_raises_typed_error(factory: Factory) -> None:
 
 def test_dead_connection_is_replaced_on_borrow(factory: Factory) -> None:
     pool = make(factory, min=1)
-    with pool.connection() as conn:
+    with pool.borrow() as conn:
         pass
     conn.is_alive = False
-    with pool.connection() as fresh:
+    with pool.borrow() as fresh:
         assert fresh is not conn
     s = pool.stats()
     assert s.discarded == 1 and s.created == 2 and s.borrowed == 2
@@ -270,7 +270,7 @@ def test_factory_failure_leaks_nothing(factory: Factory) -> None:
     factory.failures.append(ConnectError("refused"))
     with pytest.raises(ConnectError):
         pool.borrow()
-    with pool.connection():
+    with pool.borrow():
         pass
     assert pool.stats().created == 1
     assert_no_leaks(pool, factory)
@@ -279,7 +279,7 @@ def test_factory_failure_leaks_nothing(factory: Factory) -> None:
 def test_connect_timeout_is_retried_once(factory: Factory) -> None:
     pool = make(factory)
     factory.failures.append(ConnectError("timed out", timeout=True))
-    with pool.connection():
+    with pool.borrow():
         pass
     factory.failures.extend([ConnectError("timed out", timeout=True), ConnectError("timed out", timeout=True)])
     pool2 = make(factory)
@@ -359,11 +359,11 @@ def test_failed_keepalive_discards_the_connection(factory: Factory, clock: FakeC
         raise ConnectionClosed("no pong")
 
     pool = ConnectionPool(factory, PoolLimits(min=1, max=2), clock=clock, keepalive=ping)
-    with pool.connection() as first:
+    with pool.borrow() as first:
         pass
     pool.maintain(now=61.0)
     assert len(pool) == 0 and first.close_calls == 1
-    with pool.connection() as second:  # replaced on the next borrow
+    with pool.borrow() as second:  # replaced on the next borrow
         assert second is not first
     assert_no_leaks(pool, factory)
 
@@ -386,7 +386,7 @@ def test_close_closes_everything_once_and_refuses_borrows(factory: Factory) -> N
 
 def test_finalizer_closes_connections_and_does_not_hold_the_pool(factory: Factory) -> None:
     pool = make(factory, maintenance_interval=3600.0)
-    with pool.connection():
+    with pool.borrow():
         pass
     thread = pool._thread
     ref = weakref.ref(pool)
@@ -402,7 +402,7 @@ def test_finalizer_closes_connections_and_does_not_hold_the_pool(factory: Factor
 def test_maintenance_thread_starts_lazily_and_stops_on_close(factory: Factory) -> None:
     pool = make(factory, maintenance_interval=3600.0)
     assert pool._thread is None
-    with pool.connection():
+    with pool.borrow():
         pass
     assert pool._thread is not None and pool._thread.is_alive()
     pool.close()
@@ -411,7 +411,7 @@ def test_maintenance_thread_starts_lazily_and_stops_on_close(factory: Factory) -
 
 def test_maintenance_thread_reaps_on_its_own(factory: Factory, clock: FakeClock) -> None:
     pool = make(factory, clock, min=0, maintenance_interval=0.01)
-    with pool.connection():
+    with pool.borrow():
         pass
     clock.now = 1000.0
     for _ in range(500):  # bounded wait for the daemon's round; no timing is asserted
@@ -424,12 +424,12 @@ def test_maintenance_thread_reaps_on_its_own(factory: Factory, clock: FakeClock)
 
 def test_forked_child_forgets_the_parents_connections(factory: Factory) -> None:
     pool = make(factory, min=1)
-    with pool.connection() as parent_conn:
+    with pool.borrow() as parent_conn:
         pass
     lease = pool.borrow()  # in flight at fork time
 
     def child() -> bytes:
-        with pool.connection() as conn:
+        with pool.borrow() as conn:
             ok = conn is not parent_conn and parent_conn.close_calls == 0
         lease.release()  # a lease of the parent's: harmless, counts for nothing here
         s = pool.stats()
@@ -456,7 +456,7 @@ def test_sixteen_threads_counts_add_up(factory: Factory, clock: FakeClock) -> No
         for i in range(300):
             roll = rnd.random()
             try:
-                with pool.connection() as conn:
+                with pool.borrow() as conn:
                     conn.enter()
                     with lock:
                         in_flight[0] += 1

@@ -87,7 +87,7 @@ def test_an_in_flight_slot_of_a_multiplexed_connection_goes_to_the_oldest_waiter
     done = threading.Event()
 
     def waiter(i: int) -> None:
-        with pool.connection():
+        with pool.borrow():
             got[i].set()
             done.wait(10)
 
@@ -193,7 +193,7 @@ def test_a_slot_handed_to_a_waiter_that_gives_up_passes_to_the_next(factory: Fac
     queued = threading.Event()
 
     def second() -> None:
-        with pool.connection() as conn:
+        with pool.borrow() as conn:
             results.append(conn)
 
     from mcpsync._pool import _Waiter  # the first waiter, played by hand

@@ -26,10 +26,6 @@ PARTS = (
 
 #: (module, private name read on another module's object): why it is still read there
 ALLOWED: dict[tuple[str, str], str] = {
-    # the pool and its lease/entry types, cut into two modules by size
-    ("_pool.py", "_entry"): "a Lease's entry, given back by the pool",
-    ("_pool_types.py", "_release"): "a Lease gives itself back to its pool",
-    ("_pool_types.py", "_is_broken"): "a Lease asks its pool",
     # transports (their own helper's floor), auth and integrations
     ("transports/_fasthttp.py", "_idle"): "the fast path's pool",
     ("transports/_fasthttp.py", "_poll"): "the fast path's connection",
