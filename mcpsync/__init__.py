@@ -85,7 +85,7 @@ _logging.getLogger(__name__).addHandler(_logging.NullHandler())
 
 if TYPE_CHECKING:  # what the lazy names below are, for mypy and pyright
     from ._config import ConfigError, ServerConfig, load_config
-    from ._multi import MultiClient
+    from ._multi import MultiClient, ServerStatus, ToolEntry
     from ._otel import Telemetry, telemetry
     from ._profiles import ProfileError, profile_options
     from ._resources import ResourceManager
@@ -93,6 +93,8 @@ if TYPE_CHECKING:  # what the lazy names below are, for mypy and pyright
 # Imported on first use, so that `import mcpsync` stays light.
 _LAZY = {
     "MultiClient": "._multi",
+    "ServerStatus": "._multi",
+    "ToolEntry": "._multi",
     "ServerConfig": "._config",
     "ConfigError": "._config",
     "load_config": "._config",
@@ -117,6 +119,8 @@ def __getattr__(name: str) -> object:
 __all__ = [
     "Client",
     "MultiClient",
+    "ServerStatus",
+    "ToolEntry",
     "ServerConfig",
     "ConfigError",
     "load_config",

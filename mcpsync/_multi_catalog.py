@@ -50,6 +50,7 @@ class ToolEntry:
 
     @property
     def original_name(self) -> str:
+        """The tool's name on its server (``name`` without the ``server__`` prefix)."""
         return str(self.tool.name)
 
 

@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 #: Names the README and docs show, which once needed a private import.
 PUBLIC = ["Endpoint", "EndpointState", "NoEndpointAvailable", "PoolStats", "agent_message", "profile_options",
-          "ProfileError", "ResourceManager", "Telemetry", "telemetry", "MultiClient", "ServerConfig", "ConfigError", "load_config"]
+          "ProfileError", "ResourceManager", "Telemetry", "telemetry", "MultiClient", "ToolEntry", "ServerStatus", "ServerConfig", "ConfigError", "load_config"]
 
 #: Public methods whose ``Any`` is the point: ``request`` returns whatever the server sent
 #: for a method mcpsync has no type for.
