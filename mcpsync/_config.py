@@ -64,17 +64,17 @@ from ._profiles import resolve
 from ._routing import Endpoint
 from .transports._factory import TRANSPORT_OPTIONS, build
 from ._config_formats import (
-    _ALIASES,
-    _KNOWN,
     EDITOR_KEYS,
+    KEY_ALIASES,
+    KNOWN_KEYS,
     TRANSPORTS,
     ConfigError,
-    _check_entry,
-    _check_url,
-    _describe,
-    _expect_map,
-    _mask_url,
+    check_entry,
+    check_url,
+    describe,
     expand,
+    expect_map,
+    mask_url,
     strip_jsonc,
 )
 
@@ -170,14 +170,14 @@ class ServerConfig:
             if self.cwd is not None:
                 parts.append(f"cwd={t.get('cwd', self.cwd)!r}")
         elif self.endpoints:
-            shown = [f"{e.name}={_mask_url(str(u))}" for e, u in zip(self.endpoints, t.get("endpoint_urls", ()))]
+            shown = [f"{e.name}={mask_url(str(u))}" for e, u in zip(self.endpoints, t.get("endpoint_urls", ()))]
             parts.append(f"endpoints={shown!r}")
             if self.region is not None:
                 parts.append(f"region={self.region!r}")
             if self.headers:
                 parts.append("headers={" + ", ".join(f"{k!r}: '***'" for k in self.headers) + "}")
         else:
-            parts.append(f"url={_mask_url(str(t.get('url', self.url)))!r}")
+            parts.append(f"url={mask_url(str(t.get('url', self.url)))!r}")
             if self.headers:
                 parts.append("headers={" + ", ".join(f"{k!r}: '***'" for k in self.headers) + "}")
         if self.verify is not True:
@@ -185,7 +185,7 @@ class ServerConfig:
         if self.cert is not None:
             parts.append(f"cert={t.get('cert', self.cert)!r}")
         if self.proxy is not None:
-            parts.append(f"proxy={_mask_url(str(t.get('proxy', self.proxy)))!r}")
+            parts.append(f"proxy={mask_url(str(t.get('proxy', self.proxy)))!r}")
         if self.timeout is not None:
             parts.append(f"timeout={self.timeout!r}")
         if self.disabled:
@@ -208,7 +208,7 @@ class ServerConfig:
         if self.endpoints:
             names = ", ".join(e.name for e in self.endpoints)
             return f"{self.transport} routed over {len(self.endpoints)} endpoints ({names})"
-        return f"{self.transport} {_mask_url(str(t.get('url', self.url)))}"
+        return f"{self.transport} {mask_url(str(t.get('url', self.url)))}"
 
 
 def _shell_quote(s: str) -> str:
@@ -309,12 +309,12 @@ def _resolve(name: str, kind: str, raw: dict[str, Any], extra: dict[str, Any], w
         if "endpoints" in raw:
             for i, ep in enumerate(raw["endpoints"]):
                 at = f"{where}.endpoints[{i}].url"
-                address = _check_url(kind, x(ep["url"], at).strip(), ep["url"], at)
+                address = check_url(kind, x(ep["url"], at).strip(), ep["url"], at)
                 endpoints.append(Endpoint(ep["name"], address=address, region=ep.get("region")))
             url = endpoints[0].address
             raw = {**raw, "endpoint_urls": [ep["url"] for ep in raw["endpoints"]]}
         else:
-            url = _check_url(kind, x(raw["url"], f"{where}.url").strip(), raw["url"], f"{where}.url")
+            url = check_url(kind, x(raw["url"], f"{where}.url").strip(), raw["url"], f"{where}.url")
         headers = {k: x(v, f"{where}.headers.{k}") for k, v in raw["headers"].items()}
         for k, v in headers.items():
             if "\r" in v or "\n" in v:
@@ -370,9 +370,9 @@ def parse_config(
             the message names the field.
     """
     try:
-        top = _expect_map(data, "")
+        top = expect_map(data, "")
     except ConfigError:
-        raise ConfigError(f"expected a JSON object with \"mcpServers\", got {_describe(data)}", source=source) from None
+        raise ConfigError(f"expected a JSON object with \"mcpServers\", got {describe(data)}", source=source) from None
     key = "mcpServers" if "mcpServers" in top else ("servers" if "servers" in top else None)
     if key is None:
         import difflib
@@ -381,7 +381,7 @@ def parse_config(
         hint = f": found {near[0]!r}, did you mean \"mcpServers\"?" if near else " (no \"mcpServers\" key found)"
         raise ConfigError(f"expected a top-level \"mcpServers\" object{hint}", source=source)
     try:
-        entries = _expect_map(top[key], key)
+        entries = expect_map(top[key], key)
         servers: dict[str, ServerConfig] = {}
         errors: dict[str, ConfigError] = {}
         shaped: list[tuple[str, str, dict[str, Any], dict[str, Any], str]] = []
@@ -390,14 +390,14 @@ def parse_config(
             if not isinstance(name, str) or not name.strip():
                 raise ConfigError("server names must be non-empty strings", field=key)
             try:
-                kind, raw = _check_entry(name, entry, where)
+                kind, raw = check_entry(name, entry, where)
             except ConfigError as exc:
                 if strict:
                     raise ConfigError(exc.detail, field=exc.field, server=name) from None
                 errors[name] = ConfigError(exc.detail, field=exc.field, source=source, server=name)
                 shaped.append((name, "", {}, {}, where))  # (its place in the file's order)
                 continue
-            extra = {k: v for k, v in entry.items() if k not in _KNOWN and k not in _ALIASES}
+            extra = {k: v for k, v in entry.items() if k not in KNOWN_KEYS and k not in KEY_ALIASES}
             shaped.append((name, kind, raw, extra, where))
     except ConfigError as exc:
         raise ConfigError(exc.detail, field=exc.field, source=source, server=exc.server) from None

@@ -16,7 +16,8 @@ from typing import Any, Mapping
 
 from ._errors import ConfigError
 
-__all__ = ["ConfigError", "expand", "strip_jsonc", "TRANSPORTS", "EDITOR_KEYS"]
+__all__ = ["ConfigError", "expand", "strip_jsonc", "TRANSPORTS", "EDITOR_KEYS", "KNOWN_KEYS", "KEY_ALIASES", "check_entry",
+           "check_url", "describe", "expect_map", "mask_url"]
 
 #: The transports a configuration entry may name, after aliases are folded.
 TRANSPORTS: tuple[str, ...] = ("stdio", "http", "sse", "websocket", "grpc")
@@ -33,17 +34,17 @@ _TYPE_ALIASES = {
     "grpc": "grpc",
 }
 
-_KNOWN = {"type", "transport", "command", "args", "env", "cwd", "url", "headers", "timeout", "disabled", "endpoints", "region",
+KNOWN_KEYS = {"type", "transport", "command", "args", "env", "cwd", "url", "headers", "timeout", "disabled", "endpoints", "region",
           "verify", "cert", "proxy"}
 #: Keys only the HTTP transports (``http``, ``sse``) read: TLS trust, client certificate, proxy.
 HTTP_KEYS = ("verify", "cert", "proxy")
 
 #: Other editors' names for keys mcpsync reads, read as those keys: Windsurf's ``serverUrl``,
 #: Gemini CLI's ``httpUrl`` (a Streamable HTTP URL), Cline's ``transportType``.
-_ALIASES = {"serverUrl": "url", "httpUrl": "url", "transportType": "type"}
+KEY_ALIASES = {"serverUrl": "url", "httpUrl": "url", "transportType": "type"}
 
 #: Other spellings people write for the keys mcpsync reads: a key close to one of these
-#: (or to a key in ``_KNOWN``) is reported as a typo, with the key meant.
+#: (or to a key in ``KNOWN_KEYS``) is reported as a typo, with the key meant.
 _SYNONYMS = {
     "environment": "env", "environ": "env", "envs": "env", "env_vars": "env", "envvars": "env",
     "arguments": "args", "argv": "args", "cmd": "command", "executable": "command",
@@ -65,7 +66,7 @@ _VAR = re.compile(r"\$\$\{|\$\{([^}]*)\}")
 _NAME_OK = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
-def _describe(value: Any) -> str:
+def describe(value: Any) -> str:
     """How a wrong value is shown: literals of numbers / booleans / null, kinds otherwise.
 
     Strings are never echoed (they may be secrets)."""
@@ -133,7 +134,7 @@ def expand(template: str, environ: Mapping[str, str] | None = None, *, field: st
     return _VAR.sub(sub, template)
 
 
-def _mask_url(url: str) -> str:
+def mask_url(url: str) -> str:
     # hide a password in user:password@host; the template itself is shown otherwise
     return re.sub(r"(://[^/@:]*):[^/@]*@", r"\1:***@", url)
 
@@ -143,13 +144,13 @@ def _mask_url(url: str) -> str:
 
 def _expect_str(value: Any, where: str) -> str:
     if not isinstance(value, str):
-        raise ConfigError(f"expected a string, got {_describe(value)}", field=where)
+        raise ConfigError(f"expected a string, got {describe(value)}", field=where)
     return value
 
 
-def _expect_map(value: Any, where: str) -> Mapping[str, Any]:
+def expect_map(value: Any, where: str) -> Mapping[str, Any]:
     if not isinstance(value, Mapping):
-        raise ConfigError(f"expected an object, got {_describe(value)}", field=where)
+        raise ConfigError(f"expected an object, got {describe(value)}", field=where)
     return value
 
 
@@ -157,14 +158,14 @@ def _did_you_mean(key: str) -> str | None:
     """The key ``key`` was probably meant to be (a misspelling of one mcpsync reads)."""
     import difflib
 
-    if not isinstance(key, str) or key in _KNOWN or key in EDITOR_KEYS or key in _ALIASES:
+    if not isinstance(key, str) or key in KNOWN_KEYS or key in EDITOR_KEYS or key in KEY_ALIASES:
         return None
     low = key.lower()
-    if low in _KNOWN:
+    if low in KNOWN_KEYS:
         return low
     if low in _SYNONYMS:
         return _SYNONYMS[low]
-    candidates = {k: k for k in _KNOWN}
+    candidates = {k: k for k in KNOWN_KEYS}
     candidates.update(_SYNONYMS)
     close = difflib.get_close_matches(low, list(candidates), n=1, cutoff=0.75)
     return candidates[close[0]] if close else None
@@ -178,19 +179,19 @@ def _check_keys(entry: Mapping[str, Any], where: str) -> None:
         if meant is not None:
             raise ConfigError(
                 f"unknown key {key!r}: did you mean {meant!r}? "
-                f"(a server entry reads {', '.join(sorted(_KNOWN))})",
+                f"(a server entry reads {', '.join(sorted(KNOWN_KEYS))})",
                 field=f"{where}.{key}",
             )
 
 
 def _unalias(entry: Mapping[str, Any], where: str) -> Mapping[str, Any]:
-    """Other editors' spellings (:data:`_ALIASES`) read as the keys they stand for."""
-    present = [k for k in _ALIASES if k in entry]
+    """Other editors' spellings (:data:`KEY_ALIASES`) read as the keys they stand for."""
+    present = [k for k in KEY_ALIASES if k in entry]
     if not present:
         return entry
     out = dict(entry)
     for key in present:
-        meant = _ALIASES[key]
+        meant = KEY_ALIASES[key]
         if meant in out or (meant == "url" and "endpoints" in out):
             raise ConfigError(f"give either {meant!r} or {key!r}, not both", field=f"{where}.{key}")
         out[meant] = out.pop(key)
@@ -199,9 +200,9 @@ def _unalias(entry: Mapping[str, Any], where: str) -> Mapping[str, Any]:
     return out
 
 
-def _check_entry(name: str, entry: Any, where: str) -> tuple[str, dict[str, Any]]:
+def check_entry(name: str, entry: Any, where: str) -> tuple[str, dict[str, Any]]:
     """Validate the shape of one entry; return its transport and the raw templates."""
-    entry = _expect_map(entry, where)
+    entry = expect_map(entry, where)
     _check_keys(entry, where)
     entry = _unalias(entry, where)
     raw: dict[str, Any] = {}
@@ -256,9 +257,9 @@ def _check_entry(name: str, entry: Any, where: str) -> tuple[str, dict[str, Any]
             raise ConfigError("must not be empty", field=f"{where}.command")
         args = entry.get("args", [])
         if not isinstance(args, (list, tuple)):
-            raise ConfigError(f"expected a list of strings, got {_describe(args)}", field=f"{where}.args")
+            raise ConfigError(f"expected a list of strings, got {describe(args)}", field=f"{where}.args")
         raw["args"] = [_expect_str(a, f"{where}.args[{i}]") for i, a in enumerate(args)]
-        env = _expect_map(entry.get("env", {}) if entry.get("env") is not None else {}, f"{where}.env")
+        env = expect_map(entry.get("env", {}) if entry.get("env") is not None else {}, f"{where}.env")
         raw["env"] = {}
         for k, v in env.items():
             if not isinstance(k, str) or not k or "=" in k:
@@ -278,8 +279,8 @@ def _check_entry(name: str, entry: Any, where: str) -> tuple[str, dict[str, Any]
         for i, ep in enumerate(raw.get("endpoints") or [{"url": raw["url"]}]):
             at = f"{where}.endpoints[{i}].url" if "endpoints" in raw else f"{where}.url"
             if "${" not in ep["url"]:  # otherwise checked once expanded, for that server only
-                _check_url(kind, ep["url"].strip(), ep["url"], at)
-        headers = _expect_map(entry.get("headers", {}) if entry.get("headers") is not None else {}, f"{where}.headers")
+                check_url(kind, ep["url"].strip(), ep["url"], at)
+        headers = expect_map(entry.get("headers", {}) if entry.get("headers") is not None else {}, f"{where}.headers")
         raw["headers"] = {}
         for k, v in headers.items():
             if not isinstance(k, str) or not k or any(c in k for c in ":\r\n "):
@@ -294,14 +295,14 @@ def _check_entry(name: str, entry: Any, where: str) -> tuple[str, dict[str, Any]
     if "timeout" in entry and entry["timeout"] is not None:
         t = entry["timeout"]
         if isinstance(t, bool) or not isinstance(t, (int, float)):
-            raise ConfigError(f"expected a number of seconds, got {_describe(t)}", field=f"{where}.timeout")
+            raise ConfigError(f"expected a number of seconds, got {describe(t)}", field=f"{where}.timeout")
         if t <= 0:
-            raise ConfigError(f"must be positive, got {_describe(t)}", field=f"{where}.timeout")
+            raise ConfigError(f"must be positive, got {describe(t)}", field=f"{where}.timeout")
         raw["timeout"] = float(t)
     if "disabled" in entry:
         d = entry["disabled"]
         if not isinstance(d, bool):
-            raise ConfigError(f"expected true or false, got {_describe(d)}", field=f"{where}.disabled")
+            raise ConfigError(f"expected true or false, got {describe(d)}", field=f"{where}.disabled")
         raw["disabled"] = d
     raw["_where"] = where
     return kind, raw
@@ -314,22 +315,22 @@ def _check_http_key(key: str, value: Any, where: str) -> Any:
         return value
     if key == "cert" and isinstance(value, (list, tuple)):
         if len(value) != 2:
-            raise ConfigError(f"expected a file or [certfile, keyfile], got {_describe(value)}", field=where)
+            raise ConfigError(f"expected a file or [certfile, keyfile], got {describe(value)}", field=where)
         return [_expect_str(v, f"{where}[{i}]") for i, v in enumerate(value)]
     if not isinstance(value, str):
         expected = {"verify": "true, false or a string", "cert": "a string or [certfile, keyfile]", "proxy": "a string"}[key]
-        raise ConfigError(f"expected {expected}, got {_describe(value)}", field=where)
+        raise ConfigError(f"expected {expected}, got {describe(value)}", field=where)
     return value
 
 
 def _check_endpoints(value: Any, where: str) -> list[dict[str, Any]]:
     if not isinstance(value, (list, tuple)) or not value:
-        raise ConfigError(f"expected a non-empty list of endpoints, got {_describe(value)}", field=where)
+        raise ConfigError(f"expected a non-empty list of endpoints, got {describe(value)}", field=where)
     out: list[dict[str, Any]] = []
     names: set[str] = set()
     for i, item in enumerate(value):
         at = f"{where}[{i}]"
-        item = _expect_map(item, at)
+        item = expect_map(item, at)
         unknown = sorted(set(item) - {"name", "url", "region"})
         if unknown:
             raise ConfigError(f"unknown key {unknown[0]!r} (an endpoint has name, url and region)", field=at)
@@ -349,9 +350,9 @@ def _check_endpoints(value: Any, where: str) -> list[dict[str, Any]]:
     return out
 
 
-def _check_url(kind: str, url: str, template: str, where: str) -> str:
+def check_url(kind: str, url: str, template: str, where: str) -> str:
     low = url.lower()
-    shown = _mask_url(template)
+    shown = mask_url(template)
     if kind in ("http", "sse"):
         if not low.startswith(("http://", "https://")):
             raise ConfigError(f"expected an http:// or https:// URL for a {kind} server, got {shown!r}", field=where)

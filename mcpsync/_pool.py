@@ -52,7 +52,7 @@ from typing import Any, Callable, Generic
 from ._breaker import count_value
 from ._errors import ConnectError, PoolClosed, PoolTimeout
 from ._policies import PoolLimits, Timeouts
-from ._pool_types import C, Lease, PoolableConnection, PoolStats, _Counts, _Entry, _State, _Waiter, connection_is_broken
+from ._pool_types import C, Counts, Entry, Lease, PoolableConnection, PoolState, PoolStats, Waiter, connection_is_broken
 
 __all__ = ["PoolableConnection", "ConnectionPool", "Lease", "PoolStats", "connection_is_broken"]
 
@@ -70,7 +70,7 @@ def _close_quietly(conn: PoolableConnection) -> None:
         log.debug("closing a pooled connection raised", exc_info=True)
 
 
-def _finalize(state: _State[C]) -> None:
+def _finalize(state: PoolState[C]) -> None:
     state.stop.set()
     entries, state.entries, state.closed = state.entries, [], True
     for entry in entries:
@@ -159,13 +159,13 @@ class ConnectionPool(Generic[C]):
         # Borrowers waiting for capacity, oldest first. Invariant (under the lock): while
         # it is non-empty, no entry has a free slot and no connection may be opened, since
         # every change that makes room calls _dispatch. take_idle relies on it.
-        self._waiters: deque[_Waiter] = deque()
-        self._hot: _Entry[C] | None = None  # the entry returned last (the fast path's pick)
+        self._waiters: deque[Waiter] = deque()
+        self._hot: Entry[C] | None = None  # the entry returned last (the fast path's pick)
         self._local = threading.local()  # .deadline: the borrow a factory call serves
-        self._state: _State[C] = _State()
+        self._state: PoolState[C] = PoolState()
         self._creating = 0
         self._seq = itertools.count()
-        self._counts = _Counts()
+        self._counts = Counts()
         self._fast_taken, self._fast_returned = itertools.count(), itertools.count()  # next(): atomic
         self._finalizer = weakref.finalize(self, _finalize, self._state)
         self._maintenance_interval = maintenance_interval
@@ -193,10 +193,10 @@ class ConnectionPool(Generic[C]):
         self._lock = threading.Lock()  # a parent thread may have held it
         self._waiters = deque()  # the parent's waiting threads do not exist here
         self._hot = None
-        self._state = _State()
+        self._state = PoolState()
         self._state.closed = closed
         self._creating = 0
-        self._counts = _Counts()
+        self._counts = Counts()
         self._fast_taken, self._fast_returned = itertools.count(), itertools.count()
         self._thread = None
         self.epoch += 1
@@ -204,8 +204,8 @@ class ConnectionPool(Generic[C]):
 
     # -- borrowing ------------------------------------------------------------------
 
-    def _pick(self) -> _Entry[C] | None:
-        best: _Entry[C] | None = None
+    def _pick(self) -> Entry[C] | None:
+        best: Entry[C] | None = None
         best_key: tuple[int, float, int] | None = None
         limit = self.limits.max_in_flight
         for entry in self._state.entries:
@@ -235,7 +235,7 @@ class ConnectionPool(Generic[C]):
         """
         return Lease(self, self.borrow_entry(timeout))
 
-    def borrow_entry(self, timeout: float | None = None) -> _Entry[C]:
+    def borrow_entry(self, timeout: float | None = None) -> Entry[C]:
         """:meth:`borrow` without a :class:`Lease`, for a caller that gives the connection
         back itself: the entry (``entry.conn``), for :meth:`give_back` on every path, exactly
         once. Raises as :meth:`borrow`."""
@@ -262,7 +262,7 @@ class ConnectionPool(Generic[C]):
             self._drop(entry, undo_borrow=True)
             front = True  # it was this caller's turn: it keeps its place in the queue
 
-    def _grant(self) -> "_Entry[C] | object | None":
+    def _grant(self) -> "Entry[C] | object | None":
         """Under the lock: reserve a slot (the entry), the right to open a connection
         (``_CREATE``), or None when neither is possible now."""
         state = self._state
@@ -298,7 +298,7 @@ class ConnectionPool(Generic[C]):
                 waiter.entry = grant  # type: ignore[assignment]
             waiter.lock.release()
 
-    def _reserve(self, deadline: float, front: bool = False) -> tuple[_Entry[C], bool]:
+    def _reserve(self, deadline: float, front: bool = False) -> tuple[Entry[C], bool]:
         """Take a slot on an entry, or the right to create one, waiting in line for it.
 
         Args:
@@ -320,7 +320,7 @@ class ConnectionPool(Generic[C]):
             if remaining <= 0:
                 self._counts.timeouts += 1
                 raise self._timeout_error()
-            waiter = _Waiter()
+            waiter = Waiter()
             if front:
                 self._waiters.appendleft(waiter)
             else:
@@ -341,7 +341,7 @@ class ConnectionPool(Generic[C]):
             return None, True  # type: ignore[return-value]
         return waiter.entry, False  # type: ignore[return-value]
 
-    def _leave(self, waiter: _Waiter) -> PoolTimeout | PoolClosed:
+    def _leave(self, waiter: Waiter) -> PoolTimeout | PoolClosed:
         """A waiter gives up: out of the queue, and whatever was handed to it in the
         meantime passes on to the next waiter.
 
@@ -392,7 +392,7 @@ class ConnectionPool(Generic[C]):
                 attempt += 1
                 log.info("connect to %s timed out; retrying (%d)", self.address, attempt)
 
-    def _open_new(self) -> _Entry[C]:
+    def _open_new(self) -> Entry[C]:
         try:
             conn = self._connect()
         except BaseException:
@@ -404,7 +404,7 @@ class ConnectionPool(Generic[C]):
             self._creating -= 1
             closed = self._state.closed
             if not closed:
-                entry = _Entry(conn, self._clock(), next(self._seq))
+                entry = Entry(conn, self._clock(), next(self._seq))
                 entry.in_flight = 1
                 self._state.entries.append(entry)
                 self._counts.created += 1
@@ -420,7 +420,7 @@ class ConnectionPool(Generic[C]):
 
     # -- returning --------------------------------------------------------------------
 
-    def take_idle(self) -> _Entry[C] | None:
+    def take_idle(self) -> Entry[C] | None:
         """The lone caller's borrow, without the lock or a :class:`Lease`: the connection
         returned last, when nothing runs on it, nobody waits in line, and it is alive.
 
@@ -445,7 +445,7 @@ class ConnectionPool(Generic[C]):
             self._after_claim(hot)
         return None
 
-    def give_back_idle(self, entry: _Entry[C], broken: bool = False) -> None:
+    def give_back_idle(self, entry: Entry[C], broken: bool = False) -> None:
         """End a call bound to ``entry`` by :meth:`take_idle` (``broken``: discard it)."""
         entry.last_used = self._clock()
         if broken:
@@ -455,7 +455,7 @@ class ConnectionPool(Generic[C]):
         if entry.retiring or self._waiters:  # (read after the claim is gone: see _reserve)
             self._after_claim(entry)
 
-    def _after_claim(self, entry: _Entry[C], broken: bool = False) -> None:
+    def _after_claim(self, entry: Entry[C], broken: bool = False) -> None:
         # the queue gets the room; a broken connection goes, a retiring one after its last call
         with self._lock:
             to_close = False
@@ -469,7 +469,7 @@ class ConnectionPool(Generic[C]):
             log.info("%s a connection to %s", "discarding a broken" if broken else "retiring", self.address)
             _close_quietly(entry.conn)
 
-    def give_back(self, entry: _Entry[C], broken: bool = False, retire: bool = False) -> None:
+    def give_back(self, entry: Entry[C], broken: bool = False, retire: bool = False) -> None:
         """End a call bound to ``entry`` by :meth:`borrow_entry` (``broken``/``retire`` as
         in :meth:`Lease.release`, which calls this)."""
         to_close = False
@@ -496,7 +496,7 @@ class ConnectionPool(Generic[C]):
             log.info("%s a connection to %s", "retiring" if retire or not broken else "discarding a broken", self.address)
             _close_quietly(entry.conn)
 
-    def _remove(self, entry: _Entry[C], *, reaped: bool = False) -> bool:
+    def _remove(self, entry: Entry[C], *, reaped: bool = False) -> bool:
         """Under the lock: take ``entry`` out; True if the caller must close it."""
         entry.dead = True
         if self._hot is entry:
@@ -512,7 +512,7 @@ class ConnectionPool(Generic[C]):
             self._counts.discarded += 1
         return True
 
-    def _drop(self, entry: _Entry[C], *, undo_borrow: bool = False) -> None:
+    def _drop(self, entry: Entry[C], *, undo_borrow: bool = False) -> None:
         with self._lock:
             if undo_borrow:
                 entry.in_flight -= 1

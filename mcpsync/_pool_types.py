@@ -1,6 +1,8 @@
-"""The value types of :mod:`mcpsync._pool`: what a pooled connection must offer, the
-stats snapshot, one borrow (:class:`Lease`), and the pool's per-connection and
-per-waiter records.
+"""The types of :mod:`mcpsync._pool`, its seam with the rest of the package: what a pooled
+connection must offer (:class:`PoolableConnection`), the stats snapshot, one borrow
+(:class:`Lease`) and what it needs of its pool (:class:`Lender`); and the records the pool
+keeps under its lock (:class:`Entry` per connection, :class:`Waiter` per queued borrower,
+:class:`PoolState`, :class:`Counts`), which only the pool changes.
 
 Example:
     >>> PoolStats(created=1, closed=0, borrowed=1, returned=1, in_use=0, size=1, idle=1,
@@ -18,7 +20,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from ._errors import ConnectionClosed
 
-__all__ = ["PoolableConnection", "PoolStats", "Lease", "connection_is_broken"]
+__all__ = ["PoolableConnection", "PoolStats", "Lease", "Lender", "connection_is_broken", "Counts", "Entry", "PoolState", "Waiter"]
 
 
 class PoolableConnection(Protocol):
@@ -38,7 +40,7 @@ def connection_is_broken(exc: BaseException) -> bool:
 
 
 @dataclass(slots=True)
-class _Counts:
+class Counts:
     """The pool's running counts behind :class:`PoolStats` (changed under its lock), kept
     apart so that the pool has fewer attributes than CPython keeps inline (30)."""
 
@@ -85,7 +87,7 @@ class PoolStats:
     waiting: int = 0
 
 
-class _Entry(Generic[C]):
+class Entry(Generic[C]):
     """A pooled connection. ``in_flight``: calls on it by the pool's lock; ``claims``: the
     lone caller's hold on it, taken without the lock (see ConnectionPool.take_idle)."""
 
@@ -118,18 +120,18 @@ class _Entry(Generic[C]):
         return False
 
 
-class _State(Generic[C]):
+class PoolState(Generic[C]):
     """Everything ``close()`` swaps out; the finalizer holds this, never the pool."""
 
     __slots__ = ("entries", "closed", "stop")
 
     def __init__(self) -> None:
-        self.entries: list[_Entry[C]] = []
+        self.entries: list[Entry[C]] = []
         self.closed = False
         self.stop = threading.Event()
 
 
-class _Waiter:
+class Waiter:
     """A borrower in the queue: blocked on ``lock`` (held from birth) until it is released
     with ``entry`` (a slot reserved on it), ``create`` (the right to open a connection) or
     ``closed`` set. The fields are written under the pool's lock."""
@@ -139,7 +141,7 @@ class _Waiter:
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.lock.acquire()
-        self.entry: _Entry[PoolableConnection] | None = None
+        self.entry: Entry[PoolableConnection] | None = None
         self.create = False
         self.closed = False
 
@@ -151,7 +153,7 @@ class Lender(Protocol[C]):
 
     def is_broken(self, exc: BaseException) -> bool: ...
 
-    def give_back(self, entry: _Entry[C], broken: bool = False, retire: bool = False) -> None: ...
+    def give_back(self, entry: Entry[C], broken: bool = False, retire: bool = False) -> None: ...
 
 
 class Lease(Generic[C]):
@@ -165,7 +167,7 @@ class Lease(Generic[C]):
 
     __slots__ = ("_pool", "_entry", "_once", "_broken", "_epoch")
 
-    def __init__(self, pool: Lender[C], entry: _Entry[C]) -> None:
+    def __init__(self, pool: Lender[C], entry: Entry[C]) -> None:
         self._pool = pool
         self._entry = entry
         self._once = [None]  # the first release pops it (atomic under the GIL)

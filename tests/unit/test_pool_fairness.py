@@ -196,9 +196,9 @@ def test_a_slot_handed_to_a_waiter_that_gives_up_passes_to_the_next(factory: Fac
         with pool.borrow() as conn:
             results.append(conn)
 
-    from mcpsync._pool import _Waiter  # the first waiter, played by hand
+    from mcpsync._pool import Waiter  # the first waiter, played by hand
 
-    waiter = _Waiter()
+    waiter = Waiter()
     with pool._lock:
         pool._waiters.append(waiter)
     t = threading.Thread(target=lambda: (queued.set(), second()), daemon=True)
@@ -300,16 +300,16 @@ def test_lone_caller_claims_and_locked_borrows_never_overfill_a_connection(
     """The lone caller's lock-free claim (take_idle/give_back_idle), borrows under the lock
     and the reaper, all at once from many threads: no connection ever carries more calls
     than ``max_in_flight`` or is closed under one, nothing leaks, every borrow counts once."""
-    from mcpsync._pool_types import _Entry
+    from mcpsync._pool_types import Entry
 
-    real_load = _Entry.load
+    real_load = Entry.load
 
-    def stale_load(self: _Entry) -> int:  # the lock's side acts on a load that may have moved
+    def stale_load(self: Entry) -> int:  # the lock's side acts on a load that may have moved
         n = real_load(self)
         time.sleep(0)
         return n
 
-    monkeypatch.setattr(_Entry, "load", stale_load)
+    monkeypatch.setattr(Entry, "load", stale_load)
     clock_now = [0.0]
     pool = ConnectionPool(
         factory, PoolLimits(min=1, max=2, max_in_flight=max_in_flight, borrow_timeout=30.0, idle=0.0),
