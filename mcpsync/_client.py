@@ -196,15 +196,10 @@ class Client:
     ) -> "Client":
         """A server run as a child process: ``command`` with ``args`` in ``cwd``, ``env`` over a minimal
         environment (HOME, LOGNAME, PATH, SHELL, TERM, USER; ``inherit_env=True``: all of this process's),
-        messages up to ``max_message_size`` bytes. The ``"minimal"`` profile starts a process per call."""
+        messages up to ``max_message_size`` bytes. The ``"minimal"`` profile starts a process per call
+        (``pool=PoolLimits.PER_CALL``)."""
         options.update(env=env, cwd=cwd, max_message_size=max_message_size)
-        if profile is not None:
-            from ._profiles import process_per_call, resolve
-
-            options, flags = resolve(profile, "stdio", options)
-            if flags.get("process_per_call"):
-                return process_per_call(cls, command, args, options)
-        return cls._build("stdio", (command, args), None, options)
+        return cls._build("stdio", (command, args), profile, options)
 
     @classmethod
     def http(

@@ -328,7 +328,9 @@ class PoolLimits:
     multiplexed on it by JSON-RPC id. A server keeps its state per session (a stdio
     server's memory is its state), so more than one connection splits that state: ask
     for it (``PoolLimits(min=2, max=10)``) only for servers that keep none, e.g. a
-    stateless stdio server under heavy load.
+    stateless stdio server under heavy load. :attr:`PER_CALL` (the ``"minimal"`` profile's)
+    keeps none: every call gets a connection of its own (a new process, for stdio), closed
+    when the call ends.
 
     Attributes:
         min: connections kept open (and kept alive) once the pool is in use.
@@ -337,6 +339,9 @@ class PoolLimits:
         borrow_timeout: how long a call waits for a connection (``None``: up to the call's own
             timeout, ``Timeouts.request`` unless the call passes one).
         idle: idle connections above ``min`` are closed after this many seconds.
+        per_call: a connection per call, closed when it ends (``max`` at once, one call on
+            each, ``min`` 0): nothing lasts between calls, so neither does anything that
+            needs a lasting session (subscriptions, list-change listeners, tasks).
     """
 
     min: int = 2
@@ -344,19 +349,26 @@ class PoolLimits:
     max_in_flight: int = 16
     borrow_timeout: float | None = None
     idle: float = 300.0
+    per_call: bool = False
     DEFAULT: ClassVar["PoolLimits"]
     SINGLE: ClassVar["PoolLimits"]
     #: one session per server, up to 64 calls in flight on it (the Client's default)
     SESSION: ClassVar["PoolLimits"]
+    #: a connection (a process, for stdio) per call, up to 10 at once (the ``"minimal"`` profile's)
+    PER_CALL: ClassVar["PoolLimits"]
 
     def __post_init__(self) -> None:
         if self.min < 0 or self.max < 1 or self.min > self.max:
             raise ValueError("PoolLimits needs 0 <= min <= max and max >= 1")
+        if self.per_call and (self.min != 0 or self.max_in_flight != 1):
+            raise ValueError("PoolLimits(per_call=True) keeps no connection and runs one call on each: "
+                             "it needs min=0 and max_in_flight=1")
 
 
 PoolLimits.DEFAULT = PoolLimits()
 PoolLimits.SINGLE = PoolLimits(min=1, max=1)
 PoolLimits.SESSION = PoolLimits(min=1, max=1, max_in_flight=64)
+PoolLimits.PER_CALL = PoolLimits(min=0, max=10, max_in_flight=1, per_call=True)
 
 
 @dataclass(frozen=True, slots=True)

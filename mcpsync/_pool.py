@@ -268,13 +268,13 @@ class ConnectionPool(Generic[C]):
         state = self._state
         if state.closed:
             return None
-        entry = self._pick()
-        total = len(state.entries) + self._creating
         limits = self.limits
+        entry = None if limits.per_call else self._pick()  # (per call: every call opens its own)
+        total = len(state.entries) + self._creating
         if entry is not None and (entry.load() == 0 or total >= limits.min) and entry.reserve(limits.max_in_flight):
             self._counts.borrowed += 1
             return entry
-        if total < limits.min or (self._creating == 0 and total < limits.max):
+        if total < limits.min or ((self._creating == 0 or limits.per_call) and total < limits.max):
             self._creating += 1
             return _CREATE
         return None
@@ -480,8 +480,8 @@ class ConnectionPool(Generic[C]):
             self._counts.returned += 1
             entry.last_used = self._clock()
             self._hot = entry
-            if broken and not entry.dead:
-                to_close = self._remove(entry)
+            if (broken or self.limits.per_call) and not entry.dead:
+                to_close = self._remove(entry, ended=not broken)
                 self._dispatch()  # a waiter may open its replacement
             elif retire and not entry.dead:
                 entry.retiring = self._remove(entry)
@@ -493,11 +493,15 @@ class ConnectionPool(Generic[C]):
             elif self._waiters:
                 self._dispatch()  # the freed slot goes to the oldest waiter, not to a newcomer
         if to_close:
-            log.info("%s a connection to %s", "retiring" if retire or not broken else "discarding a broken", self.address)
+            if not broken and self.limits.per_call:
+                log.debug("closing the connection of a call to %s", self.address)
+            else:
+                log.info("%s a connection to %s", "retiring" if retire or not broken else "discarding a broken", self.address)
             _close_quietly(entry.conn)
 
-    def _remove(self, entry: Entry[C], *, reaped: bool = False) -> bool:
-        """Under the lock: take ``entry`` out; True if the caller must close it."""
+    def _remove(self, entry: Entry[C], *, reaped: bool = False, ended: bool = False) -> bool:
+        """Under the lock: take ``entry`` out; True if the caller must close it. Counted as
+        reaped, as ended (its call is over, per-call limits), else as discarded."""
         entry.dead = True
         if self._hot is entry:
             self._hot = None
@@ -508,7 +512,7 @@ class ConnectionPool(Generic[C]):
         self._counts.closed += 1
         if reaped:
             self._counts.reaped += 1
-        else:
+        elif not ended:
             self._counts.discarded += 1
         return True
 

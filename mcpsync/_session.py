@@ -158,6 +158,9 @@ class Session:
             maintenance_interval=min(timeouts.keepalive, timeouts.idle) / 4,
         )
         self.borrow_wait = limits.borrow_timeout  # None: each call waits up to its own timeout
+        #: a connection per call (``PoolLimits.per_call``): each one a first contact, none
+        #: watched or restored, ``primary`` the newest (for its facts)
+        self.per_call = limits.per_call
         self.judges = settings.retry.retry_result is not None  # the fast path asks the policy of each result
         #: a routed client's strategy: each attempt under its endpoint's breaker (mcpsync._routing)
         self.attempts = attempts
@@ -245,7 +248,7 @@ class Session:
         when it dies or is reclaimed, the next use picks another and restores that state."""
         self.check_usable()
         conn: _Connection | None = self.primary
-        if conn is not None and conn.alive():
+        if conn is not None and (conn.alive() or self.per_call):
             return conn
         bound = self.timeouts.request if timeout is None else timeout
         deadline = time.monotonic() + bound
@@ -254,6 +257,8 @@ class Session:
         )
         new: _Connection = lease.connection
         lease.release()
+        if self.per_call:  # (already closed: its facts are what the session knows)
+            return new
         with self.lock:
             old, self.primary = self.primary, new
         if old is not new:
@@ -324,7 +329,7 @@ class Session:
         conn: _Connection | None = None
         error: BaseException | None = None
         try:
-            if not self.ever_connected:
+            if not self.ever_connected or self.per_call:
                 conn = self._open(opening)
             else:
                 conn = self.reconnect.run(lambda: opening.attempt(self._open), sleep=self.stopping.wait)  # type: ignore[arg-type]
@@ -348,7 +353,10 @@ class Session:
     def _connected(self, conn: _Connection) -> None:
         """A connection was made: if the session's connection was lost, this one takes
         its place, and what the session held (the tool list, subscriptions, cached
-        resources) is renewed."""
+        resources) is renewed. Per call, the newest is the session's (for its facts)."""
+        if self.per_call:
+            self.primary = conn
+            return
         primary = self.primary
         if primary is None or primary.alive():
             return
@@ -418,7 +426,8 @@ class Session:
                     self.telemetry.handshake(self, conn, lambda: self._handshake.run(conn, time.monotonic() + budget, starting))
                 else:
                     self._handshake.run(conn, time.monotonic() + budget, starting)
-                self.losses.watch(conn)
+                if not self.per_call:  # (closed after its call, by design: nothing is lost)
+                    self.losses.watch(conn)
                 return conn
             except MCPError as exc:
                 failure = None

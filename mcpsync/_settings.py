@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, Mapping, TypeVar, overload
 
+from ._errors import ProfileError
 from ._policies import BreakerPolicy, PoolLimits, RetryPolicy, Timeouts
 
 __all__ = ["Mode", "Settings", "Setting", "InPart"]
@@ -55,6 +56,15 @@ class Settings:
     def __post_init__(self) -> None:
         if self.mode not in ("auto", "modern", "legacy"):
             raise ValueError(f"mode must be 'auto', 'modern' or 'legacy', not {self.mode!r}")
+
+    def need_lasting_session(self, what: str) -> None:
+        """Raise :class:`~mcpsync.ProfileError` when a connection lasts one call
+        (``pool.per_call``, the ``"minimal"`` profile): ``what`` needs one that outlives it."""
+        if self.pool.per_call:
+            raise ProfileError(
+                f"{what} needs a session that outlives one call; this client starts a connection (a process) per "
+                "call (use profile='professional', or a pool without per_call)"
+            )
 
 
 class InPart(Generic[T]):

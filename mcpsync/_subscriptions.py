@@ -100,6 +100,7 @@ class Subscriptions:
         self.name = settings.name
         self.request_timeout = settings.timeouts.request
         self.push_updates = settings.push_updates
+        self.settings = settings
         self.session = session
         self.results = results
         #: seconds one ``subscriptions/listen`` request is left open before it is re-sent
@@ -142,6 +143,7 @@ class Subscriptions:
     # ------------------------------------------------------------------ public
 
     def subscribe(self, uri: str, callback: Callable[[str], None], timeout: float | None) -> Subscription:
+        self.settings.need_lasting_session("subscribe()")
         if not self.push_updates:
             raise RemoteError(f"{self.name}: push updates are off for this client (push_updates=False, e.g. the "
                               "professional profile): resources are re-read when their TTL runs out", code=METHOD_NOT_FOUND)
@@ -192,6 +194,7 @@ class Subscriptions:
             self.relisten(timeout)
 
     def on_list_changed(self, kind: str, callback: Callable[[str], None], timeout: float | None) -> None:
+        self.settings.need_lasting_session("on_list_changed()")
         if kind not in LIST_KINDS:
             raise ValueError(f"kind must be one of {LIST_KINDS}, not {kind!r}")
         with self.lock:

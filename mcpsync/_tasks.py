@@ -179,6 +179,7 @@ class Tasks:
 
     def __init__(self, settings: Settings, session: Requester, answer: Callable[[str, Mapping[str, Any]], Any]) -> None:
         self.server = settings.name
+        self.settings = settings
         self.session = session
         self._answer = answer
         self._default = settings.timeouts.request
@@ -195,6 +196,7 @@ class Tasks:
         """Call ``name`` and hand back its task (a finished handle when the server answered
         at once). 2025-11-25: the call asks for a task (``task`` member, with ``ttl``);
         2026-07-28: the server decides."""
+        self.settings.need_lasting_session("call_tool_task()")
         modern = self._era() == "modern"
         params: dict[str, Any] = {"name": name, "arguments": dict(arguments) if arguments else {}}
         if not modern:
@@ -218,6 +220,7 @@ class Tasks:
         """A handle for a task id kept from earlier (its state is fetched by the first poll)."""
         if not isinstance(task_id, str) or not task_id:
             raise ValueError("task_id must be a non-empty string")
+        self.settings.need_lasting_session("task()")
         return ToolTask(self, Task(task_id=task_id), tool, modern=self._era() == "modern")
 
     def follow(self, answer: Any, tool: str, timeout: float | None) -> CallToolResult:
@@ -400,6 +403,7 @@ class Tasks:
 
     def list_tasks(self, timeout: float | None = None) -> list[Task]:
         """``tasks/list`` (2025-11-25; SEP-2663 has no listing)."""
+        self.settings.need_lasting_session("list_tasks()")
 
         def fetch(cursor: str | None) -> ListTasksResult:
             return self.session.request("tasks/list", {"cursor": cursor} if cursor else None, timeout=timeout)  # type: ignore[no-any-return]

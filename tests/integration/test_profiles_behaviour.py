@@ -14,8 +14,9 @@ import pytest
 
 from mcpsync import Client, PoolLimits, Timeouts
 from mcpsync._errors import CircuitOpen, ConnectError, ConnectionClosed, RequestTimeout, StartFailed
-from mcpsync._profiles import PROFILES, ProcessPerCallClient, ProfileError, check_transport
+from mcpsync._profiles import PROFILES, ProfileError, check_transport
 from tests.conftest import server_command
+from tests.servers.chaos_support import is_gone
 
 RAW = server_command("raw_server.py")
 SILENT = server_command("raw_server.py", "--misbehave", "silent")
@@ -29,13 +30,23 @@ def _counts(result) -> dict:
 
 def test_minimal_spawns_a_process_per_call():
     client = Client.stdio(RAW[0], RAW[1:], profile="minimal")
-    assert isinstance(client, ProcessPerCallClient)
-    with client:
-        seen = [_counts(client.call_tool("stats")) for _ in range(3)]
+    assert type(client) is Client and client.pool == PoolLimits.PER_CALL  # a Client: its pool keeps nothing
+    with client:  # connecting checks that the server starts: a process of its own, ended at once
+        client.list_tools()  # another (the tools known: no call learns them after its answer)
+        live, ended = [], []
+        seen = []
+        for _ in range(3):
+            seen.append(_counts(client.call_tool("stats")))
+            live += [c.pid for c in client.diagnostics().connections if c.alive]
+            ended += [c.pid for c in client.diagnostics().connections]  # the newest, for its facts
+        stats = client.pool_stats()
     # every call met a server that had seen nothing before it: its own process
     assert all(c.get("tools/call") == 1 for c in seen), seen
     assert all(c.get("initialize", 0) + c.get("server/discover", 0) >= 1 for c in seen)
-    assert client.spawned == 3
+    # each ended with its call (none left between calls), and was not counted as lost
+    assert not live and len(set(ended)) == 3 and all(is_gone(pid) for pid in ended), (live, ended)
+    assert (stats.created, stats.closed, stats.size, stats.discarded) == (5, 5, 0, 0), stats
+    assert client.diagnostics().sessions_lost == 0
 
 
 def test_enterprise_keeps_its_servers_between_calls():
@@ -51,18 +62,23 @@ def test_minimal_retries_three_times_at_a_fixed_interval():
     crash = server_command("raw_server.py", "--misbehave", "exit")
     client = Client.stdio(crash[0], crash[1:], profile="minimal", retry=fast, timeouts=replace(FAST, request=5.0))
     with pytest.raises(ConnectionClosed) as info:
-        client.call_tool("bad", safe_to_retry=True)
+        client.call_tool("bad", retry_safe=True)
     history = info.value.retry_history
     assert [name for name, _ in history] == ["ConnectionClosed"] * 4  # the call + 3 retries
     assert [wait for _, wait in history][1:] == [0.05, 0.05, 0.05]  # fixed, no jitter
-    assert client.spawned == 4
+    stats = client.pool_stats()
+    assert (stats.created, stats.discarded, stats.size) == (4, 4, 0), stats  # each died in its call
+    assert client.diagnostics().sessions_lost == 0  # nothing lasted between calls to be lost
+    client.close()
 
 
 def test_minimal_does_not_retry_a_command_that_cannot_run():
     client = Client.stdio("/nonexistent/mcp-server", [], profile="minimal", timeouts=FAST)
-    with pytest.raises(StartFailed):
+    with pytest.raises(StartFailed) as info:
         client.call_tool("anything")
-    assert client.spawned == 1
+    assert len(getattr(info.value, "retry_history", ())) <= 1  # not retried
+    assert client.pool_stats().created == 0
+    client.close()
 
 
 def test_minimal_has_no_breaker():
@@ -71,7 +87,9 @@ def test_minimal_has_no_breaker():
     for _ in range(7):  # past the breaker threshold of 5: still real attempts, never CircuitOpen
         with pytest.raises(RequestTimeout):
             client.call_tool("bad")
-    assert client.spawned == 7
+    stats = client.pool_stats()
+    assert (stats.created, stats.closed) == (7, 7), stats
+    client.close()
 
 
 def test_enterprise_breaker_opens():
@@ -114,7 +132,7 @@ def test_minimal_serves_a_real_tool_list_and_calls():
         names = [t.name for t in client.list_tools()]
         assert "echo" in names
         assert client.call_tool("echo", {"message": "hi"}).content[0].text == "hi"
-        assert client.spawned == 2
+        assert client.pool_stats().created == 3  # connect(), the listing, the call
 
 
 @pytest.mark.skipif("profile" not in inspect.signature(Client.stdio).parameters and "profile" not in inspect.signature(Client.__init__).parameters, reason="Client does not take profile= yet (lead integrates it)")
@@ -144,18 +162,22 @@ def test_minimal_concurrent_calls_each_get_their_own_process():
     for t in threads:
         t.join(60)
     assert len(seen) == 8 and all(c.get("tools/call") == 1 for c in seen)
-    assert client.spawned == 8
+    stats = client.pool_stats()
+    # the first call learns the tools after its answer (a process of its own); calls that
+    # started before it knew them may each do the same
+    assert 9 <= stats.created <= 12 and stats.size == 0, stats
+    client.close()
 
 
 def test_minimal_other_methods_run_per_call_and_session_features_are_refused():
     with Client.stdio(DEMO[0], DEMO[1:], profile="minimal") as client:
         resources = client.list_resources()
         assert any(getattr(r, "uri", None) == "demo://about" or (isinstance(r, dict) and r.get("uri") == "demo://about") for r in resources)
-        assert client.spawned == 1
+        assert client.pool_stats().created == 2  # connect(), the listing
+        assert client.read_resource("demo://about").contents and client.pool_stats().created == 3
         with pytest.raises(ProfileError, match="needs a session that outlives one call"):
             client.subscribe("demo://about", lambda *a: None)
-        with pytest.raises(AttributeError):
-            client.no_such_method  # noqa: B018
+        assert client.pool_stats().created == 3
 
 
 def test_minimal_delivers_progress_of_a_call():

@@ -1,4 +1,4 @@
-"""Scale profiles: SPEC.md's numbers, overrides, and the process-per-call wrapper's logic."""
+"""Scale profiles: SPEC.md's numbers, overrides, and the per-call pool the minimal profile is."""
 
 from __future__ import annotations
 
@@ -7,12 +7,10 @@ from dataclasses import replace
 import pytest
 
 from mcpsync import BreakerPolicy, Client, PoolLimits, RetryPolicy, Timeouts
-from mcpsync._errors import ConnectError, RequestTimeout
 from mcpsync._profiles import (
     ALL_TRANSPORTS,
     PROFILE_FLAGS,
     PROFILES,
-    ProcessPerCallClient,
     ProfileError,
     check_transport,
     profile_options,
@@ -119,92 +117,120 @@ def test_check_transport():
 # ------------------------------------------------------------------ process per call (logic)
 
 
-class _OneShot:
-    """Stands in for Client.stdio: each instance is one 'process'."""
+class _Conn:
+    """A connection for the pool's pure logic: alive until closed."""
 
-    def __init__(self, log, outcomes):
-        self.log, self.outcomes = log, outcomes
+    def __init__(self, log):
+        self.log = log
         self.closed = False
-        self.session = "facts"
 
-    def call_tool(self, name, arguments=None, **kw):
-        outcome = self.outcomes.pop(0)
-        if isinstance(outcome, BaseException):
-            raise outcome
-        return outcome
-
-    list_tools = lambda self, **kw: []  # noqa: E731
+    def alive(self):
+        return not self.closed
 
     def close(self):
         self.closed = True
         self.log.append("closed")
 
 
-def _wrapper(outcomes, **kw):
-    made, sleeps = [], []
+def test_a_per_call_pool_opens_a_connection_for_each_call_and_closes_it_after():
+    from mcpsync._pool import ConnectionPool
 
-    def factory(command, args, env=None, cwd=None, **options):
-        made.append(options)
-        return _OneShot(made_log, outcomes)
-
-    made_log: list = []
-    c = ProcessPerCallClient("srv", ["a"], client_factory=factory, sleep=sleeps.append, **kw)
-    return c, made, made_log, sleeps
-
-
-def test_each_call_gets_a_fresh_process_closed_after():
-    c, made, closed, _ = _wrapper(["r1", "r2", "r3"])
-    assert [c.call_tool("t"), c.call_tool("t"), c.call_tool("t")] == ["r1", "r2", "r3"]
-    assert c.spawned == 3 and closed == ["closed"] * 3
-
-
-def test_minimal_retries_three_times_at_a_fixed_interval_each_on_a_new_process():
-    c, made, closed, sleeps = _wrapper([ConnectError("no")] * 3 + ["ok"])
-    assert c.call_tool("t") == "ok"
-    assert c.spawned == 4 and sleeps == [1.0, 1.0, 1.0]
-    c, made, closed, sleeps = _wrapper([ConnectError("no")] * 4)
-    with pytest.raises(ConnectError) as info:
-        c.call_tool("t")
-    assert c.spawned == 4 and len(closed) == 4
-    assert [name for name, _ in info.value.retry_history] == ["ConnectError"] * 4
+    log: list = []
+    pool = ConnectionPool(lambda: _Conn(log), PoolLimits.PER_CALL)
+    try:
+        seen = []
+        for _ in range(3):
+            with pool.borrow() as conn:
+                seen.append(conn)
+            assert conn.closed  # as the call ends
+        assert len({id(c) for c in seen}) == 3 and log == ["closed"] * 3
+        assert pool.take_idle() is None  # nothing lasts for a lone caller to claim
+        leases = [pool.borrow(timeout=1.0) for _ in range(3)]  # at once: one each
+        assert len({id(lease.connection) for lease in leases}) == 3
+        for lease in leases:
+            lease.release()
+        s = pool.stats()
+        # ended, not discarded: nothing was lost
+        assert (s.created, s.closed, s.discarded, s.size, s.in_use) == (6, 6, 0, 0, 0)
+        with pool.borrow() as conn:
+            raise_in = conn
+        assert raise_in.closed
+    finally:
+        pool.close()
 
 
-def test_the_one_shot_clients_do_not_retry_or_break_themselves():
-    c, made, _, _ = _wrapper(["ok"])
-    c.call_tool("t")
-    assert made[0]["retry"] == RetryPolicy.NONE and made[0]["breaker"].enabled is False
+def test_a_per_call_pool_waits_at_max_and_discards_a_broken_connection():
+    from mcpsync._errors import ConnectionClosed, PoolTimeout
+    from mcpsync._pool import ConnectionPool
+
+    pool = ConnectionPool(lambda: _Conn([]), PoolLimits(min=0, max=1, max_in_flight=1, per_call=True))
+    try:
+        lease = pool.borrow()
+        with pytest.raises(PoolTimeout):
+            pool.borrow(timeout=0.0)
+        lease.release()
+        with pytest.raises(ConnectionClosed):
+            with pool.borrow(timeout=0.0):
+                raise ConnectionClosed("died in the call")
+        s = pool.stats()
+        assert (s.created, s.closed, s.discarded, s.timeouts) == (2, 2, 1, 1)
+    finally:
+        pool.close()
 
 
-def test_minimal_has_no_breaker():
-    c, _, _, _ = _wrapper([RequestTimeout("slow")] * 12, retry=RetryPolicy.NONE)
-    for _ in range(12):
-        with pytest.raises(RequestTimeout):
-            c.call_tool("t")
-    assert c.spawned == 12
+def test_per_call_limits_keep_nothing_and_run_one_call_on_each():
+    assert PoolLimits.PER_CALL.per_call and PoolLimits.PER_CALL.min == 0 and PoolLimits.PER_CALL.max_in_flight == 1
+    with pytest.raises(ValueError, match="per_call=True.*min=0 and max_in_flight=1"):
+        PoolLimits(min=1, max=2, max_in_flight=1, per_call=True)
+    with pytest.raises(ValueError, match="per_call"):
+        PoolLimits(min=0, max=2, per_call=True)  # (16 calls on a connection made for one)
 
 
-def test_closed_wrapper_refuses_calls():
-    c, _, _, _ = _wrapper(["ok"], retry=RetryPolicy.NONE)
-    c.close()
-    with pytest.raises(Exception, match="closed"):
-        c.call_tool("t")
-    assert c.spawned == 0
-
-
-def test_retry_override_reaches_the_wrapper():
-    from mcpsync._profiles import process_per_call, resolve
-
+def test_minimal_is_a_client_whose_pool_is_per_call():
     fast = replace(PROFILES["minimal"].retry, backoff=0.01)
-    options, flags = resolve("minimal", "stdio", {"retry": fast})
-    w = process_per_call(Client, "srv", [], options)
-    assert flags["process_per_call"] and isinstance(w, ProcessPerCallClient) and w.retry == fast
-    w = Client.stdio("srv", [], profile="minimal", retry=fast)
-    assert isinstance(w, ProcessPerCallClient) and isinstance(w, Client) and w.retry == fast
-    with pytest.raises(AttributeError, match="read-only"):
-        w.retry = RetryPolicy.NONE
-    c = Client.stdio("srv", [], profile="minimal", process_per_call=False)  # lazy: nothing runs
-    assert isinstance(c, Client) and c.retry.retries == 3
-    c.close()
+    c = Client.stdio("srv", [], profile="minimal", retry=fast)  # lazy: nothing runs
+    try:
+        assert type(c) is Client and c.pool == PoolLimits.PER_CALL and c.retry == fast
+        assert c.breaker.enabled is False
+        with pytest.raises(AttributeError, match="read-only"):
+            c.retry = RetryPolicy.NONE
+    finally:
+        c.close()
+    c = Client.stdio("srv", [], profile="minimal", process_per_call=False)  # a lasting session again
+    try:
+        assert not c.pool.per_call and c.retry.retries == 3
+    finally:
+        c.close()
+    mine = PoolLimits(min=0, max=3, max_in_flight=1, per_call=True)
+    c = Client.stdio("srv", [], profile="minimal", pool=mine)
+    try:
+        assert c.pool == mine
+    finally:
+        c.close()
+    with pytest.raises(ProfileError, match="keeps connections between calls"):
+        Client.stdio("srv", [], profile="minimal", pool=PoolLimits(min=1, max=1))
+    c = Client.stdio("srv", [], profile="professional", process_per_call=True)
+    try:
+        assert c.pool == PoolLimits.PER_CALL
+    finally:
+        c.close()
+
+
+@pytest.mark.parametrize("use", [
+    lambda c: c.subscribe("demo://about", lambda *a: None),
+    lambda c: c.on_list_changed("tools", lambda *a: None),
+    lambda c: c.call_tool_task("t"),
+    lambda c: c.task("task-1"),
+    lambda c: c.list_tasks(),
+], ids=["subscribe", "on_list_changed", "call_tool_task", "task", "list_tasks"])
+def test_a_per_call_client_refuses_what_needs_a_lasting_session_before_starting_anything(use):
+    c = Client.stdio("/nonexistent/mcp-server", [], pool=PoolLimits.PER_CALL)
+    try:
+        with pytest.raises(ProfileError, match="needs a session that outlives one call"):
+            use(c)
+        assert c.pool_stats().created == 0
+    finally:
+        c.close()
 
 
 def test_resolve_is_the_constructor_hook():
@@ -216,8 +242,6 @@ def test_resolve_is_the_constructor_hook():
     # interchangeable under it (the HTTP keep-alive sockets)
     assert "pool" not in client_opts
     assert flags["oauth"] == "authorization-code" and "oauth" not in client_opts
-    from mcpsync import Client, PoolLimits
-
     client_opts, _ = resolve("professional", "http", {})
     assert "pool" not in client_opts and client_opts["pool_size"] == 5
     client_opts, _ = resolve("professional", "stdio", {"pool": PoolLimits(min=2, max=3)})
