@@ -400,8 +400,10 @@ class ToolAdapter:
 
     # ---------------------------------------------------------------- execution
 
-    def _call(self, llm_name: str, arguments: Any) -> tuple[str, Any, BaseException | None]:
-        """(tool name shown in messages, result or None, error or None)."""
+    def attempt(self, llm_name: str, arguments: Any) -> tuple[str, Any, BaseException | None]:
+        """Run one call as an LLM asked for it (``llm_name``, ``arguments`` as a mapping or a
+        JSON text), catching what fails: (the tool's name shown in messages, its result or
+        None, the error or None). Every ``run_*`` method runs its call through this."""
         from ._errors import InvalidParams
 
         try:
@@ -434,7 +436,7 @@ class ToolAdapter:
             ``{"type": "tool_result", "tool_use_id", "content": [...], "is_error"}``; a failed
             call has ``is_error`` true and the :func:`agent_message` sentence as content.
         """
-        name, result, error = self._call(str(_get(block, "name", "")), _get(block, "input", None))
+        name, result, error = self.attempt(str(_get(block, "name", "")), _get(block, "input", None))
         out: dict[str, Any] = {"type": "tool_result", "tool_use_id": str(_get(block, "id", ""))}
         if error is not None:
             out["content"] = [{"type": "text", "text": agent_message(error, tool=name, lang=self.lang)}]
@@ -455,13 +457,13 @@ class ToolAdapter:
             the :func:`agent_message` sentence).
         """
         fn = _get(tool_call, "function", {}) or {}
-        name, result, error = self._call(str(_get(fn, "name", "")), _get(fn, "arguments", None))
+        name, result, error = self.attempt(str(_get(fn, "name", "")), _get(fn, "arguments", None))
         text = agent_message(error, tool=name, lang=self.lang) if error is not None else result_text(result)
         return cast("OpenAIToolMessage", {"role": "tool", "tool_call_id": str(_get(tool_call, "id", "")), "content": text})
 
     def run_responses(self, item: Any) -> ResponsesToolOutput:
         """Run an OpenAI Responses ``function_call`` item; return its ``function_call_output``."""
-        name, result, error = self._call(str(_get(item, "name", "")), _get(item, "arguments", None))
+        name, result, error = self.attempt(str(_get(item, "name", "")), _get(item, "arguments", None))
         text = agent_message(error, tool=name, lang=self.lang) if error is not None else result_text(result)
         return cast("ResponsesToolOutput", {"type": "function_call_output", "call_id": str(_get(item, "call_id", "")), "output": text})
 
@@ -478,7 +480,7 @@ class ToolAdapter:
             ``types.Part(function_response=...)``.
         """
         llm = str(_get(function_call, "name", "") or "")
-        name, result, error = self._call(llm, _get(function_call, "args", None))
+        name, result, error = self.attempt(llm, _get(function_call, "args", None))
         out: dict[str, Any] = {}
         call_id = _get(function_call, "id", None)
         if call_id:

@@ -47,9 +47,14 @@ class SharedSecretService:
     def __repr__(self) -> str:
         return f"SharedSecretService(open={self._collection is not None})"
 
+    def _attributes(self, service: str, username: str, **more: str) -> dict[str, str]:
+        """The item's attributes as keyring's backend names them (its ``schemes``, ``scheme``)."""
+        names = self._backend.schemes[self._backend.scheme]
+        return {names["username"]: username, names["service"]: service, **more}
+
     def get_password(self, service: str, username: str) -> str | None:
         def op(collection: Any) -> str | None:
-            for item in collection.search_items(self._backend._query(service, username)):
+            for item in collection.search_items(self._attributes(service, username)):
                 self._backend.unlock(item)
                 return str(item.get_secret().decode("utf-8"))
             return None
@@ -57,13 +62,13 @@ class SharedSecretService:
         return self._run(op)
 
     def set_password(self, service: str, username: str, password: str) -> None:
-        attributes = self._backend._query(service, username, application=self._backend.appid)
+        attributes = self._attributes(service, username, application=self._backend.appid)
         label = f"Password for '{username}' on '{service}'"
         self._run(lambda collection: collection.create_item(label, attributes, password, replace=True))
 
     def delete_password(self, service: str, username: str) -> None:
         def op(collection: Any) -> None:
-            for item in collection.search_items(self._backend._query(service, username)):
+            for item in collection.search_items(self._attributes(service, username)):
                 item.delete()
                 return
             from keyring.errors import PasswordDeleteError

@@ -286,7 +286,7 @@ class Toolbox:
             self.specs()
             with self._lock:
                 provider_name = self._provider.get(name, name)
-        shown, result, error = self._adapter._call(provider_name, arguments)
+        shown, result, error = self._adapter.attempt(provider_name, arguments)
         if error is not None:
             return ToolOutput(name, agent_message(error, tool=shown, lang=self.lang), True, error=error)
         assert isinstance(result, CallToolResult)

@@ -167,7 +167,7 @@ class _Conn:
     Python code has to run for that, so no signal can stop it half-way.
     """
 
-    __slots__ = ("sock", "answer", "parser", "raw", "body", "head", "eof", "dry", "pending", "_poll", "slot", "__weakref__")
+    __slots__ = ("sock", "answer", "parser", "raw", "body", "head", "eof", "dry", "pending", "poller", "slot", "__weakref__")
 
     def __init__(self, sock: socket.socket, slot: _Slot) -> None:
         self.sock = sock
@@ -180,10 +180,11 @@ class _Conn:
         self.dry = 0  # bytes fed since the parser last gave body bytes (a head, chunk lines, trailers)
         self.pending = bytearray()  # bytes of such a stretch kept back until a line ends
         self.slot = slot
-        self._poll: Any = None
+        #: a ``select.poll`` on the socket (where there is poll): input while idle means it was dropped
+        self.poller: Any = None
         if _POLL:
-            self._poll = select.poll()
-            self._poll.register(sock, select.POLLIN)
+            self.poller = select.poll()
+            self.poller.register(sock, select.POLLIN)
 
     def close(self) -> None:
         """Close the socket and give up its place in the pool."""
@@ -196,8 +197,8 @@ class _Conn:
     def dropped(self) -> bool:
         """The server closed this idle socket (or wrote to it unasked): not to be reused."""
         try:
-            if self._poll is not None:
-                return bool(self._poll.poll(0))
+            if self.poller is not None:
+                return bool(self.poller.poll(0))
             readable, _, _ = select.select([self.sock], [], [], 0)
         except (OSError, ValueError):
             return True
@@ -421,9 +422,9 @@ class FastResponse:
         pool = self._pool
         answer = conn.answer
         if answer.complete and answer.keep and not conn.body:
-            with pool._lock:  # pool.put, inline: once per request
-                if not pool._closed and len(pool._idle) < pool.maxsize:
-                    pool._idle.append(conn)
+            with pool.lock:  # pool.put, inline: once per request
+                if not pool._closed and len(pool.idle) < pool.maxsize:
+                    pool.idle.append(conn)
                     if pool._waiting:
                         pool._cond.notify()
                     return
@@ -537,11 +538,13 @@ class _OriginPool:
         name = f"[{host}]" if ":" in host else host  # an IPv6 literal
         self.host_line = b"Host: " + (name if port == default else f"{name}:{port}").encode("ascii") + b"\r\n"
         self.maxsize, self.block, self.tls = maxsize, block, tls
-        self._idle: list[_Conn] = []
+        #: idle sockets, the newest last: taken and given back under ``lock`` (the exchange
+        #: takes one inline, as :meth:`get` would)
+        self.idle: list[_Conn] = []
         self._slots: list[weakref.ref[_Slot]] = []  # every place handed out, while it may be held
         self._all: weakref.WeakSet[_Conn] = weakref.WeakSet()  # every socket made (made rarely; gone when collected)
-        self._lock = threading.Lock()
-        self._cond = threading.Condition(self._lock)
+        self.lock = threading.Lock()
+        self._cond = threading.Condition(self.lock)
         self._waiting = 0
         self._closed = False
 
@@ -553,14 +556,14 @@ class _OriginPool:
 
     def get(self, pool_timeout: float | None) -> _Conn | _Slot:
         """An idle socket, or a place (:class:`_Slot`) to connect a new one with (:meth:`connect`)."""
-        with self._lock:
+        with self.lock:
             ends: float | None = None
             while True:
                 if self._closed:
                     raise ClosedPoolError(None, "the client's connections are closed")  # type: ignore[arg-type]
-                while self._idle:
-                    conn = self._idle.pop()
-                    poll = conn._poll
+                while self.idle:
+                    conn = self.idle.pop()
+                    poll = conn.poller
                     if poll.poll(0) if poll is not None else conn.dropped():
                         conn.close()
                         continue
@@ -607,13 +610,13 @@ class _OriginPool:
     def _freed(self) -> None:
         """A place was given up: wake a waiter, if any."""
         if self._waiting:
-            with self._lock:
+            with self.lock:
                 self._cond.notify()
 
     def put(self, conn: _Conn) -> None:
-        with self._lock:
-            if not self._closed and len(self._idle) < self.maxsize:
-                self._idle.append(conn)
+        with self.lock:
+            if not self._closed and len(self.idle) < self.maxsize:
+                self.idle.append(conn)
                 if self._waiting:
                     self._cond.notify()
                 return
@@ -628,9 +631,9 @@ class _OriginPool:
     def clear(self) -> None:
         """Close the pool: every idle socket now, and every socket in use is shut down (its
         reader wakes and fails) and closed when it is given back."""
-        with self._lock:
+        with self.lock:
             self._closed = True
-            idle, self._idle = self._idle, []
+            idle, self.idle = self.idle, []
             if self._waiting:
                 self._cond.notify_all()
         for conn in idle:

@@ -193,7 +193,7 @@ class FastPoolManager:
         """
         deadline = getattr(timeout, "deadline", None)
         if deadline is not None:
-            connect, read = timeout._connect_s, timeout._read_s
+            connect, read = timeout.connect_limit, timeout.read_limit
         else:
             connect = _seconds(getattr(timeout, "connect_timeout", timeout))
             read = _seconds(getattr(timeout, "read_timeout", timeout))
@@ -259,10 +259,10 @@ class FastPoolManager:
         # dropped); one this thread loses before it is held below frees its place in the
         # pool when it is collected (the pool counts places weakly: see _OriginPool)
         conn = None
-        with pool._lock:
-            if pool._idle:
-                conn = pool._idle.pop()
-        if conn is not None and (conn._poll.poll(0) if conn._poll is not None else conn.dropped()):
+        with pool.lock:
+            if pool.idle:
+                conn = pool.idle.pop()
+        if conn is not None and (conn.poller.poll(0) if conn.poller is not None else conn.dropped()):
             pool.discard(conn)  # the server closed it while idle
             conn = None
         if conn is None:

@@ -266,21 +266,21 @@ class _DeadlineTimeout(urllib3.Timeout):
     def __init__(self, deadline: float, connect: float, read: float) -> None:
         super().__init__(connect=connect, read=read)
         self.deadline = deadline
-        self._connect_s = connect
-        self._read_s = read
+        self.connect_limit = connect
+        self.read_limit = read
 
     def clone(self) -> "_DeadlineTimeout":
-        return _DeadlineTimeout(self.deadline, self._connect_s, self._read_s)
+        return _DeadlineTimeout(self.deadline, self.connect_limit, self.read_limit)
 
     @property
     def connect_timeout(self) -> float:
         left = self.deadline - time.monotonic()
-        return self._connect_s if left >= self._connect_s else (left if left > 0.001 else 0.001)
+        return self.connect_limit if left >= self.connect_limit else (left if left > 0.001 else 0.001)
 
     @property
     def read_timeout(self) -> float:
         left = self.deadline - time.monotonic()
-        return self._read_s if left >= self._read_s else (left if left > 0.001 else 0.001)
+        return self.read_limit if left >= self.read_limit else (left if left > 0.001 else 0.001)
 
 
 def time_left(deadline: float | None) -> float | None:

@@ -34,7 +34,7 @@ def in_use_after(settle: float = 20.0) -> list[int]:
         out = []
         for pool in pools:
             with pool._lock:
-                out.append(pool.open_count() - len(pool._idle))
+                out.append(pool.open_count() - len(pool.idle))
         return out
 
     ends = time.monotonic() + settle

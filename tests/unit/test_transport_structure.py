@@ -20,18 +20,13 @@ PACKAGE = Path(transports.__file__).parent
 #: name belongs to another module's class or to another module. Each says why.
 ALLOWED = {
     # _fasthttp and _fastconn are one fast HTTP/1.1 client cut in two for size: the pool
-    # manager inlines _OriginPool.get (once per request) and reads the connection's state
+    # manager inlines _OriginPool.get (once per request) through the pool's public idle list
     ("_fasthttp.py", "import _fastconn._CHUNK"),
     ("_fasthttp.py", "import _fastconn._TOKENS"),
     ("_fasthttp.py", "import _fastconn._Conn"),
     ("_fasthttp.py", "import _fastconn._OriginPool"),
     ("_fasthttp.py", "import _fastconn._parse_failed"),
     ("_fasthttp.py", "import _fastconn._rest_of_head"),
-    ("_fasthttp.py", "pool._idle"),
-    ("_fasthttp.py", "conn._poll"),
-    # urllib3.Timeout keeps its resolved values private; read on the urllib3 fallback only
-    ("_fasthttp.py", "timeout._connect_s"),
-    ("_fasthttp.py", "timeout._read_s"),
     # public by the standard library's own naming
     ("_http_pools.py", "parts._replace"),
     ("_spawn.py", "os._exit"),

@@ -26,15 +26,9 @@ PARTS = (
 
 #: (module, private name read on another module's object): why it is still read there
 ALLOWED: dict[tuple[str, str], str] = {
-    # transports (their own helper's floor), auth and integrations
-    ("transports/_fasthttp.py", "_idle"): "the fast path's pool",
-    ("transports/_fasthttp.py", "_poll"): "the fast path's connection",
-    ("transports/_fasthttp.py", "_connect_s"): "the fast path's timeout",
-    ("transports/_fasthttp.py", "_read_s"): "the fast path's timeout",
+    # public by the standard library's own naming
     ("transports/_http_pools.py", "_replace"): "namedtuple API (urllib.parse result)",
     ("transports/_spawn.py", "_exit"): "os._exit in a forked child",
-    ("auth/_secret_service.py", "_query"): "its backend's query",
-    ("integrations/_toolbox.py", "_call"): "its adapter's call",
 }
 
 
