@@ -225,7 +225,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--jobs", type=int, default=1, help="callgrind runs at once (each takes a core)")
     ap.add_argument("--markdown", action="store_true", help="print the table in Markdown")
     ap.add_argument("--check", action="store_true",
-                    help=f"exit 1 when a case is more than {TOLERANCE:.0%} over its budget (BUDGETS)")
+                    help=f"exit 1 when a case is more than {TOLERANCE * 100:.0f} %% over its budget (BUDGETS)")
     ap.add_argument("--child", metavar="CASE", help=argparse.SUPPRESS)
     opts = ap.parse_args(argv)
     if opts.child:

@@ -42,6 +42,12 @@ def test_counts_the_calls_only_and_checks_budgets() -> None:
     assert done.returncode == (1 if rows["stdio-legacy"] > BUDGETS["stdio-legacy"] * (1 + TOLERANCE) else 0), done.stderr
 
 
+def test_help_is_printed() -> None:
+    done = subprocess.run([sys.executable, "benchmarks/callgrind.py", "--help"], cwd=ROOT, capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0 and "more than 5 % over its budget" in " ".join(done.stdout.split()), done.stderr
+
+
 def test_a_row_fails_only_beyond_the_tolerance() -> None:
     budget = BUDGETS["stdio-legacy"]
     assert TOLERANCE == 0.05
