@@ -59,10 +59,6 @@ __all__ = ["PoolableConnection", "ConnectionPool", "Lease", "PoolStats", "connec
 log = logging.getLogger("mcpsync.pool")
 
 
-#: ``_grant``'s answer when the borrower is to open a new connection.
-_CREATE = object()
-
-
 def _close_quietly(conn: PoolableConnection) -> None:
     try:
         conn.close()
@@ -159,7 +155,7 @@ class ConnectionPool(Generic[C]):
         # Borrowers waiting for capacity, oldest first. Invariant (under the lock): while
         # it is non-empty, no entry has a free slot and no connection may be opened, since
         # every change that makes room calls _dispatch. take_idle relies on it.
-        self._waiters: deque[Waiter] = deque()
+        self._waiters: deque[Waiter[C]] = deque()
         self._hot: Entry[C] | None = None  # the entry returned last (the fast path's pick)
         self._local = threading.local()  # .deadline: the borrow a factory call serves
         self._state: PoolState[C] = PoolState()
@@ -246,8 +242,8 @@ class ConnectionPool(Generic[C]):
         deadline = time.monotonic() + timeout
         front = False
         while True:
-            entry, create = self._reserve(deadline, front)
-            if create:
+            entry = self._reserve(deadline, front)
+            if entry is None:  # the right to open one
                 self._local.deadline = deadline
                 try:
                     return self._open_new()
@@ -262,12 +258,12 @@ class ConnectionPool(Generic[C]):
             self._drop(entry, undo_borrow=True)
             front = True  # it was this caller's turn: it keeps its place in the queue
 
-    def _grant(self) -> "Entry[C] | object | None":
+    def _grant(self) -> Entry[C] | bool:
         """Under the lock: reserve a slot (the entry), the right to open a connection
-        (``_CREATE``), or None when neither is possible now."""
+        (True), or False when neither is possible now."""
         state = self._state
         if state.closed:
-            return None
+            return False
         limits = self.limits
         entry = None if limits.per_call else self._pick()  # (per call: every call opens its own)
         total = len(state.entries) + self._creating
@@ -276,8 +272,8 @@ class ConnectionPool(Generic[C]):
             return entry
         if total < limits.min or ((self._creating == 0 or limits.per_call) and total < limits.max):
             self._creating += 1
-            return _CREATE
-        return None
+            return True
+        return False
 
     def _dispatch(self) -> None:
         """Under the lock: hand whatever room there is to the waiters, oldest first.
@@ -289,17 +285,18 @@ class ConnectionPool(Generic[C]):
         waiters = self._waiters
         while waiters:
             grant = self._grant()
-            if grant is None:
+            if grant is False:
                 return
             waiter = waiters.popleft()
-            if grant is _CREATE:
-                waiter.create = True
+            if isinstance(grant, Entry):
+                waiter.entry = grant
             else:
-                waiter.entry = grant  # type: ignore[assignment]
+                waiter.create = True
             waiter.lock.release()
 
-    def _reserve(self, deadline: float, front: bool = False) -> tuple[Entry[C], bool]:
-        """Take a slot on an entry, or the right to create one, waiting in line for it.
+    def _reserve(self, deadline: float, front: bool = False) -> Entry[C] | None:
+        """Take a slot on an entry (returned), or the right to open a connection (None),
+        waiting in line for it.
 
         Args:
             deadline: ``time.monotonic()`` at which to give up with :class:`PoolTimeout`.
@@ -312,15 +309,15 @@ class ConnectionPool(Generic[C]):
                 raise PoolClosed(f"the connection pool for {self.address or 'the server'} is closed")
             if not self._waiters:  # no one is ahead of this caller
                 grant = self._grant()
-                if grant is _CREATE:
-                    return None, True  # type: ignore[return-value]
-                if grant is not None:
-                    return grant, False  # type: ignore[return-value]
+                if isinstance(grant, Entry):
+                    return grant
+                if grant:
+                    return None
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 self._counts.timeouts += 1
                 raise self._timeout_error()
-            waiter = Waiter()
+            waiter: Waiter[C] = Waiter()
             if front:
                 self._waiters.appendleft(waiter)
             else:
@@ -338,10 +335,10 @@ class ConnectionPool(Generic[C]):
         if waiter.closed:
             raise PoolClosed(f"the connection pool for {self.address or 'the server'} is closed")
         if waiter.create:
-            return None, True  # type: ignore[return-value]
-        return waiter.entry, False  # type: ignore[return-value]
+            return None
+        return waiter.entry
 
-    def _leave(self, waiter: Waiter) -> PoolTimeout | PoolClosed:
+    def _leave(self, waiter: Waiter[C]) -> PoolTimeout | PoolClosed:
         """A waiter gives up: out of the queue, and whatever was handed to it in the
         meantime passes on to the next waiter.
 

@@ -131,7 +131,7 @@ class PoolState(Generic[C]):
         self.stop = threading.Event()
 
 
-class Waiter:
+class Waiter(Generic[C]):
     """A borrower in the queue: blocked on ``lock`` (held from birth) until it is released
     with ``entry`` (a slot reserved on it), ``create`` (the right to open a connection) or
     ``closed`` set. The fields are written under the pool's lock."""
@@ -141,7 +141,7 @@ class Waiter:
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.lock.acquire()
-        self.entry: Entry[PoolableConnection] | None = None
+        self.entry: Entry[C] | None = None
         self.create = False
         self.closed = False
 
