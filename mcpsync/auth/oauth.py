@@ -529,7 +529,7 @@ class OAuth:
                     )
                 self._step_ups[union] = attempts + 1
             self.stats["step_ups"] += 1
-            self._authorize_locked(sorted(union), www_authenticate, step_up=True)
+            self._authorize_locked(sorted(union), www_authenticate)
             return True
 
     # ------------------------------------------------------------------ renewing
@@ -622,9 +622,7 @@ class OAuth:
 
     # ------------------------------------------------------------------ grants
 
-    def _authorize_locked(
-        self, scopes: Iterable[str] | None, www_authenticate: str | None, step_up: bool = False
-    ) -> TokenSet:
+    def _authorize_locked(self, scopes: Iterable[str] | None, www_authenticate: str | None) -> TokenSet:
         if www_authenticate:
             md = self.discover_auth_metadata(www_authenticate=www_authenticate)
         else:
