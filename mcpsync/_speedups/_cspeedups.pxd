@@ -29,11 +29,50 @@ cdef class LineFramer:
     cpdef list pop(self)
     @cython.locals(first=list)
     cpdef promote(self)
+    @cython.locals(got=Py_ssize_t, first=list)
     cpdef Py_ssize_t read(self, int fd)
     @cython.locals(start=Py_ssize_t, n=Py_ssize_t, nl=Py_ssize_t, stop=Py_ssize_t, size=Py_ssize_t, out=list, buf=bytearray,
                    frame=bytes, held=Py_ssize_t, drop=bint, discarding=bint, discard_size=Py_ssize_t, before=bytes,
                    first=list)
     cdef _frame(self, bytes data)
+
+# LineFramer.read's one read(2) of a non-blocking pipe, into a buffer of the module's:
+# the GIL is kept from the read until the bytes are copied out (no Python code runs
+# between), so threads never share it. _read_chunk: the bytes read (0 at the end of the
+# stream), -1 when there is nothing to read (EAGAIN); an EINTR runs the signal handlers
+# (an exception they raise is raised, nothing read yet) and reads again; another error
+# raises OSError, as os.read does.
+cdef extern from *:
+    """
+    #include <errno.h>
+    #include <string.h>
+    #include <unistd.h>
+    #define MCPSYNC_CHUNK 65536
+    static char mcpsync_chunk[MCPSYNC_CHUNK];
+    static Py_ssize_t mcpsync_read_chunk(int fd) {
+        for (;;) {
+            ssize_t n = read(fd, mcpsync_chunk, MCPSYNC_CHUNK);
+            if (n >= 0) return (Py_ssize_t)n;
+            if (errno == EAGAIN || errno == EWOULDBLOCK) return -1;
+            if (errno == EINTR) {
+                if (PyErr_CheckSignals() < 0) return -3;
+                continue;
+            }
+            PyErr_SetFromErrno(PyExc_OSError);
+            return -3;
+        }
+    }
+    static int mcpsync_chunk_byte(Py_ssize_t i) { return (unsigned char)mcpsync_chunk[i]; }
+    static Py_ssize_t mcpsync_chunk_newline(Py_ssize_t n) {
+        const char *p = (const char *)memchr(mcpsync_chunk, '\\n', (size_t)n);
+        return p == NULL ? -1 : (Py_ssize_t)(p - mcpsync_chunk);
+    }
+    static PyObject *mcpsync_chunk_bytes(Py_ssize_t n) { return PyBytes_FromStringAndSize(mcpsync_chunk, n); }
+    """
+    Py_ssize_t _read_chunk "mcpsync_read_chunk"(int fd) except -3
+    int _chunk_byte "mcpsync_chunk_byte"(Py_ssize_t i) noexcept
+    Py_ssize_t _chunk_newline "mcpsync_chunk_newline"(Py_ssize_t n) noexcept
+    bytes _chunk_bytes "mcpsync_chunk_bytes"(Py_ssize_t n)
 
 cdef class TTLCache:
     cdef public object ttl

@@ -126,9 +126,28 @@ class LineFramer:
         read (BlockingIOError, caught here: cheaper than through C); raises what else
         reading raises, and :class:`FrameTooLarge`."""
         data = self._pending
+        if data is None and _COMPILED:
+            # one read(2) into the module's chunk buffer, the GIL kept (the pipe is
+            # non-blocking: it never waits), so no other thread uses the buffer meanwhile;
+            # in C, where no signal handler runs (an EINTR asks for them: see _cspeedups.pxd)
+            got = _read_chunk(fd)
+            if got < 0:
+                return -1
+            if got == 0:
+                return 0
+            first = self.first
+            if (got > 1 and _chunk_byte(got - 1) == 10 and _chunk_byte(0) > 32 and got <= self.max_size
+                    and first[0] is None and not self.ready and not self._buf and not self._discarding
+                    and _chunk_newline(got - 1) < 0):
+                # the usual read: one whole message, nothing held before it: kept as it is
+                # (no split, no copy of the chunk first; _frame's first case, and its commit)
+                first[0] = _chunk_bytes(got - 2 if _chunk_byte(got - 2) == 13 else got - 1)
+                return 1
+            data = _chunk_bytes(got)
+            self._pending = data
         if data is None:
             try:
-                if _COMPILED:  # in C, where no signal handler runs
+                if _COMPILED:  # (not reached: the compiled read is above)
                     data = _os_read(fd, _CHUNK_ARG)
                 else:  # a for step reads: no signal check between the read and the keeping
                     if self._source_fd != fd:

@@ -145,6 +145,51 @@ def test_a_reader_reads_a_pipe_into_first_then_ready(impl):
             os.close(w)
 
 
+def test_reading_a_pipe_frames_each_chunk_as_feeding_it_does(impl):
+    """``read(fd)`` (compiled: one read(2) into the module's buffer, a lone whole message
+    kept with no split) frames every chunk as ``feed`` does: lone messages with LF or
+    CRLF, blank and whitespace-only lines, a message exactly at the size limit and one
+    byte over, a lone message while another is still in ``first``, and partial lines."""
+    import random
+
+    lines = [b'{"a":1}', b'{"b":"x y"}\r', b"", b"   ", b"\t\r", b"\x00odd", b" {\"lead\":1}", b"z" * 63, b"z" * 64,
+             b"z" * 62 + b"\r", b"x", b"\r"]
+    rng = random.Random(11)
+    r, w = os.pipe()
+    os.set_blocking(r, False)
+    try:
+        for _ in range(300):
+            reader = impl.LineFramer(max_size=64)
+            feeder = impl.LineFramer(max_size=64)
+            got, expected = [], []
+            for _ in range(rng.randint(1, 5)):
+                picked = [rng.choice(lines) for _ in range(rng.randint(1, 3))]
+                chunk = b"".join(line + b"\n" for line in picked)
+                if rng.random() < 0.2:
+                    chunk = chunk[: rng.randint(1, len(chunk))]  # a partial line: held for the next
+                os.write(w, chunk)
+                try:
+                    assert reader.read(r) == 1
+                except impl.FrameTooLarge as exc:
+                    got.append(("too large", exc.size))
+                try:
+                    expected += feeder.feed(chunk)
+                except impl.FrameTooLarge as exc:
+                    expected.append(("too large", exc.size))
+                    expected += feeder.pop()
+                if rng.random() < 0.5:  # sometimes the reader takes its messages before the next chunk
+                    while (data := _take(reader)) is not None:
+                        got.append(data)
+            while (data := _take(reader)) is not None:
+                got.append(data)
+            assert sorted(map(repr, got)) == sorted(map(repr, expected))
+            assert [g for g in got if type(g) is bytes] == [e for e in expected if type(e) is bytes]
+            assert reader.read(r) == -1  # the pipe is empty again
+    finally:
+        os.close(r)
+        os.close(w)
+
+
 def test_a_read_cut_short_keeps_its_chunk_for_the_next():
     # the pure twin keeps the chunk it read in _pending until its messages are kept: a
     # framing cut short by an exception (a signal handler's) loses nothing
