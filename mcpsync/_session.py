@@ -513,7 +513,8 @@ class Session:
         if tool is None and method in DISCOVERY_METHODS:
             tool = method  # kept apart from agent calls in the metrics
         guard = self.guard
-        start = guard.begin() if self.attempts is None else None
+        begin = guard.begin  # (attributes holding C methods: read so, specialized; as method lookups, not)
+        start = begin() if self.attempts is None else None
         if start is None:
             return self._guarded(method, params, t, progress, safe_to_retry, tool, retry)
         # the healthy common case, flattened (no closure in this frame: its cells would
@@ -534,7 +535,8 @@ class Session:
             pool.give_back_idle(entry)
         if (retry is not None or self.judges) and (transient := guard.judge(result, retry)) is not None:
             return self._guarded(method, params, t, progress, safe_to_retry, tool, retry, start, transient)
-        guard.succeeded(tool, start)
+        succeeded = guard.succeeded
+        succeeded(tool, start)
         return result
 
     def _guarded(
@@ -648,9 +650,8 @@ class Session:
         except SessionExpired as exc:
             if not exc.renewable:
                 raise
-            return self.renewal.after_expiry(conn, exc, again, t, lambda left: self.request_on(
-                conn, method, params, left, progress, True))
-        if type(raw).__class__ is STRUCT_META:  # typed with its answer, so complete (see ANSWER_DECODERS)
+            return self._after_expiry(conn, exc, again, method, params, t, progress)
+        if type(type(raw)) is STRUCT_META:  # typed with its answer, so complete (see ANSWER_DECODERS)
             return raw
         result = decode_result(method, raw)
         rt = result.get("resultType") if type(result) is dict else getattr(result, "result_type", None)
@@ -661,6 +662,14 @@ class Session:
                 f"{self.name} answered {method} with resultType {rt!r}, which this client cannot handle", code=-32600
             )
         return self._input_rounds(conn, method, params, raw, t, progress)
+
+    def _after_expiry(
+        self, conn: _Connection, exc: SessionExpired, again: bool, method: str, params: Mapping[str, Any] | None,
+        t: float, progress: ProgressCallback | None,
+    ) -> Any:
+        """The request sent again on the renewed session (its closure made here: in
+        :meth:`request_on` its cells would cost every call)."""
+        return self.renewal.after_expiry(conn, exc, again, t, lambda left: self.request_on(conn, method, params, left, progress, True))
 
     def _input_rounds(
         self, conn: _Connection, method: str, params: Mapping[str, Any] | None, raw: Any, t: float,

@@ -4,8 +4,10 @@ cimport cython
 
 cdef Py_ssize_t _EDGE
 cdef Py_ssize_t _CHUNK
-cdef object _CHUNK_ARG
-cdef object _os_read
+cdef double _INSTANT
+
+@cython.locals(ms=double)
+cdef int _millis(double timeout)
 
 cdef bytes _without_cr(bytes frame)
 cdef bint _worth_keeping(bytes frame)
@@ -23,6 +25,9 @@ cdef class LineFramer:
     cdef object _pending
     cdef object _source
     cdef int _source_fd
+    cdef object _poller
+    cdef int _poll_fd
+    cdef bint _eager
 
     cpdef list feed(self, bytes data)
     @cython.locals(first=list)
@@ -31,6 +36,8 @@ cdef class LineFramer:
     cpdef promote(self)
     @cython.locals(got=Py_ssize_t, first=list)
     cpdef Py_ssize_t read(self, int fd)
+    @cython.locals(first=list, deadline=double, eager=bint, started=double, n=Py_ssize_t)
+    cpdef Py_ssize_t wait_message(self, int fd, object timeout)
     @cython.locals(start=Py_ssize_t, n=Py_ssize_t, nl=Py_ssize_t, stop=Py_ssize_t, size=Py_ssize_t, out=list, buf=bytearray,
                    frame=bytes, held=Py_ssize_t, drop=bint, discarding=bint, discard_size=Py_ssize_t, before=bytes,
                    first=list)
@@ -47,6 +54,9 @@ cdef extern from *:
     #include <errno.h>
     #include <string.h>
     #include <unistd.h>
+    #include <poll.h>
+    #include <time.h>
+    #include <sys/uio.h>
     #define MCPSYNC_CHUNK 65536
     static char mcpsync_chunk[MCPSYNC_CHUNK];
     static Py_ssize_t mcpsync_read_chunk(int fd) {
@@ -62,6 +72,47 @@ cdef extern from *:
             return -3;
         }
     }
+    /* poll(2) of one descriptor for input, the GIL let go: its answer (0: nothing came
+       in time, or an EINTR whose handlers raised nothing); an error raises OSError */
+    static int mcpsync_poll_in(int fd, int timeout_ms) {
+        struct pollfd p;
+        int r;
+        p.fd = fd;
+        p.events = POLLIN;
+        p.revents = 0;
+        Py_BEGIN_ALLOW_THREADS
+        r = poll(&p, 1, timeout_ms);
+        Py_END_ALLOW_THREADS
+        if (r >= 0) return r;
+        if (errno == EINTR) return PyErr_CheckSignals() < 0 ? -3 : 0;
+        PyErr_SetFromErrno(PyExc_OSError);
+        return -3;
+    }
+    /* CLOCK_MONOTONIC in seconds, as time.monotonic() reads it on Linux */
+    static double mcpsync_monotonic(void) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+    }
+    /* writev(2) of a message and its newline: the bytes written (0: no room); an error raises OSError */
+    static Py_ssize_t mcpsync_write_line(int fd, const char *data, Py_ssize_t size) {
+        struct iovec iov[2];
+        iov[0].iov_base = (void *)data;
+        iov[0].iov_len = (size_t)size;
+        iov[1].iov_base = (void *)"\\n";
+        iov[1].iov_len = 1;
+        for (;;) {
+            ssize_t n = writev(fd, iov, 2);
+            if (n >= 0) return (Py_ssize_t)n;
+            if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
+            if (errno == EINTR) {
+                if (PyErr_CheckSignals() < 0) return -1;
+                continue;
+            }
+            PyErr_SetFromErrno(PyExc_OSError);
+            return -1;
+        }
+    }
     static int mcpsync_chunk_byte(Py_ssize_t i) { return (unsigned char)mcpsync_chunk[i]; }
     static Py_ssize_t mcpsync_chunk_newline(Py_ssize_t n) {
         const char *p = (const char *)memchr(mcpsync_chunk, '\\n', (size_t)n);
@@ -70,9 +121,14 @@ cdef extern from *:
     static PyObject *mcpsync_chunk_bytes(Py_ssize_t n) { return PyBytes_FromStringAndSize(mcpsync_chunk, n); }
     """
     Py_ssize_t _read_chunk "mcpsync_read_chunk"(int fd) except -3
+    int _poll_in "mcpsync_poll_in"(int fd, int timeout_ms) except -3
+    double _c_monotonic "mcpsync_monotonic"() noexcept
+    Py_ssize_t _write_line "mcpsync_write_line"(int fd, const char *data, Py_ssize_t size) except -1
     int _chunk_byte "mcpsync_chunk_byte"(Py_ssize_t i) noexcept
     Py_ssize_t _chunk_newline "mcpsync_chunk_newline"(Py_ssize_t n) noexcept
     bytes _chunk_bytes "mcpsync_chunk_bytes"(Py_ssize_t n)
+
+cpdef Py_ssize_t write_line(int fd, bytes message) except -1
 
 cdef class TTLCache:
     cdef public object ttl

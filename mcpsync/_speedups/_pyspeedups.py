@@ -23,14 +23,32 @@ except ImportError:  # the pure-Python package: Cython is only a build requireme
 else:
     _COMPILED = cython.compiled
 
-__all__ = ["LineFramer", "FrameTooLarge", "TTLCache", "DEFAULT_MAX_MESSAGE_SIZE", "Histogram", "CallTally", "bucket_index",
+__all__ = ["LineFramer", "FrameTooLarge", "write_line", "TTLCache", "DEFAULT_MAX_MESSAGE_SIZE", "Histogram", "CallTally", "bucket_index",
            "fold_calls", "CallQueue", "BUCKETS", "FastPath", "EpollSwitch", "IdleGate"]
 
 DEFAULT_MAX_MESSAGE_SIZE = 16 * 1024 * 1024
 _EDGE = 256
 _CHUNK = 65536  # one read of a pipe (LineFramer.read)
-_CHUNK_ARG = _CHUNK  # (the same as an object: made once)
-_os_read = os.read
+_INSTANT = 5e-6  # a wait that ended sooner found its input in already (LineFramer.wait_message)
+
+
+def _millis(timeout):
+    """``timeout`` s as whole milliseconds for poll(2), rounded up (0 to ~23 days)."""
+    ms = min(max(timeout, 0.0), 2e6) * 1000.0
+    return int(ms) + (1 if int(ms) < ms else 0)
+
+
+def write_line(fd, message):
+    """Write ``message`` (bytes) and a newline to the file ``fd`` (non-blocking): the bytes
+    written, fewer than all when the pipe had no room for the rest; raises OSError as
+    ``os.write`` does. Compiled, one writev(2) under the GIL (a non-blocking pipe never
+    waits), with no copy of the message to add the newline (see _cspeedups.pxd)."""
+    if _COMPILED:
+        return _write_line(fd, message, len(message))
+    try:
+        return os.write(fd, message + b"\n")
+    except BlockingIOError:
+        return 0
 
 
 class FrameTooLarge(Exception):
@@ -92,6 +110,7 @@ class LineFramer:
         self._pending = None
         self._source = None  # the pure twin's reads of _source_fd (see read)
         self._source_fd = -1
+        self._poller, self._poll_fd, self._eager = None, -1, True  # the pure twin's waits (see wait_message)
 
     @property
     def buffered(self):
@@ -127,9 +146,8 @@ class LineFramer:
         reading raises, and :class:`FrameTooLarge`."""
         data = self._pending
         if data is None and _COMPILED:
-            # one read(2) into the module's chunk buffer, the GIL kept (the pipe is
-            # non-blocking: it never waits), so no other thread uses the buffer meanwhile;
-            # in C, where no signal handler runs (an EINTR asks for them: see _cspeedups.pxd)
+            # one read(2) into the module's buffer, the GIL kept (a non-blocking pipe never
+            # waits): no other thread uses the buffer meanwhile (see _cspeedups.pxd)
             got = _read_chunk(fd)
             if got < 0:
                 return -1
@@ -146,16 +164,13 @@ class LineFramer:
             data = _chunk_bytes(got)
             self._pending = data
         if data is None:
-            try:
-                if _COMPILED:  # (not reached: the compiled read is above)
-                    data = _os_read(fd, _CHUNK_ARG)
-                else:  # a for step reads: no signal check between the read and the keeping
-                    if self._source_fd != fd:
-                        self._source = iter(functools.partial(os.read, fd, _CHUNK), b"")
-                        self._source_fd = fd
-                    data = b""
-                    for data in self._source:
-                        break
+            try:  # a for step reads: no signal check between the read and the keeping
+                if self._source_fd != fd:
+                    self._source = iter(functools.partial(os.read, fd, _CHUNK), b"")
+                    self._source_fd = fd
+                data = b""
+                for data in self._source:
+                    break
             except BlockingIOError:
                 return -1
             if not data:
@@ -163,6 +178,45 @@ class LineFramer:
             self._pending = data  # no call since the read: see the class
         self._frame(data)
         return 1
+
+    def wait_message(self, fd, timeout):
+        """Read the file ``fd`` (non-blocking) until a whole message is in ``first``,
+        waiting for input up to ``timeout`` s in all (None: no bound): the one reader's
+        read of a pipe. Returns 1 (a message is in ``first``), 0 (the end of the stream)
+        or -1 (none came in time); raises as :meth:`read` does.
+
+        Compiled, each read comes first (one that finds nothing costs no exception in C),
+        the waits are poll(2)s with the GIL let go (see _cspeedups.pxd). The pure twin
+        reads first only while waits end at once, else it waits first."""
+        first = self.first
+        deadline = -1.0
+        eager = _COMPILED or self._eager
+        while True:
+            if not eager:
+                started = _c_monotonic() if _COMPILED else time.monotonic()
+                left = timeout
+                if timeout is not None:
+                    if deadline < 0.0:
+                        deadline = started + timeout
+                    else:
+                        left = deadline - started
+                        if left <= 0.0:
+                            return -1
+                if _COMPILED:
+                    _poll_in(fd, -1 if left is None else _millis(left))
+                else:
+                    if self._poll_fd != fd:
+                        self._poller = select.poll()
+                        self._poller.register(fd, select.POLLIN)
+                        self._poll_fd = fd
+                    self._poller.poll(None if left is None else left * 1000.0 if left > 0.0 else 0.0)
+                    self._eager = time.monotonic() - started < _INSTANT
+            n = self.read(fd)
+            if n == 0:
+                return 0
+            if n > 0 and first[0] is not None:
+                return 1
+            eager = self._eager = False  # nothing in yet (a wake with nothing to read), or a part of a message: wait
 
     def _frame(self, data):
         # frames ``data`` after the bytes held; committed at the end with no call (see the class)

@@ -190,6 +190,101 @@ def test_reading_a_pipe_frames_each_chunk_as_feeding_it_does(impl):
         os.close(w)
 
 
+def test_wait_message_reads_what_is_in_waits_for_what_comes_and_ends_at_its_timeout(impl):
+    r, w = os.pipe()
+    os.set_blocking(r, False)
+    try:
+        f = impl.LineFramer(max_size=100)
+        os.write(w, b'{"a":1}\n')
+        assert f.wait_message(r, 30.0) == 1 and _take(f) == b'{"a":1}'  # in already
+        began = time.monotonic()
+        assert f.wait_message(r, 0.05) == -1  # nothing comes: the wait ends at its timeout
+        assert f.wait_message(r, 0.0) == -1  # no time: no wait
+        assert time.monotonic() - began < 10.0
+        writer = threading.Thread(target=os.write, args=(w, b'{"b":2}\n'))
+        writer.start()
+        assert f.wait_message(r, 30.0) == 1  # the write wakes the wait (or came before it)
+        writer.join()
+        assert _take(f) == b'{"b":2}'
+        os.write(w, b'{"c"')
+        assert f.wait_message(r, 0.05) == -1 and f.first == [None] and f.buffered == 4  # a part: kept for the rest
+        writer = threading.Thread(target=os.write, args=(w, b':3}\n{"d":4}\n'))
+        writer.start()
+        assert f.wait_message(r, 30.0) == 1  # the rest completes it
+        writer.join()
+        assert [_take(f), _take(f), _take(f)] == [b'{"c":3}', b'{"d":4}', None]
+        os.close(w)
+        w = -1
+        assert f.wait_message(r, None) == 0  # the end of the stream, waited for with no bound
+    finally:
+        os.close(r)
+        if w >= 0:
+            os.close(w)
+
+
+def test_a_message_in_parts_is_waited_for_within_one_timeout(impl):
+    # the parts of one message come apart: the wait goes on for the rest until the time
+    # given in all is up (a first part does not start the time again)
+    r, w = os.pipe()
+    os.set_blocking(r, False)
+    try:
+        f = impl.LineFramer(max_size=100)
+        os.write(w, b'{"a"')
+        began = time.monotonic()
+        assert f.wait_message(r, 0.2) == -1
+        took = time.monotonic() - began
+        assert 0.15 <= took < 10.0
+        assert f.buffered == 4
+    finally:
+        os.close(r)
+        os.close(w)
+
+
+def test_the_pure_wait_message_waits_first_after_a_wait_that_did_not_end_at_once():
+    from mcpsync._speedups import _pyspeedups
+
+    r, w = os.pipe()
+    os.set_blocking(r, False)
+    try:
+        f = _pyspeedups.LineFramer()
+        assert f._eager and f.wait_message(r, 0.05) == -1  # read first, found nothing: it waited
+        assert not f._eager  # the wait did not end at once: the next waits first
+        waits = []
+        real = f._poller
+
+        class Counted:
+            def poll(self, timeout=None):
+                waits.append(timeout)
+                return real.poll(timeout)
+
+        f._poller = Counted()
+        os.write(w, b'{"a":1}\n')
+        assert f.wait_message(r, 30.0) == 1 and waits == [30000.0] and _take(f) == b'{"a":1}'
+    finally:
+        os.close(r)
+        os.close(w)
+
+
+def test_write_line_writes_the_message_and_its_newline_as_far_as_the_pipe_has_room(impl):
+    r, w = os.pipe()
+    os.set_blocking(w, False)
+    try:
+        assert impl.write_line(w, b'{"a":1}') == 8
+        assert os.read(r, 100) == b'{"a":1}\n'
+        big = b"x" * (1 << 20)  # more than a pipe holds
+        n = impl.write_line(w, big)
+        assert 0 < n < len(big) + 1  # as far as there was room
+        assert impl.write_line(w, b"more") == 0  # no room at all
+        os.close(r)
+        r = -1
+        with pytest.raises(BrokenPipeError):  # (Python ignores SIGPIPE: the write fails with EPIPE)
+            impl.write_line(w, b"gone")
+    finally:
+        if r >= 0:
+            os.close(r)
+        os.close(w)
+
+
 def test_a_read_cut_short_keeps_its_chunk_for_the_next():
     # the pure twin keeps the chunk it read in _pending until its messages are kept: a
     # framing cut short by an exception (a signal handler's) loses nothing
