@@ -4,6 +4,7 @@ cimport cython
 
 cdef Py_ssize_t _EDGE
 cdef Py_ssize_t _CHUNK
+cdef Py_ssize_t _SMALL
 cdef double _INSTANT
 
 @cython.locals(ms=double)
@@ -28,13 +29,14 @@ cdef class LineFramer:
     cdef object _poller
     cdef int _poll_fd
     cdef bint _eager
+    cdef bint _big
 
     cpdef list feed(self, bytes data)
     @cython.locals(first=list)
     cpdef list pop(self)
     @cython.locals(first=list)
     cpdef promote(self)
-    @cython.locals(got=Py_ssize_t, first=list)
+    @cython.locals(first=list, lone=Py_ssize_t, state=int)
     cpdef Py_ssize_t read(self, int fd)
     @cython.locals(first=list, deadline=double, eager=bint, started=double, n=Py_ssize_t)
     cpdef Py_ssize_t wait_message(self, int fd, object timeout)
@@ -43,12 +45,13 @@ cdef class LineFramer:
                    first=list)
     cdef _frame(self, bytes data)
 
-# LineFramer.read's one read(2) of a non-blocking pipe, into a buffer of the module's:
-# the GIL is kept from the read until the bytes are copied out (no Python code runs
-# between), so threads never share it. _read_chunk: the bytes read (0 at the end of the
-# stream), -1 when there is nothing to read (EAGAIN); an EINTR runs the signal handlers
-# (an exception they raise is raised, nothing read yet) and reads again; another error
-# raises OSError, as os.read does.
+# The stdio pipe's reads, waits and writes (LineFramer.read, LineFramer.wait_message,
+# write_line). A small read keeps the GIL from the read(2) until its bytes are copied out
+# of the module's buffer (no Python code runs between), so threads never share the buffer;
+# reads and writes of non-blocking pipes never wait. poll(2) lets the GIL go, and so does a
+# big read, into bytes of its own (as os.read: a flood leaves the other threads their turn). An EINTR
+# runs the signal handlers (an exception they raise is raised: nothing read or written
+# yet) and goes on; another error raises OSError, as os.read / os.write do.
 cdef extern from *:
     """
     #include <errno.h>
@@ -59,18 +62,55 @@ cdef extern from *:
     #include <sys/uio.h>
     #define MCPSYNC_CHUNK 65536
     static char mcpsync_chunk[MCPSYNC_CHUNK];
-    static Py_ssize_t mcpsync_read_chunk(int fd) {
+    /* one read(2) of fd: into the buffer above (copied out) or, when big, into bytes of its
+       own (as os.read); *state: -1 nothing in (None), 0 the end (b""), 1 a chunk, 2 one whole
+       message of at most lone_max bytes and its newline (CR) alone: the message, cut to it */
+    static PyObject *mcpsync_read(int fd, Py_ssize_t lone_max, int big, int *state) {
+        PyObject *b = NULL;
+        char *p = mcpsync_chunk;
+        ssize_t n;
+        Py_ssize_t m;
+        if (big) {
+            b = PyBytes_FromStringAndSize(NULL, MCPSYNC_CHUNK);
+            if (b == NULL) return NULL;
+            p = PyBytes_AS_STRING(b);
+        }
         for (;;) {
-            ssize_t n = read(fd, mcpsync_chunk, MCPSYNC_CHUNK);
-            if (n >= 0) return (Py_ssize_t)n;
-            if (errno == EAGAIN || errno == EWOULDBLOCK) return -1;
+            if (b == NULL) {
+                n = read(fd, p, MCPSYNC_CHUNK);
+            } else {  /* (as os.read: big reads let the GIL go, so that a flood leaves other threads their turn) */
+                Py_BEGIN_ALLOW_THREADS
+                n = read(fd, p, MCPSYNC_CHUNK);
+                Py_END_ALLOW_THREADS
+            }
+            if (n >= 0) break;
+            if (errno == EAGAIN || errno == EWOULDBLOCK) {
+                Py_XDECREF(b);
+                *state = -1;
+                Py_RETURN_NONE;
+            }
             if (errno == EINTR) {
-                if (PyErr_CheckSignals() < 0) return -3;
+                if (PyErr_CheckSignals() < 0) {
+                    Py_XDECREF(b);
+                    return NULL;
+                }
                 continue;
             }
+            Py_XDECREF(b);
             PyErr_SetFromErrno(PyExc_OSError);
-            return -3;
+            return NULL;
         }
+        *state = n > 0 ? 1 : 0;
+        m = (Py_ssize_t)n;
+        if (n > 1 && (Py_ssize_t)n <= lone_max && p[n - 1] == '\\n' && (unsigned char)p[0] > 32
+                && memchr(p, '\\n', (size_t)(n - 1)) == NULL) {
+            m = (Py_ssize_t)n - 1;
+            if (p[m - 1] == '\\r') m--;
+            *state = 2;
+        }
+        if (b == NULL) return PyBytes_FromStringAndSize(p, m);
+        if (m != MCPSYNC_CHUNK && _PyBytes_Resize(&b, m) < 0) return NULL;
+        return b;
     }
     /* poll(2) of one descriptor for input, the GIL let go: its answer (0: nothing came
        in time, or an EINTR whose handlers raised nothing); an error raises OSError */
@@ -113,20 +153,11 @@ cdef extern from *:
             return -1;
         }
     }
-    static int mcpsync_chunk_byte(Py_ssize_t i) { return (unsigned char)mcpsync_chunk[i]; }
-    static Py_ssize_t mcpsync_chunk_newline(Py_ssize_t n) {
-        const char *p = (const char *)memchr(mcpsync_chunk, '\\n', (size_t)n);
-        return p == NULL ? -1 : (Py_ssize_t)(p - mcpsync_chunk);
-    }
-    static PyObject *mcpsync_chunk_bytes(Py_ssize_t n) { return PyBytes_FromStringAndSize(mcpsync_chunk, n); }
     """
-    Py_ssize_t _read_chunk "mcpsync_read_chunk"(int fd) except -3
+    object _read "mcpsync_read"(int fd, Py_ssize_t lone_max, bint big, int *state)
     int _poll_in "mcpsync_poll_in"(int fd, int timeout_ms) except -3
     double _c_monotonic "mcpsync_monotonic"() noexcept
     Py_ssize_t _write_line "mcpsync_write_line"(int fd, const char *data, Py_ssize_t size) except -1
-    int _chunk_byte "mcpsync_chunk_byte"(Py_ssize_t i) noexcept
-    Py_ssize_t _chunk_newline "mcpsync_chunk_newline"(Py_ssize_t n) noexcept
-    bytes _chunk_bytes "mcpsync_chunk_bytes"(Py_ssize_t n)
 
 cpdef Py_ssize_t write_line(int fd, bytes message) except -1
 

@@ -29,6 +29,7 @@ __all__ = ["LineFramer", "FrameTooLarge", "write_line", "TTLCache", "DEFAULT_MAX
 DEFAULT_MAX_MESSAGE_SIZE = 16 * 1024 * 1024
 _EDGE = 256
 _CHUNK = 65536  # one read of a pipe (LineFramer.read)
+_SMALL = 2048  # compiled, a read of more is made into bytes of its own, not copied out of the module's buffer
 _INSTANT = 5e-6  # a wait that ended sooner found its input in already (LineFramer.wait_message)
 
 
@@ -39,10 +40,8 @@ def _millis(timeout):
 
 
 def write_line(fd, message):
-    """Write ``message`` (bytes) and a newline to the file ``fd`` (non-blocking): the bytes
-    written, fewer than all when the pipe had no room for the rest; raises OSError as
-    ``os.write`` does. Compiled, one writev(2) under the GIL (a non-blocking pipe never
-    waits), with no copy of the message to add the newline (see _cspeedups.pxd)."""
+    """Write ``message`` and a newline to the non-blocking file ``fd``: the bytes written (fewer
+    when the pipe is full); raises as ``os.write`` does. Compiled, one writev(2) (_cspeedups.pxd)."""
     if _COMPILED:
         return _write_line(fd, message, len(message))
     try:
@@ -110,7 +109,7 @@ class LineFramer:
         self._pending = None
         self._source = None  # the pure twin's reads of _source_fd (see read)
         self._source_fd = -1
-        self._poller, self._poll_fd, self._eager = None, -1, True  # the pure twin's waits (see wait_message)
+        self._poller, self._poll_fd, self._eager, self._big = None, -1, True, False  # waits (wait_message), reads (read)
 
     @property
     def buffered(self):
@@ -146,22 +145,18 @@ class LineFramer:
         reading raises, and :class:`FrameTooLarge`."""
         data = self._pending
         if data is None and _COMPILED:
-            # one read(2) into the module's buffer, the GIL kept (a non-blocking pipe never
-            # waits): no other thread uses the buffer meanwhile (see _cspeedups.pxd)
-            got = _read_chunk(fd)
-            if got < 0:
-                return -1
-            if got == 0:
-                return 0
+            # one read(2), the GIL kept (a non-blocking pipe never waits): a small one into the
+            # module's buffer, copied out, a big one (as the last was) into bytes of its own; one
+            # whole message with nothing held before it is kept as it is (see _cspeedups.pxd)
             first = self.first
-            if (got > 1 and _chunk_byte(got - 1) == 10 and _chunk_byte(0) > 32 and got <= self.max_size
-                    and first[0] is None and not self.ready and not self._buf and not self._discarding
-                    and _chunk_newline(got - 1) < 0):
-                # the usual read: one whole message, nothing held before it: kept as it is
-                # (no split, no copy of the chunk first; _frame's first case, and its commit)
-                first[0] = _chunk_bytes(got - 2 if _chunk_byte(got - 2) == 13 else got - 1)
+            lone = self.max_size if first[0] is None and not self.ready and not self._buf and not self._discarding else 0
+            data = _read(fd, lone, self._big, cython.address(state))
+            if state < 1:
+                return state
+            self._big = len(data) > _SMALL
+            if state == 2:  # (_frame's first case and its commit, with no split)
+                first[0] = data
                 return 1
-            data = _chunk_bytes(got)
             self._pending = data
         if data is None:
             try:  # a for step reads: no signal check between the read and the keeping
@@ -180,14 +175,11 @@ class LineFramer:
         return 1
 
     def wait_message(self, fd, timeout):
-        """Read the file ``fd`` (non-blocking) until a whole message is in ``first``,
-        waiting for input up to ``timeout`` s in all (None: no bound): the one reader's
-        read of a pipe. Returns 1 (a message is in ``first``), 0 (the end of the stream)
-        or -1 (none came in time); raises as :meth:`read` does.
-
-        Compiled, each read comes first (one that finds nothing costs no exception in C),
-        the waits are poll(2)s with the GIL let go (see _cspeedups.pxd). The pure twin
-        reads first only while waits end at once, else it waits first."""
+        """Read the non-blocking file ``fd`` until a message is whole in ``first``, waiting up to
+        ``timeout`` s in all (None: no bound): 1, 0 at the end of the stream, -1 when none came
+        in time. Compiled, reads come first (one that finds nothing costs no exception in C)
+        and waits are poll(2)s with the GIL let go; the pure twin reads first only while
+        waits end at once."""
         first = self.first
         deadline = -1.0
         eager = _COMPILED or self._eager

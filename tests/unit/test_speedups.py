@@ -190,6 +190,30 @@ def test_reading_a_pipe_frames_each_chunk_as_feeding_it_does(impl):
         os.close(w)
 
 
+def test_big_and_small_reads_alternate_and_frame_alike(impl):
+    # compiled, a read after a big one (over 2 KiB) goes into bytes of its own, a read after a
+    # small one into the module's buffer: every mix frames as feeding the same chunks does
+    r, w = os.pipe()
+    os.set_blocking(r, False)
+    big = b'{"big":"' + b"x" * 5000 + b'"}'
+    chunks = [big + b"\n", b'{"a":1}\n', big + b"\r\n", big + b"\n", b'{"b":2}\n{"c":3}\n', big + b"\n" + big[:100],
+              big[100:] + b"\n", b'{"d":4}\r\n', b"   \n", big + b"\n"]
+    try:
+        f = impl.LineFramer()
+        got = []
+        for chunk in chunks:
+            os.write(w, chunk)
+            assert f.read(r) == 1
+            while (data := _take(f)) is not None:
+                got.append(data)
+        expected = impl.LineFramer().feed(b"".join(chunks))
+        assert got == expected and len(got) == 10
+        assert f.read(r) == -1
+    finally:
+        os.close(r)
+        os.close(w)
+
+
 def test_wait_message_reads_what_is_in_waits_for_what_comes_and_ends_at_its_timeout(impl):
     r, w = os.pipe()
     os.set_blocking(r, False)
