@@ -219,7 +219,7 @@ class Dispatcher(Incoming):
             ConnectionClosed: the connection died before the answer came.
             MessageTooLarge: the answer exceeded the transport's size limit.
         """
-        if self._closed or self._dead is not None:
+        if not self._up:  # (dead or closed)
             self._check_usable()
         if timeout is None:
             timeout = self.request_timeout
@@ -251,12 +251,13 @@ class Dispatcher(Incoming):
         # takes its list of slots, and the flags are read here after the slot is in. So
         # either _fail_all fails this slot, or this caller sees the flag and withdraws it.
         pending[rid] = slot
-        if self._dead is not None or self._closed:
+        if not self._up:  # (emptied with the flag, before _fail_all)
             pending.pop(rid, None)
             self._check_usable()
         self._gate.arrive(now)  # after an idle gap, the answer must not wake the background thread
+        transmit = self._transmit  # (an attribute holding a method: read as one, see Session.request)
         try:
-            self._transmit(data, timeout, message_facts(rid, method, params, _any.decode, headers) if self._facts else None)
+            transmit(data, timeout, message_facts(rid, method, params, _any.decode, headers) if self._facts else None)
         except BaseException as exc:
             pending.pop(rid, None)
             baton = self._baton
@@ -468,7 +469,7 @@ class Dispatcher(Incoming):
                     del unread[0]
                 else:
                     remaining = slot.deadline - _monotonic()
-                    if remaining <= 0:
+                    if remaining <= 0.0:
                         return None
                     try:
                         data = receive(remaining if remaining < POLL else POLL)

@@ -103,22 +103,12 @@ class Session:
     """
 
     def __init__(
-        self,
-        settings: Settings,
-        factory: Callable[[], Transport | Channel],
-        handlers: Handlers,
-        *,
-        param_headers: ParamHeaders,
-        replaced: Callable[[], None],
-        restore: Callable[[bool], None],
-        closing: Callable[[], None],
-        reconnect: ReconnectPolicy,
-        record: Recorder | None,
+        self, settings: Settings, factory: Callable[[], Transport | Channel], handlers: Handlers, *,
+        param_headers: ParamHeaders, replaced: Callable[[], None], restore: Callable[[bool], None],
+        closing: Callable[[], None], reconnect: ReconnectPolicy, record: Recorder | None,
         on_breaker_change: Callable[[BreakerState, BreakerState], None] | None,
-        on_unavailable: Callable[[ServerUnavailable], None] | None,
-        telemetry: Any,
-        on_session_lost: Callable[[SessionLost], None] | None = None,
-        attempts: Attempts | None = None,
+        on_unavailable: Callable[[ServerUnavailable], None] | None, telemetry: Any,
+        on_session_lost: Callable[[SessionLost], None] | None = None, attempts: Attempts | None = None,
         owner: object = None,
     ) -> None:
         self.name = name = settings.name
@@ -158,9 +148,6 @@ class Session:
             maintenance_interval=min(timeouts.keepalive, timeouts.idle) / 4,
         )
         self.borrow_wait = limits.borrow_timeout  # None: each call waits up to its own timeout
-        #: a connection per call (``PoolLimits.per_call``): each one a first contact, none
-        #: watched or restored, ``primary`` the newest (for its facts)
-        self.per_call = limits.per_call
         self.judges = settings.retry.retry_result is not None  # the fast path asks the policy of each result
         #: a routed client's strategy: each attempt under its endpoint's breaker (mcpsync._routing)
         self.attempts = attempts
@@ -177,6 +164,11 @@ class Session:
         _SESSIONS.add(self)
         # a client nobody closed (mcpsync._weak): ``owner`` collected, this session's threads end
         self.unclosed = watch(self if owner is None else owner, name, self.pool, self.worker, self.openings)
+
+    @property
+    def per_call(self) -> bool:
+        """``PoolLimits.per_call``: each connection a first contact, unwatched; ``primary`` the newest."""
+        return self.pool.limits.per_call
 
     def check_usable(self) -> None:
         """Raise if closed; after ``os.fork()``, renew the lock, the worker, the session
@@ -522,7 +514,8 @@ class Session:
         if tool is None and method in DISCOVERY_METHODS:
             tool = method  # kept apart from agent calls in the metrics
         guard = self.guard
-        start = guard.begin() if self.attempts is None else None
+        begin = guard.begin  # (attributes holding C methods: read so, specialized; as method lookups, not)
+        start = begin() if self.attempts is None else None
         if start is None:
             return self._guarded(method, params, t, progress, safe_to_retry, tool, retry)
         # the healthy common case, flattened (no closure in this frame: its cells would
@@ -532,7 +525,7 @@ class Session:
         entry = pool.take_idle()
         try:
             if entry is None:
-                result = self._attempt(method, params, t, progress)
+                result = self._attempt(method, params, t, progress, False)
             else:
                 result = self.request_on(entry.conn, method, params, t, progress)
         except BaseException as exc:
@@ -543,7 +536,8 @@ class Session:
             pool.give_back_idle(entry)
         if (retry is not None or self.judges) and (transient := guard.judge(result, retry)) is not None:
             return self._guarded(method, params, t, progress, safe_to_retry, tool, retry, start, transient)
-        guard.succeeded(tool, start)
+        succeeded = guard.succeeded
+        succeeded(tool, start)
         return result
 
     def _guarded(
@@ -600,12 +594,12 @@ class Session:
                 attach_fields(exc, truncated=True)
             raise
 
-    def _attempt(self, method: str, params: Mapping[str, Any] | None, t: float, progress: ProgressCallback | None) -> Any:
+    def _attempt(self, method: str, params: Mapping[str, Any] | None, t: float, progress: ProgressCallback | None, idle: bool = True) -> Any:
         if self.attempts is not None:  # a routed client: under its endpoint's breaker
             return self.attempts.run(self, t, lambda conn: self.request_on(conn, method, params, t, progress))
         pool = self.pool
         # no Lease: this frame gives it back on every path; waiting for a connection spends the call's time
-        entry = pool.take_idle()
+        entry = pool.take_idle() if idle else None  # (not ``idle``: the caller's claim just failed)
         give_back = pool.give_back_idle
         if entry is None:
             began = time.monotonic()
@@ -657,9 +651,8 @@ class Session:
         except SessionExpired as exc:
             if not exc.renewable:
                 raise
-            return self.renewal.after_expiry(conn, exc, again, t, lambda left: self.request_on(
-                conn, method, params, left, progress, True))
-        if type(raw).__class__ is STRUCT_META:  # typed with its answer, so complete (see ANSWER_DECODERS)
+            return self._after_expiry(conn, exc, again, method, params, t, progress)
+        if type(type(raw)) is STRUCT_META:  # typed with its answer, so complete (see ANSWER_DECODERS)
             return raw
         result = decode_result(method, raw)
         rt = result.get("resultType") if type(result) is dict else getattr(result, "result_type", None)
@@ -670,6 +663,13 @@ class Session:
                 f"{self.name} answered {method} with resultType {rt!r}, which this client cannot handle", code=-32600
             )
         return self._input_rounds(conn, method, params, raw, t, progress)
+
+    def _after_expiry(self, conn: _Connection, exc: SessionExpired, again: bool, method: str,
+                      params: Mapping[str, Any] | None, t: float, progress: ProgressCallback | None) -> Any:
+        """The request sent again on the renewed session (the closure here: in
+        :meth:`request_on` its cells would cost every call)."""
+        resend = lambda left: self.request_on(conn, method, params, left, progress, True)  # noqa: E731
+        return self.renewal.after_expiry(conn, exc, again, t, resend)
 
     def _input_rounds(
         self, conn: _Connection, method: str, params: Mapping[str, Any] | None, raw: Any, t: float,

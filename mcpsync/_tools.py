@@ -58,15 +58,17 @@ def call_facts(tool: Tool) -> tuple[bool, bool]:
     return tool_is_retry_safe(tool), _task_only(tool)
 
 
-def call_plan(listed: ToolSet, name: str) -> tuple[Tool, bool, bool] | None:
-    """(tool, retry safe, task-only) of the tool ``name`` in ``listed`` (None: not listed),
-    worked out on its first call and kept on the listing: ``call_tool`` asks on every call."""
-    plan: tuple[Tool, bool, bool] | None = listed.plans.get(name)
+def call_plan(listed: ToolSet, name: str) -> tuple[Tool, bool, bool, bool] | None:
+    """(tool, retry safe, task-only, may have an ``outputSchema``) of the tool ``name`` in
+    ``listed`` (None: not listed), worked out on its first call and kept on the listing:
+    ``call_tool`` asks on every call. (The schema itself is decoded on the first result to
+    check: a tool that sent none has nothing to decode, or look up, on any call.)"""
+    plan: tuple[Tool, bool, bool, bool] | None = listed.plans.get(name)
     if plan is None:
         tool = listed.by_name.get(name)
         if tool is None:
             return None
-        plan = listed.plans[name] = (tool, *call_facts(tool))
+        plan = listed.plans[name] = (tool, *call_facts(tool), len(tool.output_schema_json) > 0)
     return plan
 
 
@@ -254,13 +256,14 @@ class Tools:
         listed = self.cache.peek(self.name, self.credential)  # harness work: not counted
         plan = None if listed is None else listed.plans.get(name) or call_plan(listed, name)
         definition = None
+        schema = False  # the tool may have an outputSchema to check its result against
         ends = 0.0
         if listed is None:  # cold: what the call may spend on learning the tool after its answer
             ends = time.monotonic() + (self.request_timeout if timeout is None else timeout)
         safe: bool | Callable[[], bool] = retry_safe
         as_task = task is True
         if plan is not None:
-            definition, tool_safe, task_only = plan
+            definition, tool_safe, task_only, schema = plan
             safe = tool_safe or retry_safe
             as_task = as_task or (task is None and task_only)  # task-only: run as a task, wait for it
         elif listed is None and not retry_safe:
@@ -303,7 +306,7 @@ class Tools:
                 return self._as_task(name, arguments, timeout, meta, validate, learned, began)
         if validate:
             if definition is not None:
-                if definition.output_schema is not None:
+                if schema and definition.output_schema is not None:
                     self.check_result(definition, result)
             elif listed is None:
                 self._check_late(name, result, ends)

@@ -35,6 +35,7 @@ else:
 IMPLEMENTATION: str = "pure-python" if _impl is _pyspeedups else "c-extension"
 
 LineFramer = _impl.LineFramer
+write_line = _impl.write_line
 FrameTooLarge = _impl.FrameTooLarge
 TTLCache = _impl.TTLCache
 DEFAULT_MAX_MESSAGE_SIZE: int = _impl.DEFAULT_MAX_MESSAGE_SIZE
@@ -49,5 +50,5 @@ FastPath = _impl.FastPath
 EpollSwitch = _impl.EpollSwitch
 IdleGate = _impl.IdleGate
 
-__all__ = ["IMPLEMENTATION", "LineFramer", "FrameTooLarge", "TTLCache", "DEFAULT_MAX_MESSAGE_SIZE", "Histogram", "CallTally",
-           "bucket_index", "fold_calls", "CallQueue", "BUCKETS", "Gate", "FastPath", "EpollSwitch", "IdleGate"]
+__all__ = ["IMPLEMENTATION", "LineFramer", "write_line", "FrameTooLarge", "TTLCache", "DEFAULT_MAX_MESSAGE_SIZE", "Histogram",
+           "CallTally", "bucket_index", "fold_calls", "CallQueue", "BUCKETS", "Gate", "FastPath", "EpollSwitch", "IdleGate"]

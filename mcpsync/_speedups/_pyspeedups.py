@@ -23,14 +23,31 @@ except ImportError:  # the pure-Python package: Cython is only a build requireme
 else:
     _COMPILED = cython.compiled
 
-__all__ = ["LineFramer", "FrameTooLarge", "TTLCache", "DEFAULT_MAX_MESSAGE_SIZE", "Histogram", "CallTally", "bucket_index",
-           "fold_calls", "CallQueue", "BUCKETS", "Gate", "FastPath", "EpollSwitch", "IdleGate"]
+__all__ = ["LineFramer", "FrameTooLarge", "write_line", "TTLCache", "DEFAULT_MAX_MESSAGE_SIZE", "Histogram", "CallTally",
+           "bucket_index", "fold_calls", "CallQueue", "BUCKETS", "Gate", "FastPath", "EpollSwitch", "IdleGate"]
 
 DEFAULT_MAX_MESSAGE_SIZE = 16 * 1024 * 1024
 _EDGE = 256
 _CHUNK = 65536  # one read of a pipe (LineFramer.read)
-_CHUNK_ARG = _CHUNK  # (the same as an object: made once)
-_os_read = os.read
+_SMALL = 2048  # compiled, a read of more is made into bytes of its own, not copied out of the module's buffer
+_INSTANT = 5e-6  # a wait that ended sooner found its input in already (LineFramer.wait_message)
+
+
+def _millis(timeout):
+    """``timeout`` s as whole milliseconds for poll(2), rounded up (0 to ~23 days)."""
+    ms = min(max(timeout, 0.0), 2e6) * 1000.0
+    return int(ms) + (1 if int(ms) < ms else 0)
+
+
+def write_line(fd, message):
+    """Write ``message`` and a newline to the non-blocking file ``fd``: the bytes written (fewer
+    when the pipe is full); raises as ``os.write`` does. Compiled, one writev(2) (_cspeedups.pxd)."""
+    if _COMPILED:
+        return _write_line(fd, message, len(message))
+    try:
+        return os.write(fd, message + b"\n")
+    except BlockingIOError:
+        return 0
 
 
 class FrameTooLarge(Exception):
@@ -92,6 +109,7 @@ class LineFramer:
         self._pending = None
         self._source = None  # the pure twin's reads of _source_fd (see read)
         self._source_fd = -1
+        self._poller, self._poll_fd, self._eager, self._big = None, -1, True, False  # waits (wait_message), reads (read)
 
     @property
     def buffered(self):
@@ -126,17 +144,28 @@ class LineFramer:
         read (BlockingIOError, caught here: cheaper than through C); raises what else
         reading raises, and :class:`FrameTooLarge`."""
         data = self._pending
+        if data is None and _COMPILED:
+            # one read(2), the GIL kept (a non-blocking pipe never waits): a small one into the
+            # module's buffer, copied out, a big one (as the last was) into bytes of its own; one
+            # whole message with nothing held before it is kept as it is (see _cspeedups.pxd)
+            first = self.first
+            lone = self.max_size if first[0] is None and not self.ready and not self._buf and not self._discarding else 0
+            data = _read(fd, lone, self._big, cython.address(state))
+            if state < 1:
+                return state
+            self._big = len(data) > _SMALL
+            if state == 2:  # (_frame's first case and its commit, with no split)
+                first[0] = data
+                return 1
+            self._pending = data
         if data is None:
-            try:
-                if _COMPILED:  # in C, where no signal handler runs
-                    data = _os_read(fd, _CHUNK_ARG)
-                else:  # a for step reads: no signal check between the read and the keeping
-                    if self._source_fd != fd:
-                        self._source = iter(functools.partial(os.read, fd, _CHUNK), b"")
-                        self._source_fd = fd
-                    data = b""
-                    for data in self._source:
-                        break
+            try:  # a for step reads: no signal check between the read and the keeping
+                if self._source_fd != fd:
+                    self._source = iter(functools.partial(os.read, fd, _CHUNK), b"")
+                    self._source_fd = fd
+                data = b""
+                for data in self._source:
+                    break
             except BlockingIOError:
                 return -1
             if not data:
@@ -144,6 +173,42 @@ class LineFramer:
             self._pending = data  # no call since the read: see the class
         self._frame(data)
         return 1
+
+    def wait_message(self, fd, timeout):
+        """Read the non-blocking file ``fd`` until a message is whole in ``first``, waiting up to
+        ``timeout`` s in all (None: no bound): 1, 0 at the end of the stream, -1 when none came
+        in time. Compiled, reads come first (one that finds nothing costs no exception in C)
+        and waits are poll(2)s with the GIL let go; the pure twin reads first only while
+        waits end at once."""
+        first = self.first
+        deadline = -1.0
+        eager = _COMPILED or self._eager
+        while True:
+            if not eager:
+                started = _c_monotonic() if _COMPILED else time.monotonic()
+                left = timeout
+                if timeout is not None:
+                    if deadline < 0.0:
+                        deadline = started + timeout
+                    else:
+                        left = deadline - started
+                        if left <= 0.0:
+                            return -1
+                if _COMPILED:
+                    _poll_in(fd, -1 if left is None else _millis(left))
+                else:
+                    if self._poll_fd != fd:
+                        self._poller = select.poll()
+                        self._poller.register(fd, select.POLLIN)
+                        self._poll_fd = fd
+                    self._poller.poll(None if left is None else left * 1000.0 if left > 0.0 else 0.0)
+                    self._eager = time.monotonic() - started < _INSTANT
+            n = self.read(fd)
+            if n == 0:
+                return 0
+            if n > 0 and first[0] is not None:
+                return 1
+            eager = self._eager = False  # nothing in yet (a wake with nothing to read), or a part of a message: wait
 
     def _frame(self, data):
         # frames ``data`` after the bytes held; committed at the end with no call (see the class)

@@ -4,7 +4,7 @@ import collections
 from typing import Any, Callable, Iterator, Mapping
 
 __all__ = ["LineFramer", "FrameTooLarge", "TTLCache", "DEFAULT_MAX_MESSAGE_SIZE", "Histogram", "CallTally", "bucket_index",
-           "fold_calls", "CallQueue", "BUCKETS", "Gate", "FastPath", "EpollSwitch", "IdleGate"]
+           "fold_calls", "CallQueue", "BUCKETS", "Gate", "FastPath", "EpollSwitch", "IdleGate", "write_line"]
 
 DEFAULT_MAX_MESSAGE_SIZE: int
 
@@ -14,6 +14,8 @@ class FrameTooLarge(Exception):
     head: bytes
     tail: bytes
     def __init__(self, size: int, limit: int, head: bytes, tail: bytes) -> None: ...
+
+def write_line(fd: int, message: bytes) -> int: ...
 
 class LineFramer:
     max_size: int
@@ -26,6 +28,7 @@ class LineFramer:
     def promote(self) -> None: ...
     def feed(self, data: bytes) -> list[bytes]: ...
     def read(self, fd: int) -> int: ...
+    def wait_message(self, fd: int, timeout: float | None) -> int: ...
     def reset(self) -> None: ...
 
 class TTLCache:

@@ -30,11 +30,11 @@ import subprocess
 import threading
 import time
 import weakref
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from .._channel import MessageFacts
 from .._errors import ConnectError, ConnectionClosed, MessageTooLarge, RequestTimeout, StartFailed
-from .._speedups import DEFAULT_MAX_MESSAGE_SIZE, EpollSwitch, FrameTooLarge, LineFramer
+from .._speedups import DEFAULT_MAX_MESSAGE_SIZE, EpollSwitch, FrameTooLarge, LineFramer, write_line
 from ._base import Transport
 from ._spawn import Group as _Group
 from ._spawn import popen
@@ -60,8 +60,6 @@ _PERMANENT_SPAWN_ERRORS = frozenset({errno.ENOENT, errno.EACCES, errno.EPERM, er
 _monotonic = time.monotonic
 #: the idle watch can be paused (Linux); elsewhere it is a plain poll that ignores pauses
 _EPOLL = hasattr(select, "epoll") and hasattr(os, "eventfd")
-#: A wait for output that ends sooner than this found it there already.
-_INSTANT = 5e-6
 #: each server in a process group (session) of its own, ended as a whole (POSIX)
 _GROUPS = os.name == "posix"
 
@@ -140,8 +138,8 @@ class StdioTransport(Transport):
     __slots__ = (
         "command", "args", "env", "cwd", "inherit_env", "max_message_size", "close_timeout", "name", "stderr_log_rate",
         "_proc", "_framer", "_first", "_ready", "_wbaton", "_wwaiters", "_rlock", "_reading", "_out_claim",
-        "_eager", "_closed", "_stderr_tail", "_stderr_thread", "_stderr_stop", "_stderr_wake", "_spoke", "_eof",
-        "_exit_code", "_broken_before_close", "_out_fd", "_in_fd", "_poller", "_idle_poller", "idle_switch", "_idle_wake",
+        "_wait_message", "_closed", "_stderr_tail", "_stderr_thread", "_stderr_stop", "_stderr_wake", "_spoke", "_eof",
+        "_exit_code", "_broken_before_close", "_out_fd", "_in_fd", "_idle_poller", "idle_switch", "_idle_wake",
         "_pid_owner", "_group", "_wake_claim", "_stderr_claim", "_watching",
     )
 
@@ -185,7 +183,9 @@ class StdioTransport(Transport):
         # _out_claim (list.pop is atomic under the GIL): it is closed exactly once.
         self._reading = False
         self._out_claim: list[int] = []
-        self._eager = True  # read before waiting (see receive_alone); by the one reader
+        #: the one reader's waits and reads of the output pipe until a message is whole
+        #: (LineFramer.wait_message; a slot of its own, for tests to step in)
+        self._wait_message: Callable[[int, float | None], int] = self._framer.wait_message
         self._closed = False
         self._stderr_tail = _Tail(_STDERR_KEEP)
         self._stderr_thread: threading.Thread | None = None
@@ -199,7 +199,6 @@ class StdioTransport(Transport):
         self._broken_before_close = False  # EOF or exit seen before close() began
         self._out_fd = -1
         self._in_fd = -1
-        self._poller = select.poll()  # watches _out_fd once connected
         # wait_readable's own watch of _out_fd (used without _rlock), an epoll set
         self._idle_poller: Any = None
         #: turns that watch off and on (epoll only): the dispatcher's IdleGate turns it off
@@ -257,7 +256,6 @@ class StdioTransport(Transport):
         self._in_fd = proc.stdin.fileno()
         self._out_claim = [proc.stdout.fileno()]
         self._out_fd = proc.stdout.fileno()
-        self._poller.register(self._out_fd, select.POLLIN)
         try:
             if _EPOLL:
                 self._idle_poller = select.epoll()
@@ -445,7 +443,6 @@ class StdioTransport(Transport):
     # ------------------------------------------------------------------ I/O
 
     def send(self, message: bytes, timeout: float | None = None, facts: MessageFacts | None = None) -> None:
-        data = message + b"\n"
         baton = self._wbaton
         # The right to write, with no lock section (~1,000 instructions cheaper on 3.11).
         # CPython runs signal handlers only at calls and backward jumps: an exception one
@@ -463,13 +460,11 @@ class StdioTransport(Transport):
                 raise ConnectionClosed(f"stdio server {self.name} is closed", sent=False)
             fd = self._in_fd
             try:
-                n = os.write(fd, data)  # the pipe has room for a whole message, usually
-            except BlockingIOError:
-                n = 0
+                n = write_line(fd, message)  # the message and its newline: the pipe has room for both, usually
             except (BrokenPipeError, ValueError, OSError) as exc:
                 raise self._gone_while_sending() from exc
-            if n < len(data):
-                self._write_rest(fd, memoryview(data)[n:], timeout)
+            if n <= len(message):
+                self._write_rest(fd, memoryview(message + b"\n")[n:], timeout)
         finally:
             baton.append(True)
             if self._wwaiters:
@@ -508,10 +503,6 @@ class StdioTransport(Transport):
             switch.close()  # a wait_readable inside the epoll ends at its timeout, and then sees _closed
         if not self._watching:
             _close_claimed(self._wake_claim)  # (else that wait_readable closes it on its way out)
-        try:
-            self._poller.unregister(fd)
-        except (KeyError, ValueError):
-            pass
         proc = self._proc
         try:
             if proc is not None and proc.stdout is not None:
@@ -597,33 +588,10 @@ class StdioTransport(Transport):
             fd = self._out_fd
             if fd < 0:
                 raise ConnectionClosed(f"stdio server {self.name} is not connected")
-            framer = self._framer
-            # the one reader: wait and read until a whole message is in, or the time is up.
-            # The pipe is non-blocking. While output tends to be in already by the time a
-            # reader comes (client and server share a CPU; many callers), it is read with no
-            # wait first, saving the poll; a read that finds nothing goes back to waiting
-            # first, until a wait again ends at once.
-            deadline = None
-            eager = self._eager
-            while True:
-                if not eager:
-                    if self._closed:
-                        raise ConnectionClosed(f"stdio server {self.name} was closed")
-                    started = _monotonic()
-                    if timeout is not None:
-                        if deadline is None:
-                            deadline = started + timeout
-                        else:
-                            timeout = deadline - started
-                            if timeout <= 0:
-                                return None
-                    try:  # the one reader: the poll object is never used concurrently (poll is half select's price)
-                        self._poller.poll(None if timeout is None else timeout * 1000.0 if timeout > 0.0 else 0.0)
-                    except (OSError, ValueError) as exc:
-                        raise ConnectionClosed(f"stdio server {self.name} is gone{self._exit_detail()}") from exc
-                    self._eager = eager = _monotonic() - started < _INSTANT
-                try:
-                    n = framer.read(fd)
+            wait_message = self._wait_message
+            while True:  # (once, unless no time bounds the wait)
+                try:  # reads, and waits while nothing is in, until a message is whole or the time is up
+                    n = wait_message(fd, timeout)
                 except FrameTooLarge as exc:
                     if first[0] is not None:
                         self._wake_idle()
@@ -634,22 +602,24 @@ class StdioTransport(Transport):
                     if isinstance(exc, OSError) and exc.errno == errno.EINTR:
                         continue
                     raise ConnectionClosed(f"stdio server {self.name} is gone{self._exit_detail()}") from exc
-                if n < 0:  # nothing in yet, or a wake with nothing to read
-                    self._eager = eager = False
-                    continue
+                if n > 0:
+                    self._spoke = True
+                    if self._ready:
+                        self._wake_idle()  # (before the take: after it, no call until the return)
+                    data = first[0]
+                    first[0] = None
+                    return data
                 if not n:
                     self._eof = True
+                    if self._framer.buffered:
+                        self._spoke = True  # a part of a message, then the end
                     if self._closed:
                         raise ConnectionClosed(f"stdio server {self.name} was closed")
                     raise ConnectionClosed(f"stdio server {self.name} closed its output{self._exit_detail()}")
-                self._spoke = True
-                data = first[0]
-                if data is not None:
-                    if self._ready:
-                        self._wake_idle()  # (before the take: after it, no call until the return)
-                    first[0] = None
-                    return data
-                eager = False  # a part of a message: wait for the rest
+                if self._closed:
+                    raise ConnectionClosed(f"stdio server {self.name} was closed")
+                if timeout is not None:
+                    return None
         finally:
             self._reading = False
             if self._closed:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import sys
 import threading
 
@@ -27,22 +28,22 @@ pytestmark = pytest.mark.timeout(90)
 
 
 class _HeldAfterWait:
-    """A poll object that, once its wait ended, holds the reader there (between its wait
-    and its ``os.read``) until ``go`` is set."""
+    """Stands in for the transport's waits and reads (``_wait_message``): waits for output
+    with a poll of its own, then holds the reader there, between its wait and its read,
+    until ``go`` is set; then reads as the framer does."""
 
-    def __init__(self, poller: object) -> None:
-        self.poller = poller
+    def __init__(self, t: StdioTransport) -> None:
+        self.framer = t._framer
         self.waited = threading.Event()
         self.go = threading.Event()
 
-    def poll(self, timeout: float | None = None) -> list[tuple[int, int]]:
-        events = self.poller.poll(timeout)  # type: ignore[attr-defined]
+    def __call__(self, fd: int, timeout: float | None) -> int:
+        poller = select.poll()
+        poller.register(fd, select.POLLIN)
+        poller.poll(None if timeout is None else timeout * 1000.0)
         self.waited.set()
         assert self.go.wait(30.0)
-        return events  # type: ignore[no-any-return]
-
-    def unregister(self, fd: int) -> None:
-        self.poller.unregister(fd)  # type: ignore[attr-defined]
+        return self.framer.wait_message(fd, timeout)
 
 
 def assert_number_reused_safely(t: StdioTransport, number: int, rid: int) -> None:
@@ -61,9 +62,8 @@ def assert_number_reused_safely(t: StdioTransport, number: int, rid: int) -> Non
 
 def test_close_between_a_lockless_readers_wait_and_read_leaves_the_pipe_to_it() -> None:
     t = started()
-    held = _HeldAfterWait(t._poller)
-    t._poller = held  # type: ignore[assignment]
-    t._eager = False  # wait first: the reader stops between its wait and its read
+    held = _HeldAfterWait(t)
+    t._wait_message = held  # the reader stops between its wait and its read
     number = t._out_fd
     reader, outcome = reader_thread(t.receive_alone)
     try:
@@ -91,7 +91,6 @@ def test_close_between_a_lockless_readers_wait_and_read_leaves_the_pipe_to_it() 
 
 def test_close_under_a_lockless_reader_waiting_ends_its_read() -> None:
     t = started()
-    t._eager = False
     reader, outcome = reader_thread(t.receive_alone)
     assert wait_until(lambda: t._reading, 10.0), "the reader never went in"
     t.close()

@@ -176,24 +176,19 @@ def split_echo(mode: str) -> StdioTransport:
     return t
 
 
-@pytest.mark.parametrize("eager", [True, False], ids=["read-first", "wait-first"])
-def test_a_message_written_in_parts_is_received_whole(eager: bool) -> None:
+def test_a_message_written_in_parts_is_received_whole() -> None:
     t = split_echo("split")
     try:
         for rid in range(3):
-            t._eager = eager  # the mode the transport picks by itself from how waits end
             ping(t, rid)
             assert answer_id(t) == rid
-        assert t._eager is False  # a wait that did not end at once: wait before reading
     finally:
         t.close()
 
 
-@pytest.mark.parametrize("eager", [True, False], ids=["read-first", "wait-first"])
-def test_half_a_message_then_silence_ends_the_receive_at_its_timeout(eager: bool) -> None:
+def test_half_a_message_then_silence_ends_the_receive_at_its_timeout() -> None:
     t = split_echo("hold")
     try:
-        t._eager = eager
         ping(t, 7)
         started_at = time.monotonic()
         assert t.receive(0.3) is None  # neither a hang nor a broken message
@@ -204,33 +199,22 @@ def test_half_a_message_then_silence_ends_the_receive_at_its_timeout(eager: bool
         t.close()
 
 
-def test_an_answer_already_in_is_read_without_waiting() -> None:
+def test_the_reader_waits_and_reads_through_its_one_slot() -> None:
+    # the transport's waits and reads of its output are LineFramer.wait_message's, in
+    # _wait_message (the slot tests step into): one call per message, with the receive's time
     t = started()
     try:
+        calls: list[float | None] = []
+        real = t._wait_message
+
+        def counted(fd: int, timeout: float | None) -> int:
+            calls.append(timeout)
+            return real(fd, timeout)
+
+        t._wait_message = counted
         ping(t, 1)
-        deadline = time.monotonic() + 10.0
-        while not t._poller.poll(0):  # the answer is in the pipe before anyone reads
-            assert time.monotonic() < deadline
-            time.sleep(0.001)
-        waits: list[float | None] = []
-        poller = t._poller
-
-        class Counted:  # the reader's waits for output, counted
-            def poll(self, timeout: float | None = None) -> list[tuple[int, int]]:
-                waits.append(timeout)
-                return poller.poll(timeout)
-
-        t._poller = Counted()  # type: ignore[assignment]
-        try:
-            t._eager = True
-            assert answer_id(t) == 1
-            assert waits == []
-            t._eager = False
-            ping(t, 2)
-            assert answer_id(t) == 2
-            assert len(waits) == 1
-        finally:
-            t._poller = poller
+        assert answer_id(t) == 1
+        assert calls == [10.0]
     finally:
         t.close()
 
