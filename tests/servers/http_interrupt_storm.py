@@ -33,7 +33,7 @@ def in_use_after(settle: float = 20.0) -> list[int]:
     def counts() -> list[int]:
         out = []
         for pool in pools:
-            with pool._lock:
+            with pool.lock:
                 out.append(pool.open_count() - len(pool.idle))
         return out
 
