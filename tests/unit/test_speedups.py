@@ -21,6 +21,19 @@ except ImportError:  # the test below fails loudly in that case
 IMPLS = [pytest.param(_cspeedups, id="c-extension"), pytest.param(_pyspeedups, id="pure-python")]
 
 
+@pytest.fixture
+def pipe():
+    """A real pipe, its read end non-blocking as a transport's: (read fd, write fd), closed after."""
+    r, w = os.pipe()
+    os.set_blocking(r, False)
+    yield r, w
+    for fd in (r, w):
+        try:
+            os.close(fd)
+        except OSError:  # closed by the test
+            pass
+
+
 @pytest.fixture(params=IMPLS)
 def impl(request):
     if request.param is None:
@@ -146,7 +159,7 @@ def test_a_reader_reads_a_pipe_into_first_then_ready(impl):
             os.close(w)
 
 
-def test_reading_a_pipe_frames_each_chunk_as_feeding_it_does(impl):
+def test_reading_a_pipe_frames_each_chunk_as_feeding_it_does(impl, pipe):
     """``read(fd)`` (compiled: one read(2) into the module's buffer, a lone whole message
     kept with no split) frames every chunk as ``feed`` does: lone messages with LF or
     CRLF, blank and whitespace-only lines, a message exactly at the size limit and one
@@ -156,63 +169,53 @@ def test_reading_a_pipe_frames_each_chunk_as_feeding_it_does(impl):
     lines = [b'{"a":1}', b'{"b":"x y"}\r', b"", b"   ", b"\t\r", b"\x00odd", b" {\"lead\":1}", b"z" * 63, b"z" * 64,
              b"z" * 62 + b"\r", b"x", b"\r"]
     rng = random.Random(11)
-    r, w = os.pipe()
-    os.set_blocking(r, False)
-    try:
-        for _ in range(300):
-            reader = impl.LineFramer(max_size=64)
-            feeder = impl.LineFramer(max_size=64)
-            got, expected = [], []
-            for _ in range(rng.randint(1, 5)):
-                picked = [rng.choice(lines) for _ in range(rng.randint(1, 3))]
-                chunk = b"".join(line + b"\n" for line in picked)
-                if rng.random() < 0.2:
-                    chunk = chunk[: rng.randint(1, len(chunk))]  # a partial line: held for the next
-                os.write(w, chunk)
-                try:
-                    assert reader.read(r) == 1
-                except impl.FrameTooLarge as exc:
-                    got.append(("too large", exc.size))
-                try:
-                    expected += feeder.feed(chunk)
-                except impl.FrameTooLarge as exc:
-                    expected.append(("too large", exc.size))
-                    expected += feeder.pop()
-                if rng.random() < 0.5:  # sometimes the reader takes its messages before the next chunk
-                    while (data := _take(reader)) is not None:
-                        got.append(data)
-            while (data := _take(reader)) is not None:
-                got.append(data)
-            assert sorted(map(repr, got)) == sorted(map(repr, expected))
-            assert [g for g in got if type(g) is bytes] == [e for e in expected if type(e) is bytes]
-            assert reader.read(r) == -1  # the pipe is empty again
-    finally:
-        os.close(r)
-        os.close(w)
+    r, w = pipe
+    for _ in range(300):
+        reader = impl.LineFramer(max_size=64)
+        feeder = impl.LineFramer(max_size=64)
+        got, expected = [], []
+        for _ in range(rng.randint(1, 5)):
+            picked = [rng.choice(lines) for _ in range(rng.randint(1, 3))]
+            chunk = b"".join(line + b"\n" for line in picked)
+            if rng.random() < 0.2:
+                chunk = chunk[: rng.randint(1, len(chunk))]  # a partial line: held for the next
+            os.write(w, chunk)
+            try:
+                assert reader.read(r) == 1
+            except impl.FrameTooLarge as exc:
+                got.append(("too large", exc.size))
+            try:
+                expected += feeder.feed(chunk)
+            except impl.FrameTooLarge as exc:
+                expected.append(("too large", exc.size))
+                expected += feeder.pop()
+            if rng.random() < 0.5:  # sometimes the reader takes its messages before the next chunk
+                while (data := _take(reader)) is not None:
+                    got.append(data)
+        while (data := _take(reader)) is not None:
+            got.append(data)
+        assert sorted(map(repr, got)) == sorted(map(repr, expected))
+        assert [g for g in got if type(g) is bytes] == [e for e in expected if type(e) is bytes]
+        assert reader.read(r) == -1  # the pipe is empty again
 
 
-def test_big_and_small_reads_alternate_and_frame_alike(impl):
+def test_big_and_small_reads_alternate_and_frame_alike(impl, pipe):
     # compiled, a read after a big one (over 2 KiB) goes into bytes of its own, a read after a
     # small one into the module's buffer: every mix frames as feeding the same chunks does
-    r, w = os.pipe()
-    os.set_blocking(r, False)
+    r, w = pipe
     big = b'{"big":"' + b"x" * 5000 + b'"}'
     chunks = [big + b"\n", b'{"a":1}\n', big + b"\r\n", big + b"\n", b'{"b":2}\n{"c":3}\n', big + b"\n" + big[:100],
               big[100:] + b"\n", b'{"d":4}\r\n', b"   \n", big + b"\n"]
-    try:
-        f = impl.LineFramer()
-        got = []
-        for chunk in chunks:
-            os.write(w, chunk)
-            assert f.read(r) == 1
-            while (data := _take(f)) is not None:
-                got.append(data)
-        expected = impl.LineFramer().feed(b"".join(chunks))
-        assert got == expected and len(got) == 10
-        assert f.read(r) == -1
-    finally:
-        os.close(r)
-        os.close(w)
+    f = impl.LineFramer()
+    got = []
+    for chunk in chunks:
+        os.write(w, chunk)
+        assert f.read(r) == 1
+        while (data := _take(f)) is not None:
+            got.append(data)
+    expected = impl.LineFramer().feed(b"".join(chunks))
+    assert got == expected and len(got) == 10
+    assert f.read(r) == -1
 
 
 def test_wait_message_reads_what_is_in_waits_for_what_comes_and_ends_at_its_timeout(impl):
@@ -247,47 +250,37 @@ def test_wait_message_reads_what_is_in_waits_for_what_comes_and_ends_at_its_time
             os.close(w)
 
 
-def test_a_message_in_parts_is_waited_for_within_one_timeout(impl):
+def test_a_message_in_parts_is_waited_for_within_one_timeout(impl, pipe):
     # the parts of one message come apart: the wait goes on for the rest until the time
     # given in all is up (a first part does not start the time again)
-    r, w = os.pipe()
-    os.set_blocking(r, False)
-    try:
-        f = impl.LineFramer(max_size=100)
-        os.write(w, b'{"a"')
-        began = time.monotonic()
-        assert f.wait_message(r, 0.2) == -1
-        took = time.monotonic() - began
-        assert 0.15 <= took < 10.0
-        assert f.buffered == 4
-    finally:
-        os.close(r)
-        os.close(w)
+    r, w = pipe
+    f = impl.LineFramer(max_size=100)
+    os.write(w, b'{"a"')
+    began = time.monotonic()
+    assert f.wait_message(r, 0.2) == -1
+    took = time.monotonic() - began
+    assert 0.15 <= took < 10.0
+    assert f.buffered == 4
 
 
-def test_the_pure_wait_message_waits_first_after_a_wait_that_did_not_end_at_once():
+def test_the_pure_wait_message_waits_first_after_a_wait_that_did_not_end_at_once(pipe):
     from mcpsync._speedups import _pyspeedups
 
-    r, w = os.pipe()
-    os.set_blocking(r, False)
-    try:
-        f = _pyspeedups.LineFramer()
-        assert f._eager and f.wait_message(r, 0.05) == -1  # read first, found nothing: it waited
-        assert not f._eager  # the wait did not end at once: the next waits first
-        waits = []
-        real = f._poller
+    r, w = pipe
+    f = _pyspeedups.LineFramer()
+    assert f._eager and f.wait_message(r, 0.05) == -1  # read first, found nothing: it waited
+    assert not f._eager  # the wait did not end at once: the next waits first
+    waits = []
+    real = f._poller
 
-        class Counted:
-            def poll(self, timeout=None):
-                waits.append(timeout)
-                return real.poll(timeout)
+    class Counted:
+        def poll(self, timeout=None):
+            waits.append(timeout)
+            return real.poll(timeout)
 
-        f._poller = Counted()
-        os.write(w, b'{"a":1}\n')
-        assert f.wait_message(r, 30.0) == 1 and waits == [30000.0] and _take(f) == b'{"a":1}'
-    finally:
-        os.close(r)
-        os.close(w)
+    f._poller = Counted()
+    os.write(w, b'{"a":1}\n')
+    assert f.wait_message(r, 30.0) == 1 and waits == [30000.0] and _take(f) == b'{"a":1}'
 
 
 def test_write_line_writes_the_message_and_its_newline_as_far_as_the_pipe_has_room(impl):
@@ -310,26 +303,21 @@ def test_write_line_writes_the_message_and_its_newline_as_far_as_the_pipe_has_ro
         os.close(w)
 
 
-def test_a_read_cut_short_keeps_its_chunk_for_the_next():
+def test_a_read_cut_short_keeps_its_chunk_for_the_next(pipe):
     # the pure twin keeps the chunk it read in _pending until its messages are kept: a
     # framing cut short by an exception (a signal handler's) loses nothing
     from mcpsync._speedups import _pyspeedups
 
-    r, w = os.pipe()
-    os.set_blocking(r, False)
-    try:
-        f = _pyspeedups.LineFramer()
-        real = f._frame
-        f._frame = lambda data: (_ for _ in ()).throw(KeyboardInterrupt)  # cut short at the call
-        os.write(w, b'{"a":1}\n')
-        with pytest.raises(KeyboardInterrupt):
-            f.read(r)
-        assert f.first == [None] and f._pending == b'{"a":1}\n'
-        f._frame = real
-        assert f.read(r) == 1 and f.first == [b'{"a":1}'] and f._pending is None
-    finally:
-        os.close(r)
-        os.close(w)
+    r, w = pipe
+    f = _pyspeedups.LineFramer()
+    real = f._frame
+    f._frame = lambda data: (_ for _ in ()).throw(KeyboardInterrupt)  # cut short at the call
+    os.write(w, b'{"a":1}\n')
+    with pytest.raises(KeyboardInterrupt):
+        f.read(r)
+    assert f.first == [None] and f._pending == b'{"a":1}\n'
+    f._frame = real
+    assert f.read(r) == 1 and f.first == [b'{"a":1}'] and f._pending is None
 
 
 # ------------------------------------------------------------------ TTL cache
