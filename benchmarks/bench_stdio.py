@@ -21,8 +21,6 @@ import time
 import orjson
 import pytest
 
-from benchmarks.conftest import FAST_SERVER
-
 THREADS = 16
 PER_THREAD = 50
 

@@ -36,7 +36,7 @@ SERVERS = ROOT / "benchmarks" / "servers"
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from benchmarks.conftest import MODERN_META, RawPipe  # noqa: E402
+from benchmarks.peers import RawPipe  # noqa: E402
 
 #: the idle gap before each call of the ``*-idle`` contestants (an agent thinking)
 IDLE = 0.03

@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from benchmarks.conftest import RawPipe  # noqa: E402
+from benchmarks.peers import RawPipe  # noqa: E402
 from benchmarks.contestants import ECHO, IDLE, SafePipe, stdio_server  # noqa: E402
 
 clock = time.perf_counter
