@@ -9,16 +9,26 @@ import time
 
 import pytest
 
+import types
+
 import mcpsync._speedups as speedups
-from mcpsync._speedups import _pyspeedups
+from mcpsync._speedups import _pypipes, _pyspeedups
 from tests.helpers import while_reading
 
 try:
-    from mcpsync._speedups import _cspeedups
+    from mcpsync._speedups import _cpipes, _cspeedups
 except ImportError:  # the test below fails loudly in that case
-    _cspeedups = None
+    _cspeedups = _cpipes = None
 
-IMPLS = [pytest.param(_cspeedups, id="c-extension"), pytest.param(_pyspeedups, id="pure-python")]
+
+def _both(*modules):
+    """The two modules of one build as one namespace (None when one did not load)."""
+    if None in modules:
+        return None
+    return types.SimpleNamespace(**{k: v for m in modules for k, v in vars(m).items() if not k.startswith("__")})
+
+
+IMPLS = [pytest.param(_both(_cspeedups, _cpipes), id="c-extension"), pytest.param(_both(_pyspeedups, _pypipes), id="pure-python")]
 
 
 @pytest.fixture
@@ -37,17 +47,19 @@ def pipe():
 @pytest.fixture(params=IMPLS)
 def impl(request):
     if request.param is None:
-        pytest.fail("the compiled _cspeedups module did not load (build with Cython, or see setup.py)")
+        pytest.fail("the compiled _cspeedups or _cpipes module did not load (build with Cython, or see setup.py)")
     return request.param
 
 
 def test_compiled_module_is_loaded_and_active():
     if os.environ.get("MCPSYNC_NO_EXTENSIONS"):
         pytest.skip("pure Python asked for explicitly")
-    assert _cspeedups is not None, "the Cython extension was not built"
-    assert _cspeedups.__file__.endswith((".so", ".pyd")), _cspeedups.__file__
+    assert _cspeedups is not None and _cpipes is not None, "the Cython extensions were not built"
+    for compiled in (_cspeedups, _cpipes):
+        assert compiled.__file__.endswith((".so", ".pyd")), compiled.__file__
     assert speedups.IMPLEMENTATION == "c-extension"
-    assert speedups.LineFramer is _cspeedups.LineFramer
+    assert speedups.LineFramer is _cpipes.LineFramer
+    assert speedups.FastPath is _cspeedups.FastPath
 
 
 class FakeClock:
@@ -264,10 +276,10 @@ def test_a_message_in_parts_is_waited_for_within_one_timeout(impl, pipe):
 
 
 def test_the_pure_wait_message_waits_first_after_a_wait_that_did_not_end_at_once(pipe):
-    from mcpsync._speedups import _pyspeedups
+    from mcpsync._speedups import _pypipes
 
     r, w = pipe
-    f = _pyspeedups.LineFramer()
+    f = _pypipes.LineFramer()
     assert f._eager and f.wait_message(r, 0.05) == -1  # read first, found nothing: it waited
     assert not f._eager  # the wait did not end at once: the next waits first
     waits = []
@@ -306,10 +318,10 @@ def test_write_line_writes_the_message_and_its_newline_as_far_as_the_pipe_has_ro
 def test_a_read_cut_short_keeps_its_chunk_for_the_next(pipe):
     # the pure twin keeps the chunk it read in _pending until its messages are kept: a
     # framing cut short by an exception (a signal handler's) loses nothing
-    from mcpsync._speedups import _pyspeedups
+    from mcpsync._speedups import _pypipes
 
     r, w = pipe
-    f = _pyspeedups.LineFramer()
+    f = _pypipes.LineFramer()
     real = f._frame
     f._frame = lambda data: (_ for _ in ()).throw(KeyboardInterrupt)  # cut short at the call
     os.write(w, b'{"a":1}\n')
