@@ -49,12 +49,16 @@ cdef class CallTally(Histogram):
 @cython.locals(n=Py_ssize_t, item=tuple, last=CallTally, last_server=object, last_tool=object, server=object, tool=object)
 cpdef Py_ssize_t fold_calls(object pop, dict tallies, object missing)
 
+@cython.final
 cdef class CallQueue:
     cdef public object queue
     cdef public Py_ssize_t batch
     cdef public object drain
     cdef public dict tallies
     cdef public object missing
+    cdef object _last_server
+    cdef object _last_tool
+    cdef CallTally _last
 
     @cython.locals(tally=CallTally)
     cpdef record(self, object server, object tool, object start, object end, object outcome)
@@ -68,10 +72,28 @@ cdef class FastPath:
     cdef Gate _reconnect_gate
     cdef object _ok
     cdef object _mark
+    cdef CallQueue _calls
     cdef object _record
     cdef object _server
     cdef object _clock
+    cdef bint _c_clock
     cdef object _success
     cdef object _failed
 
+    cpdef object begin(self)
+    @cython.locals(calls=CallQueue, end=double)
+    cpdef succeeded(self, object tool, object start)
+
 cdef bint _COMPILED
+
+# CLOCK_MONOTONIC in seconds, as time.monotonic() reads it on Linux (no call into Python)
+cdef extern from *:
+    """
+    #include <time.h>
+    static double mcpsync_fast_monotonic(void) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+    }
+    """
+    double _c_monotonic "mcpsync_fast_monotonic"() noexcept

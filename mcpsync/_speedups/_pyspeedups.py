@@ -271,15 +271,25 @@ class CallQueue:
         self.drain = drain
         self.tallies = tallies
         self.missing = missing
+        self._last_server = self._last_tool = self._last = None  # the tally of the last record's key
+
+    def forget(self):
+        """Forget the tally kept for the last record's key (``tallies`` was emptied)."""
+        self._last = None
 
     def record(self, server, tool, start, end, outcome):
         tallies = self.tallies
         if tallies is not None:
-            tally = tallies.get((server, tool))
-            if tally is not None:
-                tally.add(start, end, outcome, True)
-            else:
-                self.missing(server, tool, start, end, outcome)
+            tally = self._last  # calls of one tool in a row: no key made, no lookup
+            if tally is None or server is not self._last_server or tool is not self._last_tool:
+                tally = tallies.get((server, tool))
+                if tally is None:
+                    self.missing(server, tool, start, end, outcome)
+                    return
+                self._last_server = server
+                self._last_tool = tool
+                self._last = tally
+            tally.add(start, end, outcome, True)
             return
         q = self.queue
         q.append((server, tool, start, end, outcome))
@@ -314,23 +324,34 @@ class FastPath:
         self._reconnect_gate = reconnect_gate
         self._ok = ok
         self._mark = mark
-        self._record = record
+        calls = getattr(record, "__self__", None)  # a CallQueue's record: called as its method (compiled: in C)
+        self._calls = calls if type(calls) is CallQueue else None
+        self._record = None if self._calls is not None else record
         self._server = server
         self._clock = clock
+        self._c_clock = _COMPILED and clock is time.monotonic  # read in C, with no call (the same clock)
         self._success = success
         self._failed = failed
 
     def begin(self):
         if self._gate.shut or self._reconnect_gate.shut:
             return None
+        if self._c_clock:
+            return _c_monotonic()
         return self._clock()
 
     def succeeded(self, tool, start):
         if not next(self._ok) & 15:  # the window's successes are read between the breaker's marks
             self._mark()
+        calls = self._calls
         record = self._record
-        if record is not None:
-            try:
-                record(self._server, tool, start, self._clock(), self._success)
-            except Exception:
-                self._failed()
+        if calls is None and record is None:
+            return
+        end = _c_monotonic() if self._c_clock else self._clock()
+        try:
+            if calls is not None:
+                calls.record(self._server, tool, start, end, self._success)
+            else:
+                record(self._server, tool, start, end, self._success)
+        except Exception:
+            self._failed()

@@ -574,6 +574,41 @@ def test_framing_is_the_same_for_whole_reads_and_any_cut(impl):
         assert got == expected
 
 
+
+def test_call_queue_keeps_the_last_tally_until_told_to_forget_it(impl):
+    """Calls of one tool in a row go to the tally found for the first; once the owner
+    empties ``tallies`` and says ``forget()``, the next record looks its tally up again."""
+    from collections import deque
+
+    first, second = impl.CallTally(60), impl.CallTally(60)
+    tallies = {("s", "echo"): first}
+    calls = impl.CallQueue(deque(), 3, lambda wait: None, tallies, lambda *item: None)
+    for _ in range(3):
+        calls.record("s", "echo", 1.0, 1.002, "success")
+    tallies.clear()
+    calls.forget()
+    tallies[("s", "echo")] = second
+    calls.record("s", "echo", 1.0, 1.002, "success")
+    calls.record("s", "other", 1.0, 1.002, "success")  # no tally: handed on
+    calls.record("t", "echo", 1.0, 1.002, "success")  # another server's key
+    assert (first.count, second.count) == (3, 1)
+
+
+def test_fast_path_records_through_a_call_queue_on_the_monotonic_clock(impl):
+    """Given a CallQueue's record (the metrics' entry), the fast path records through it
+    (compiled: in C) with both ends read from time.monotonic."""
+    from collections import deque
+
+    tally = impl.CallTally(60)
+    calls = impl.CallQueue(deque(), 1, lambda wait: None, {("s", "t"): tally}, lambda *item: None)
+    fast, _, _, ok, _ = _fast_path(impl, calls.record, time.monotonic, lambda: None)
+    before = time.monotonic()
+    start = fast.begin()
+    fast.succeeded("t", start)
+    assert before <= start <= time.monotonic() and next(ok) == 1
+    assert tally.count == 1 and tally.successes == 1
+
+
 # ------------------------------------------------------------------ the guard's fast path
 
 
