@@ -86,6 +86,15 @@ cdef class FastPath:
 
 cdef bint _COMPILED
 
+@cython.final
+cdef class CallAnswer:
+    cdef object _decode
+    cdef bytes _start
+    cdef object _errors
+
+    @cython.locals(raw=bytes)
+    cpdef object take(self, object data)
+
 # CLOCK_MONOTONIC in seconds, as time.monotonic() reads it on Linux (no call into Python)
 cdef extern from *:
     """

@@ -17,7 +17,8 @@ except ImportError:  # the pure-Python package: Cython is only a build requireme
 else:
     _COMPILED = cython.compiled
 
-__all__ = ["TTLCache", "Histogram", "CallTally", "bucket_index", "fold_calls", "CallQueue", "BUCKETS", "Gate", "FastPath"]
+__all__ = ["TTLCache", "Histogram", "CallTally", "bucket_index", "fold_calls", "CallQueue", "BUCKETS", "Gate", "FastPath",
+           "CallAnswer"]
 
 
 class TTLCache:
@@ -355,3 +356,40 @@ class FastPath:
                 record(self._server, tool, start, end, self._success)
         except Exception:
             self._failed()
+
+
+# ------------------------------------------------------------------ tools/call's answer in one pass
+
+
+class CallAnswer:
+    """``tools/call``'s answer read in one pass (``mcpsync._decoders`` builds it; the
+    dispatcher's reader calls :meth:`take`, one call into C in the compiled build).
+
+    ``take(data)``: ``decode(data)`` (the whole answer, its result typed) when ``data`` is
+    bytes that begin with ``start`` (how servers write an answer) and decode to a complete
+    result with content (``result.content`` or ``result.structured_content``, and
+    ``result.result_type`` None or ``"complete"``); else None, ``errors`` (the decoder's)
+    included: the reader's general path decodes those again, and reports what is wrong.
+    """
+
+    def __init__(self, decode, start, errors):
+        self._decode = decode
+        self._start = start
+        self._errors = errors
+
+    def take(self, data):
+        if type(data) is not bytes:
+            return None
+        raw = data  # (compiled: typed bytes, so that startswith is a memcmp)
+        if not raw.startswith(self._start):
+            return None
+        try:
+            answer = self._decode(raw)
+        except Exception as exc:
+            if isinstance(exc, self._errors):
+                return None
+            raise
+        r = answer.result
+        if (r.content or r.structured_content is not None) and (r.result_type is None or r.result_type == "complete"):
+            return answer
+        return None

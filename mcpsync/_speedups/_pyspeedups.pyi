@@ -2,7 +2,8 @@
 # Cython compiles it unchanged in pure-Python mode (its C types are in _cspeedups.pxd).
 from typing import Any, Callable, Iterator, Mapping
 
-__all__ = ["TTLCache", "Histogram", "CallTally", "bucket_index", "fold_calls", "CallQueue", "BUCKETS", "Gate", "FastPath"]
+__all__ = ["TTLCache", "Histogram", "CallTally", "bucket_index", "fold_calls", "CallQueue", "BUCKETS", "Gate", "FastPath",
+           "CallAnswer"]
 
 class TTLCache:
     ttl: float | None
@@ -77,3 +78,7 @@ class FastPath:
     ) -> None: ...
     def begin(self) -> float | None: ...
     def succeeded(self, tool: str | None, start: float) -> None: ...
+
+class CallAnswer:
+    def __init__(self, decode: Callable[[bytes], Any], start: bytes, errors: tuple[type[BaseException], ...]) -> None: ...
+    def take(self, data: Any) -> Any: ...

@@ -807,3 +807,39 @@ def test_a_call_tally_records_latencies_as_a_histogram_does(impl):
         tally.add(0.0, v / 1e6, "success")
     assert (h.counts, h.count, h.total_us, h.min_us, h.max_us) == tally.numbers()[:5]
     assert h.min_us == 0 and h.max_us == 10**13 and h.counts[impl.BUCKETS - 1] >= 1  # clamped into the top bucket
+
+
+# ------------------------------------------------------------------ tools/call's answer in one pass
+
+
+def test_call_answer_takes_a_complete_answer_and_leaves_the_rest_to_the_general_path(impl):
+    """``take`` gives the whole answer only for a complete result with content, written as
+    servers write an answer; None for anything else (what msgspec rejects included), so
+    that the dispatcher's general path decodes it again; other errors are not hidden."""
+    import msgspec
+
+    from mcpsync._decoders import ANSWER_DECODERS, _CallToolAnswer
+
+    decode = msgspec.json.Decoder(_CallToolAnswer).decode
+    take = impl.CallAnswer(decode, b'{"jsonrpc":"2.0","id":', (msgspec.ValidationError, msgspec.DecodeError)).take
+    ok = b'{"jsonrpc":"2.0","id":7,"result":{"content":[{"type":"text","text":"hi"}]}}'
+    answer = take(ok)
+    assert answer.id == 7 and answer.result.content[0].text == "hi"
+    structured = b'{"jsonrpc":"2.0","id":1,"result":{"content":[],"structuredContent":{"a":1}}}'
+    assert take(structured).result.structured_content == {"a": 1}
+    for other in (
+        b'{"id":7,"jsonrpc":"2.0","result":{"content":[{"type":"text","text":"hi"}]}}',  # another order
+        b'{"jsonrpc":"2.0","id":7,"result":{"content":[]}}',  # no content: maybe a task
+        b'{"jsonrpc":"2.0","id":7,"result":{"content":[{"type":"text","text":"x"}],"resultType":"input_required"}}',
+        b'{"jsonrpc":"2.0","id":7,"error":{"code":-32601,"message":"no"}}',  # rejected by msgspec
+        b'{"jsonrpc":"2.0","id":7,"result":',  # cut short
+        bytearray(ok),  # not bytes
+    ):
+        assert take(other) is None, other
+
+    def broken(data):
+        raise RuntimeError("bug")
+
+    with pytest.raises(RuntimeError):
+        impl.CallAnswer(broken, b"{", (msgspec.ValidationError,)).take(b"{}")
+    assert ANSWER_DECODERS["tools/call"](ok).id == 7  # the table's, built on the active build
