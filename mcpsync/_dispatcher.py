@@ -82,7 +82,10 @@ class Dispatcher(Incoming):
     ) -> None:
         self.transport = transport
         #: the leader's read, without the transport's reader lock where it can (leaders are alone)
-        self._receive: Callable[[float | None], bytes | None] = transport.receive_alone
+        #: or, where the transport has one, its list of the next message, and what fills it
+        #: (see Transport.next_message): one attribute (see _on)
+        self._reads: tuple[Callable[[float | None], bytes | None], list[bytes | None] | None, Callable[[float | None], bool]] = (
+            transport.receive_alone, transport.next_message, transport.wait_first)
         self._transmit = transport.send
         #: whether each message's facts are worth computing: the transport reads them
         self._facts = transport.needs_facts
@@ -454,7 +457,7 @@ class Dispatcher(Incoming):
         when such an exception comes goes back to ``_unread``, for the next reader. The
         caller's request is withdrawn (:meth:`_interrupted`).
         """
-        receive = self._receive
+        receive, inbox, fill = self._reads
         rid = slot.id
         whole = ANSWER_DECODERS.get(slot.method)
         received = self._received
@@ -471,7 +474,13 @@ class Dispatcher(Incoming):
                     if remaining <= 0.0:
                         return None
                     try:
-                        data = receive(remaining if remaining < POLL else POLL)
+                        if inbox is None:
+                            data = receive(remaining if remaining < POLL else POLL)
+                        elif fill(remaining if remaining < POLL else POLL):  # (a signal after it: the message stays in)
+                            data = inbox[0]
+                            inbox[0] = None  # taken: kept in _held with no call between
+                        else:
+                            data = None
                     except MessageTooLarge as exc:
                         self._oversized(exc)
                         continue
@@ -521,7 +530,7 @@ class Dispatcher(Incoming):
         return self._halt.acquire(True, wait) or self._stop.is_set()
 
     def _background(self) -> None:
-        receive = self._receive
+        receive = self._reads[0]
         readable = self.transport.wait_readable  # (True at once where a transport cannot tell)
         baton, unread, gate = self._baton, self._unread, self._gate
         while not self._stop.is_set():

@@ -42,6 +42,7 @@ FrameTooLarge = _pipes.FrameTooLarge
 DEFAULT_MAX_MESSAGE_SIZE: int = _pipes.DEFAULT_MAX_MESSAGE_SIZE
 EpollSwitch = _pipes.EpollSwitch
 IdleGate = _pipes.IdleGate
+PipeEnds = _pipes.PipeEnds
 TTLCache = _impl.TTLCache
 Histogram = _impl.Histogram
 CallTally = _impl.CallTally
@@ -55,4 +56,4 @@ CallAnswer = _impl.CallAnswer
 
 __all__ = ["IMPLEMENTATION", "LineFramer", "write_line", "FrameTooLarge", "TTLCache", "DEFAULT_MAX_MESSAGE_SIZE", "Histogram",
            "CallTally", "bucket_index", "fold_calls", "CallQueue", "BUCKETS", "Gate", "FastPath", "EpollSwitch", "IdleGate",
-           "CallAnswer"]
+           "CallAnswer", "PipeEnds"]

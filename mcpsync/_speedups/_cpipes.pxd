@@ -205,3 +205,22 @@ cdef class IdleGate:
 
     cpdef arrive(self, double now)
     cpdef leave(self)
+
+cdef class PipeEnds:
+    cdef public LineFramer _framer
+    cdef public list _first
+    cdef public object _ready
+    cdef public object _wait_message
+    cdef public list _wbaton
+    cdef public list _wwaiters
+    cdef public object _wake_writer
+    cdef public int _in_fd
+    cdef public int _out_fd
+    cdef public bint _closed
+    cdef public bint _reading
+    cdef public bint _spoke
+
+    @cython.locals(baton=list, fd=int, n=Py_ssize_t)
+    cpdef send(self, bytes message, object timeout=*, object facts=*)
+    @cython.locals(first=list, fd=int, n=Py_ssize_t)
+    cpdef bint wait_first(self, object timeout) except -1

@@ -21,7 +21,7 @@ except ImportError:  # the pure-Python package: Cython is only a build requireme
 else:
     _COMPILED = cython.compiled
 
-__all__ = ["LineFramer", "FrameTooLarge", "write_line", "DEFAULT_MAX_MESSAGE_SIZE", "EpollSwitch", "IdleGate"]
+__all__ = ["LineFramer", "FrameTooLarge", "write_line", "DEFAULT_MAX_MESSAGE_SIZE", "EpollSwitch", "IdleGate", "PipeEnds"]
 
 
 DEFAULT_MAX_MESSAGE_SIZE = 16 * 1024 * 1024
@@ -307,6 +307,101 @@ class LineFramer:
         self.ready.clear()
 
 
+
+
+
+class PipeEnds:
+    """The two ends of a server's pipes, the ways a call uses on each (stdio's transport
+    is made on it): :meth:`send` writes a message, :meth:`wait_first` reads until the next
+    is whole (the transport's ``receive_alone`` takes it). Compiled, the usual case of
+    each is one call into C, with no Python frame.
+
+    What only the transport knows comes from its own methods, each on a way a call
+    rarely takes: ``_wait_turn(timeout)`` (the right to write, taken by another writer),
+    ``_write_rest(fd, message, written, timeout)`` (a full pipe), ``_not_open()``,
+    ``_gone_while_sending()``, ``_not_readable()``, ``_eof_error()`` (each the error to raise),
+    ``_read_failed(exc)`` (raises what a failed read means, or returns: read again), ``_wake_idle()`` and
+    ``_close_output()``; and from its fields (set by its constructor): the framer and its
+    ``_first``/``_ready``, ``_wait_message`` (the framer's, or a test's stand-in), the
+    write baton ``_wbaton`` and its waiters ``_wwaiters`` (woken by ``_wake_writer``),
+    the descriptors, and the ``_closed``/``_reading``/``_spoke`` flags (see the transport).
+
+    The pure build keeps its guarantees against an exception a signal handler raises
+    (KeyboardInterrupt) as the transport's methods did: the baton is given back on every
+    exit; a message is taken with no call between the take and the return.
+    """
+
+    # (the pure build's fields; compiled, the C fields of _cpipes.pxd)
+    __slots__ = ("_framer", "_first", "_ready", "_wait_message", "_wbaton", "_wwaiters", "_wake_writer", "_in_fd",
+                 "_out_fd", "_closed", "_reading", "_spoke")
+
+    def send(self, message, timeout=None, facts=None):
+        """Write ``message`` and its newline, whole, before any other writer's (``facts``
+        are for transports that read them)."""
+        baton = self._wbaton
+        # The right to write, with no lock section. CPython runs signal handlers only at
+        # calls and backward jumps: an exception one raises right after the pop is caught
+        # with the baton in hand and gives it back; later ones meet the finally, which
+        # gives it back first.
+        try:
+            baton.pop()
+        except IndexError:
+            self._wait_turn(timeout)  # returns holding it
+        except BaseException:
+            baton.append(True)
+            raise
+        try:
+            fd = self._in_fd
+            if self._closed or fd < 0:
+                raise self._not_open()
+            try:
+                n = write_line(fd, message)  # the message and its newline: the pipe has room for both, usually
+            except (OSError, ValueError) as exc:
+                raise self._gone_while_sending() from exc
+            if n <= len(message):
+                self._write_rest(fd, message, n, timeout)
+        finally:
+            baton.append(True)
+            if self._wwaiters:
+                self._wake_writer(self._wwaiters)
+
+    def wait_first(self, timeout):
+        """Read, waiting up to ``timeout`` s (None: no bound), until a message is whole in
+        ``_first[0]``: True, or False when none came in time. For a caller that sees to it
+        that nobody else reads meanwhile (no lock taken); the transport's ``close`` may
+        come from any thread at any time. The caller takes the message itself, with no
+        call between the take and its return (compiled, this returns through a call, after
+        which CPython may run a signal handler: what it read stays in ``_first`` until taken)."""
+        first = self._first
+        if first[0] is not None:
+            return True
+        if self._ready:
+            self._framer.promote()
+            return True
+        self._reading = True  # before the look at _closed: see the transport's close()
+        try:
+            while True:  # (once, unless no time bounds the wait)
+                fd = self._out_fd
+                if self._closed or fd < 0:
+                    raise self._not_readable()
+                try:  # reads, and waits while nothing is in, until a message is whole or the time is up
+                    n = self._wait_message(fd, timeout)
+                except (OSError, ValueError, FrameTooLarge) as exc:
+                    self._read_failed(exc)  # raises what it means, or returns: read again
+                    continue
+                if n > 0:
+                    self._spoke = True
+                    if self._ready:
+                        self._wake_idle()  # messages framed already: a paused watch would not see them
+                    return True
+                if n == 0:
+                    raise self._eof_error()
+                if timeout is not None and not self._closed:
+                    return False
+        finally:
+            self._reading = False
+            if self._closed:
+                self._close_output()  # close() left it to this reader (or came meanwhile)
 
 
 # ------------------------------------------------------------------ the idle watch's switch

@@ -3,7 +3,7 @@
 import collections
 from typing import Any, Callable
 
-__all__ = ["LineFramer", "FrameTooLarge", "write_line", "DEFAULT_MAX_MESSAGE_SIZE", "EpollSwitch", "IdleGate"]
+__all__ = ["LineFramer", "FrameTooLarge", "write_line", "DEFAULT_MAX_MESSAGE_SIZE", "EpollSwitch", "IdleGate", "PipeEnds"]
 
 DEFAULT_MAX_MESSAGE_SIZE: int
 
@@ -41,3 +41,19 @@ class IdleGate:
     def __init__(self, switch: EpollSwitch | None, grace: float, clock: Callable[[], float]) -> None: ...
     def arrive(self, now: float) -> None: ...
     def leave(self) -> None: ...
+
+class PipeEnds:
+    _framer: LineFramer
+    _first: list[bytes | None]
+    _ready: collections.deque[bytes]
+    _wait_message: Callable[[int, float | None], int]
+    _wbaton: list[bool]
+    _wwaiters: list[Any]
+    _wake_writer: Callable[[list[Any]], None]
+    _in_fd: int
+    _out_fd: int
+    _closed: bool
+    _reading: bool
+    _spoke: bool
+    def send(self, message: bytes, timeout: float | None = None, facts: Any = None) -> None: ...
+    def wait_first(self, timeout: float | None) -> bool: ...

@@ -60,6 +60,11 @@ def test_compiled_module_is_loaded_and_active():
     assert speedups.IMPLEMENTATION == "c-extension"
     assert speedups.LineFramer is _cpipes.LineFramer
     assert speedups.FastPath is _cspeedups.FastPath
+    from mcpsync.transports.stdio import StdioTransport
+
+    # a stdio call's writes and reads are the compiled pipe ends' (its receive_alone only takes the message)
+    assert StdioTransport.send is _cpipes.PipeEnds.send
+    assert StdioTransport.wait_first is _cpipes.PipeEnds.wait_first
 
 
 class FakeClock:
