@@ -234,20 +234,16 @@ class Dispatcher(Incoming):
             p["_meta"] = meta
             params = p
         data = encode(Request("2.0", rid, method, params))
-        if progress is None:
-            cap = timeout  # no progress token: nothing resets the timer
-        else:
-            cap = self.progress_cap if self.progress_cap is not None else timeout * 10
-            if cap < timeout:
-                cap = timeout
         slot = Pending()
         slot.id = rid
         slot.method = method
         slot.timeout = timeout
         now = _monotonic()
         slot.deadline = now + timeout
-        slot.cap = now + cap
-        slot.progress = progress
+        if progress is not None:  # (else no progress token: nothing resets the timer, Pending's defaults)
+            cap = self.progress_cap if self.progress_cap is not None else timeout * 10
+            slot.cap = now + (cap if cap > timeout else timeout)
+            slot.progress = progress
         pending = self._pending
         # No lock to add the slot: _mark_dead and close set their flag before _fail_all
         # takes its list of slots, and the flags are read here after the slot is in. So
@@ -474,19 +470,19 @@ class Dispatcher(Incoming):
                     if remaining <= 0.0:
                         return None
                     try:
-                        if inbox is None:
-                            data = receive(remaining if remaining < POLL else POLL)
-                        elif fill(remaining if remaining < POLL else POLL):  # (a signal after it: the message stays in)
-                            data = inbox[0]
-                            inbox[0] = None  # taken: kept in _held with no call between
+                        if inbox is not None:
+                            if not fill(remaining if remaining < POLL else POLL):  # (a signal after it: the message stays in)
+                                continue
+                            data = self._held = inbox[0]
+                            inbox[0] = None  # taken, kept in _held: no call between
                         else:
-                            data = None
+                            data = receive(remaining if remaining < POLL else POLL)
+                            if data is None:
+                                continue
+                            self._held = data
                     except MessageTooLarge as exc:
                         self._oversized(exc)
                         continue
-                    if data is None:
-                        continue
-                    self._held = data
                 next(received)  # _handle, inline: this runs on every call
                 # the usual answer in one decode, its result typed (ANSWER_DECODERS: None for
                 # anything else, which the general path below decodes again, and reports)

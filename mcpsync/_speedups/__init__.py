@@ -53,7 +53,8 @@ BUCKETS: int = _impl.BUCKETS
 Gate = _impl.Gate
 FastPath = _impl.FastPath
 CallAnswer = _impl.CallAnswer
+IdleReturn = _impl.IdleReturn
 
 __all__ = ["IMPLEMENTATION", "LineFramer", "write_line", "FrameTooLarge", "TTLCache", "DEFAULT_MAX_MESSAGE_SIZE", "Histogram",
            "CallTally", "bucket_index", "fold_calls", "CallQueue", "BUCKETS", "Gate", "FastPath", "EpollSwitch", "IdleGate",
-           "CallAnswer", "PipeEnds"]
+           "CallAnswer", "PipeEnds", "IdleReturn"]

@@ -87,6 +87,16 @@ cdef class FastPath:
 cdef bint _COMPILED
 
 @cython.final
+cdef class IdleReturn:
+    cdef object _clock
+    cdef bint _c_clock
+    cdef object _returned
+    cdef object _waiters
+    cdef object _settle
+
+    cpdef give_back(self, object entry, bint broken=*)
+
+@cython.final
 cdef class CallAnswer:
     cdef object _decode
     cdef bytes _start

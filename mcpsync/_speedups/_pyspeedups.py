@@ -18,7 +18,7 @@ else:
     _COMPILED = cython.compiled
 
 __all__ = ["TTLCache", "Histogram", "CallTally", "bucket_index", "fold_calls", "CallQueue", "BUCKETS", "Gate", "FastPath",
-           "CallAnswer"]
+           "CallAnswer", "IdleReturn"]
 
 
 class TTLCache:
@@ -356,6 +356,37 @@ class FastPath:
                 record(self._server, tool, start, end, self._success)
         except Exception:
             self._failed()
+
+
+
+class IdleReturn:
+    """The end of a lone caller's call on a pooled connection it claimed without the
+    pool's lock: ``ConnectionPool.give_back_idle``, which :meth:`give_back` is, one call
+    into C in the compiled build (it gives back, it takes nothing: a signal handler's
+    exception after it finds nothing half done).
+
+    ``give_back(entry, broken=False)``: the entry's ``last_used`` set on ``clock``; when
+    ``broken``, ``settle(entry, True)`` first (the pool takes it out under its lock while
+    the claim still holds it); the claim given up (``entry.claims.pop()``) and counted
+    (``next(returned)``); then, for an entry ``retiring`` or while the pool's ``waiters``
+    wait, ``settle(entry, False)`` (the room goes to the queue).
+    """
+
+    def __init__(self, clock, returned, waiters, settle):
+        self._clock = clock
+        self._c_clock = _COMPILED and clock is time.monotonic  # read in C, with no call (the same clock)
+        self._returned = returned
+        self._waiters = waiters
+        self._settle = settle
+
+    def give_back(self, entry, broken=False):
+        entry.last_used = _c_monotonic() if self._c_clock else self._clock()
+        if broken:
+            self._settle(entry, True)
+        entry.claims.pop()
+        next(self._returned)
+        if entry.retiring or self._waiters:  # (read after the claim is gone: see the pool's _reserve)
+            self._settle(entry, False)
 
 
 # ------------------------------------------------------------------ tools/call's answer in one pass

@@ -3,7 +3,7 @@
 from typing import Any, Callable, Iterator, Mapping
 
 __all__ = ["TTLCache", "Histogram", "CallTally", "bucket_index", "fold_calls", "CallQueue", "BUCKETS", "Gate", "FastPath",
-           "CallAnswer"]
+           "CallAnswer", "IdleReturn"]
 
 class TTLCache:
     ttl: float | None
@@ -82,3 +82,9 @@ class FastPath:
 class CallAnswer:
     def __init__(self, decode: Callable[[bytes], Any], start: bytes, errors: tuple[type[BaseException], ...]) -> None: ...
     def take(self, data: Any) -> Any: ...
+
+class IdleReturn:
+    def __init__(
+        self, clock: Callable[[], float], returned: Iterator[int], waiters: Any, settle: Callable[[Any, bool], object]
+    ) -> None: ...
+    def give_back(self, entry: Any, broken: bool = False) -> None: ...

@@ -848,3 +848,46 @@ def test_call_answer_takes_a_complete_answer_and_leaves_the_rest_to_the_general_
     with pytest.raises(RuntimeError):
         impl.CallAnswer(broken, b"{", (msgspec.ValidationError,)).take(b"{}")
     assert ANSWER_DECODERS["tools/call"](ok).id == 7  # the table's, built on the active build
+
+
+# ------------------------------------------------------------------ the pool's lone-caller return
+
+
+def test_idle_return_gives_the_claim_back_and_settles_only_what_needs_the_lock(impl):
+    """``give_back``: the entry's last use stamped, its claim given up and counted; the
+    pool's ``settle`` is called for a broken entry (before the claim goes), a retiring one
+    or while borrowers wait, and never on the usual return."""
+    from collections import deque
+    from types import SimpleNamespace
+
+    clock, returned, waiters, settled = FakeClock(), itertools.count(), deque(), []
+    give_back = impl.IdleReturn(clock, returned, waiters, lambda entry, broken: settled.append((len(entry.claims), broken))).give_back
+    entry = SimpleNamespace(claims=deque([None]), retiring=False, last_used=0.0)
+    give_back(entry)
+    assert (entry.last_used, len(entry.claims), settled) == (100.0, 0, [])
+    entry.claims.append(None)
+    give_back(entry, broken=True)  # taken out while the claim still holds it
+    assert settled == [(1, True)] and not entry.claims
+    entry.claims.append(None)
+    waiters.append("borrower")
+    clock.now = 101.0
+    give_back(entry, False)  # the room goes to the queue
+    assert settled[-1] == (0, False) and entry.last_used == 101.0
+    waiters.clear()
+    entry.claims.append(None)
+    entry.retiring = True
+    give_back(entry)
+    assert settled[-1] == (0, False) and len(settled) == 3 and next(returned) == 4
+
+
+def test_idle_return_reads_the_monotonic_clock():
+    """Compiled, on time.monotonic the stamp is read in C: the same clock."""
+    from collections import deque
+    from types import SimpleNamespace
+
+    if _cspeedups is None:
+        pytest.fail("the compiled _cspeedups module did not load")
+    entry = SimpleNamespace(claims=deque([None]), retiring=False, last_used=0.0)
+    before = time.monotonic()
+    _cspeedups.IdleReturn(time.monotonic, itertools.count(), deque(), lambda *a: None).give_back(entry)
+    assert before <= entry.last_used <= time.monotonic()
