@@ -475,6 +475,8 @@ class Dispatcher(Incoming):
                                 continue
                             data = self._held = inbox[0]
                             inbox[0] = None  # taken, kept in _held: no call between
+                            if data is None:  # (never: wait_first says True with one in)
+                                continue
                         else:
                             data = receive(remaining if remaining < POLL else POLL)
                             if data is None:
