@@ -16,6 +16,7 @@ import msgspec
 from msgspec import Raw, Struct
 
 from ._errors import ProtocolError
+from ._speedups import CallAnswer
 from ._messages import (
     STRUCT_META,
     CallToolResult,
@@ -93,17 +94,12 @@ class _CallToolAnswer(Struct):
     error: None = None
 
 
-_decode_call_answer_whole = msgspec.json.Decoder(_CallToolAnswer).decode
-
-
-def _decode_call_answer(data: bytes) -> _CallToolAnswer | None:
-    """``tools/call``'s answer in one pass; None for what :func:`_decode_call_or_task` looks
-    at twice (no content: maybe a task) and for a result that is not complete."""
-    answer = _decode_call_answer_whole(data)
-    r = answer.result
-    if (r.content or r.structured_content is not None) and (r.result_type is None or r.result_type == "complete"):
-        return answer
-    return None
+#: ``tools/call``'s answer in one pass, or None: for an answer not written as servers write
+#: one (``{"jsonrpc":"2.0","id":``), one msgspec rejects, and what :func:`_decode_call_or_task`
+#: looks at twice (no content: maybe a task) or a result that is not complete
+_decode_call_answer = CallAnswer(
+    msgspec.json.Decoder(_CallToolAnswer).decode, b'{"jsonrpc":"2.0","id":', (msgspec.ValidationError, msgspec.DecodeError)
+).take
 
 
 #: method → function(raw bytes) → typed result.
@@ -127,10 +123,10 @@ RESULT_DECODERS: dict[str, Any] = {
 
 #: method → function(the whole answer line) → its response decoded in one pass (``.id``,
 #: and ``.result`` typed as :func:`decode_result` gives it), or None when the result needs
-#: the general path, as one that is not complete (``resultType``) does: a typed result a
-#: channel hands over is a complete one; msgspec errors for anything else. The reader of
-#: the answer (the dispatcher) tries it first: one decode instead of the envelope's and
-#: then the result's.
+#: the general path, as one that is not complete (``resultType``) does, and for anything
+#: else (never raises for what it cannot read): a typed result a channel hands over is a
+#: complete one. The reader of the answer (the dispatcher) tries it first, on every message
+#: it reads for a caller of the method: one decode instead of the envelope's and then the result's.
 ANSWER_DECODERS: dict[str, Any] = {"tools/call": _decode_call_answer}
 
 

@@ -61,7 +61,6 @@ _any = msgspec.json.Decoder()
 
 GRACE = 0.02  #: a caller inactive for this long lets the background thread take over reading
 POLL = 0.5  #: the longest single wait on the transport, so deadlines and close are noticed
-_ANSWER_START = b'{"jsonrpc":"2.0","id":'  # how servers write an answer: worth the one-pass decode (22 bytes)
 
 
 class Dispatcher(Incoming):
@@ -83,7 +82,10 @@ class Dispatcher(Incoming):
     ) -> None:
         self.transport = transport
         #: the leader's read, without the transport's reader lock where it can (leaders are alone)
-        self._receive: Callable[[float | None], bytes | None] = transport.receive_alone
+        #: or, where the transport has one, its list of the next message, and what fills it
+        #: (see Transport.next_message): one attribute (see _on)
+        self._reads: tuple[Callable[[float | None], bytes | None], list[bytes | None] | None, Callable[[float | None], bool]] = (
+            transport.receive_alone, transport.next_message, transport.wait_first)
         self._transmit = transport.send
         #: whether each message's facts are worth computing: the transport reads them
         self._facts = transport.needs_facts
@@ -232,20 +234,16 @@ class Dispatcher(Incoming):
             p["_meta"] = meta
             params = p
         data = encode(Request("2.0", rid, method, params))
-        if progress is None:
-            cap = timeout  # no progress token: nothing resets the timer
-        else:
-            cap = self.progress_cap if self.progress_cap is not None else timeout * 10
-            if cap < timeout:
-                cap = timeout
         slot = Pending()
         slot.id = rid
         slot.method = method
         slot.timeout = timeout
         now = _monotonic()
         slot.deadline = now + timeout
-        slot.cap = now + cap
-        slot.progress = progress
+        if progress is not None:  # (else no progress token: nothing resets the timer, Pending's defaults)
+            cap = self.progress_cap if self.progress_cap is not None else timeout * 10
+            slot.cap = now + (cap if cap > timeout else timeout)
+            slot.progress = progress
         pending = self._pending
         # No lock to add the slot: _mark_dead and close set their flag before _fail_all
         # takes its list of slots, and the flags are read here after the slot is in. So
@@ -455,7 +453,7 @@ class Dispatcher(Incoming):
         when such an exception comes goes back to ``_unread``, for the next reader. The
         caller's request is withdrawn (:meth:`_interrupted`).
         """
-        receive = self._receive
+        receive, inbox, fill = self._reads
         rid = slot.id
         whole = ANSWER_DECODERS.get(slot.method)
         received = self._received
@@ -472,20 +470,25 @@ class Dispatcher(Incoming):
                     if remaining <= 0.0:
                         return None
                     try:
-                        data = receive(remaining if remaining < POLL else POLL)
+                        if inbox is not None:
+                            if not fill(remaining if remaining < POLL else POLL):  # (a signal after it: the message stays in)
+                                continue
+                            data = self._held = inbox[0]
+                            inbox[0] = None  # taken, kept in _held: no call between
+                            if data is None:  # (never: wait_first says True with one in)
+                                continue
+                        else:
+                            data = receive(remaining if remaining < POLL else POLL)
+                            if data is None:
+                                continue
+                            self._held = data
                     except MessageTooLarge as exc:
                         self._oversized(exc)
                         continue
-                    if data is None:
-                        continue
-                    self._held = data
                 next(received)  # _handle, inline: this runs on every call
-                answer = None
-                if whole is not None and data[:22] == _ANSWER_START:  # a slice: cheaper than startswith
-                    try:  # the usual answer in one decode, its result typed (ANSWER_DECODERS)
-                        answer = whole(data)
-                    except (msgspec.ValidationError, msgspec.DecodeError):
-                        pass  # the general path below decodes it again, and reports it
+                # the usual answer in one decode, its result typed (ANSWER_DECODERS: None for
+                # anything else, which the general path below decodes again, and reports)
+                answer = None if whole is None else whole(data)
                 if answer is not None and answer.id == rid:
                     result = answer.result
                 else:
@@ -525,7 +528,7 @@ class Dispatcher(Incoming):
         return self._halt.acquire(True, wait) or self._stop.is_set()
 
     def _background(self) -> None:
-        receive = self._receive
+        receive = self._reads[0]
         readable = self.transport.wait_readable  # (True at once where a transport cannot tell)
         baton, unread, gate = self._baton, self._unread, self._gate
         while not self._stop.is_set():

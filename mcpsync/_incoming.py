@@ -44,8 +44,8 @@ class Pending:
     method: str
     timeout: float
     deadline: float
-    cap: float
-    progress: ProgressCallback | None
+    cap: float  # (set with progress: the most a progress notification may push the deadline to)
+    progress: ProgressCallback | None = None
     lock: threading.Lock | None = None  # made when the caller must wait as a follower
     waiting = False
     signaled = False
@@ -176,7 +176,7 @@ class Incoming:
             token = params.get("progressToken")
             with self._mu:
                 slot = self._pending.get(token)
-                if slot is not None:
+                if slot is not None and slot.progress is not None:  # (only a request that gave a token)
                     slot.deadline = min(_monotonic() + slot.timeout, slot.cap)
             if slot is not None and slot.progress is not None:
                 self.worker.serial(slot.progress, params.get("progress", 0), params.get("total"), params.get("message"))

@@ -279,9 +279,8 @@ class MetricsRecorder:
         #: :meth:`record` as a compiled callable: what the Guard calls (no Python frame per call);
         #: compiled, it adds a call to its tally at once, or hands it to _fold (see CallQueue)
         direct = IMPLEMENTATION == "c-extension"
-        self.queue_call: Callable[[str, str | None, float, float, str], None] = CallQueue(
-            self._queue, BATCH, self._drain, self._stats if direct else None, self._fold if direct else None
-        ).record
+        self._calls = CallQueue(self._queue, BATCH, self._drain, self._stats if direct else None, self._fold if direct else None)
+        self.queue_call: Callable[[str, str | None, float, float, str], None] = self._calls.record
 
     # ------------------------------------------------------------------ recording
 
@@ -385,6 +384,7 @@ class MetricsRecorder:
         with self._drain_lock, self._lock:
             self._queue.clear()
             self._stats.clear()  # in place: the compiled recorder holds this dict
+            self._calls.forget()  # and the tally of its last record
             self._discovery = {}
             self._server_cache = {}
             self._tools_per_server = {}

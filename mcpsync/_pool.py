@@ -53,6 +53,8 @@ from ._breaker import count_value
 from ._errors import ConnectError, PoolClosed, PoolTimeout
 from ._policies import PoolLimits, Timeouts
 from ._pool_types import C, Counts, Entry, Lease, PoolableConnection, PoolState, PoolStats, Waiter, connection_is_broken
+from ._speedups import IdleReturn
+from ._weak import weak_method
 
 __all__ = ["PoolableConnection", "ConnectionPool", "Lease", "PoolStats", "connection_is_broken"]
 
@@ -163,6 +165,9 @@ class ConnectionPool(Generic[C]):
         self._seq = itertools.count()
         self._counts = Counts()
         self._fast_taken, self._fast_returned = itertools.count(), itertools.count()  # next(): atomic
+        #: ``give_back_idle(entry, broken=False)``: end a call bound to ``entry`` by :meth:`take_idle`
+        #: (``broken``: discard it); one call into C in the compiled build (speedups.IdleReturn)
+        self.give_back_idle: Callable[..., None] = self._idle_return()
         self._finalizer = weakref.finalize(self, _finalize, self._state)
         self._maintenance_interval = maintenance_interval
         self._thread: threading.Thread | None = None
@@ -194,6 +199,7 @@ class ConnectionPool(Generic[C]):
         self._creating = 0
         self._counts = Counts()
         self._fast_taken, self._fast_returned = itertools.count(), itertools.count()
+        self.give_back_idle = self._idle_return()
         self._thread = None
         self.epoch += 1
         self._finalizer = weakref.finalize(self, _finalize, self._state)
@@ -442,15 +448,10 @@ class ConnectionPool(Generic[C]):
             self._after_claim(hot)
         return None
 
-    def give_back_idle(self, entry: Entry[C], broken: bool = False) -> None:
-        """End a call bound to ``entry`` by :meth:`take_idle` (``broken``: discard it)."""
-        entry.last_used = self._clock()
-        if broken:
-            self._after_claim(entry, True)  # out of the pool while the claim still holds it
-        entry.claims.pop()
-        next(self._fast_returned)
-        if entry.retiring or self._waiters:  # (read after the claim is gone: see _reserve)
-            self._after_claim(entry)
+    def _idle_return(self) -> Callable[..., None]:
+        # give_back_idle: compiled (speedups.IdleReturn), over this pool's clock, count and
+        # queue (weakly: the pool must stay collectable)
+        return IdleReturn(self._clock, self._fast_returned, self._waiters, weak_method(self._after_claim)).give_back
 
     def _after_claim(self, entry: Entry[C], broken: bool = False) -> None:
         # the queue gets the room; a broken connection goes, a retiring one after its last call
@@ -623,7 +624,8 @@ class ConnectionPool(Generic[C]):
                 entry.dead = True
             self._counts.closed += len(entries)
             state.stop.set()
-            waiters, self._waiters = self._waiters, deque()
+            waiters = list(self._waiters)  # (emptied in place: give_back_idle reads this queue)
+            self._waiters.clear()
             for waiter in waiters:
                 waiter.closed = True
                 waiter.lock.release()

@@ -454,6 +454,9 @@ class _RoutedTransport(Transport):
     def receive_alone(self, timeout: float | None) -> bytes | None:
         return self._received(self._inner.receive_alone, timeout)
 
+    def wait_first(self, timeout: float | None) -> bool:  # (unused: no next_message here, every read is seen)
+        return self._inner.wait_first(timeout)
+
     def _received(self, receive: Callable[[float | None], bytes | None], timeout: float | None) -> bytes | None:
         try:
             msg = receive(timeout)

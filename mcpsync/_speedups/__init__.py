@@ -1,8 +1,8 @@
 """Selects the compiled or the pure-Python hot path.
 
 ``MCPSYNC_NO_EXTENSIONS=1`` forces pure Python; otherwise the Cython-compiled
-``_cspeedups`` is used, and pure Python only when it cannot be imported.
-``IMPLEMENTATION`` says which one is active: ``"c-extension"`` or ``"pure-python"``.
+``_cspeedups`` and ``_cpipes`` are used, and pure Python only when either cannot be
+imported. ``IMPLEMENTATION`` says which one is active: ``"c-extension"`` or ``"pure-python"``.
 """
 
 from __future__ import annotations
@@ -10,35 +10,40 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
-from . import _pyspeedups
+from . import _pypipes, _pyspeedups
 
 if TYPE_CHECKING or os.environ.get("MCPSYNC_NO_EXTENSIONS", "") not in ("", "0"):
-    _impl = _pyspeedups
+    _impl, _pipes = _pyspeedups, _pypipes
 else:
     try:
+        from . import _cpipes as _pipes  # type: ignore[no-redef]
         from . import _cspeedups as _impl  # type: ignore[no-redef]
     except ImportError:  # pragma: no cover - depends on the build
-        _impl = _pyspeedups
+        _impl, _pipes = _pyspeedups, _pypipes
     else:
-        _stale = [name for name in _pyspeedups.__all__ if not hasattr(_impl, name)]
+        _stale = [name for source, built in ((_pyspeedups, _impl), (_pypipes, _pipes))
+                  for name in source.__all__ if not hasattr(built, name)]
         if _stale:  # pragma: no cover - a build older than the source: rebuild it
             import warnings
 
             warnings.warn(
-                f"mcpsync._speedups._cspeedups is older than its source (no {', '.join(_stale)}): using pure "
-                "Python; rebuild with `python setup.py build_ext --inplace`",
+                f"mcpsync._speedups' compiled modules are older than their source (no {', '.join(_stale)}): using "
+                "pure Python; rebuild with `python setup.py build_ext --inplace`",
                 RuntimeWarning,
                 stacklevel=2,
             )
-            _impl = _pyspeedups
+            _impl, _pipes = _pyspeedups, _pypipes
 
 IMPLEMENTATION: str = "pure-python" if _impl is _pyspeedups else "c-extension"
 
-LineFramer = _impl.LineFramer
-write_line = _impl.write_line
-FrameTooLarge = _impl.FrameTooLarge
+LineFramer = _pipes.LineFramer
+write_line = _pipes.write_line
+FrameTooLarge = _pipes.FrameTooLarge
+DEFAULT_MAX_MESSAGE_SIZE: int = _pipes.DEFAULT_MAX_MESSAGE_SIZE
+EpollSwitch = _pipes.EpollSwitch
+IdleGate = _pipes.IdleGate
+PipeEnds = _pipes.PipeEnds
 TTLCache = _impl.TTLCache
-DEFAULT_MAX_MESSAGE_SIZE: int = _impl.DEFAULT_MAX_MESSAGE_SIZE
 Histogram = _impl.Histogram
 CallTally = _impl.CallTally
 bucket_index = _impl.bucket_index
@@ -47,8 +52,9 @@ CallQueue = _impl.CallQueue
 BUCKETS: int = _impl.BUCKETS
 Gate = _impl.Gate
 FastPath = _impl.FastPath
-EpollSwitch = _impl.EpollSwitch
-IdleGate = _impl.IdleGate
+CallAnswer = _impl.CallAnswer
+IdleReturn = _impl.IdleReturn
 
 __all__ = ["IMPLEMENTATION", "LineFramer", "write_line", "FrameTooLarge", "TTLCache", "DEFAULT_MAX_MESSAGE_SIZE", "Histogram",
-           "CallTally", "bucket_index", "fold_calls", "CallQueue", "BUCKETS", "Gate", "FastPath", "EpollSwitch", "IdleGate"]
+           "CallTally", "bucket_index", "fold_calls", "CallQueue", "BUCKETS", "Gate", "FastPath", "EpollSwitch", "IdleGate",
+           "CallAnswer", "PipeEnds", "IdleReturn"]

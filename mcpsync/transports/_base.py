@@ -48,7 +48,7 @@ class Transport:
     What a transport may offer beyond the contract above is declared here with its
     default, so the layers above read it as they read any attribute (never by probing
     with ``getattr``): :attr:`needs_facts`, :attr:`idle_switch`, :meth:`set_session_lost_handler`,
-    :meth:`receive_alone`, :meth:`wait_readable`, :meth:`set_failure_handler`,
+    :meth:`receive_alone`, :attr:`next_message` with :meth:`wait_first`, :meth:`wait_readable`, :meth:`set_failure_handler`,
     :attr:`session_id`, :attr:`pid`, :attr:`returncode`.
     """
 
@@ -69,6 +69,14 @@ class Transport:
     #: :class:`~mcpsync._speedups.EpollSwitch`); None: nothing to switch.
     idle_switch: Any = None
 
+    #: Where a transport whose reads are compiled leaves the next message, a list of one
+    #: (stdio: its framer's): :meth:`wait_first` reads until a message is there, and the
+    #: leader takes it (``data = box[0]; box[0] = None``) with no call between the
+    #: take and its keeping, as :meth:`receive_alone` would (a call into C returning the
+    #: message would give a signal handler's exception the chance to lose it); None: use
+    #: :meth:`receive_alone`.
+    next_message: list[bytes | None] | None = None
+
     def connect(self, timeout: float) -> None:
         raise NotImplementedError
 
@@ -82,6 +90,11 @@ class Transport:
         """:meth:`receive` for a caller that knows no other thread reads now (the
         dispatcher's leader): a transport may skip its reader lock."""
         return self.receive(timeout)
+
+    def wait_first(self, timeout: float | None) -> bool:
+        """Read until a message is in :attr:`next_message` (True), or ``timeout`` s passed (False),
+        for a caller that knows no other thread reads now; for a transport with a next_message list."""
+        raise NotImplementedError
 
     def wait_readable(self, timeout: float) -> bool:
         """Wait up to ``timeout`` s for something to read, holding nothing meanwhile; True

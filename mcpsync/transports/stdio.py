@@ -32,9 +32,8 @@ import time
 import weakref
 from typing import Any, Callable, Mapping, Sequence
 
-from .._channel import MessageFacts
 from .._errors import ConnectError, ConnectionClosed, MessageTooLarge, RequestTimeout, StartFailed
-from .._speedups import DEFAULT_MAX_MESSAGE_SIZE, EpollSwitch, FrameTooLarge, LineFramer, write_line
+from .._speedups import DEFAULT_MAX_MESSAGE_SIZE, EpollSwitch, FrameTooLarge, LineFramer, PipeEnds
 from ._base import Transport
 from ._spawn import Group as _Group
 from ._spawn import popen
@@ -114,7 +113,7 @@ def _close_claimed(claim: list[int]) -> None:
         pass
 
 
-class StdioTransport(Transport):
+class StdioTransport(PipeEnds, Transport):
     """Runs an MCP server as a child process and talks to it over its stdio.
 
     Args:
@@ -133,14 +132,15 @@ class StdioTransport(Transport):
     """
 
     kind = "stdio"
-    # slots: every call reads a dozen of these, and CPython keeps at most 30 attributes in
-    # an instance's own values (past that each access goes through a dict)
+    # what a call reads and writes (the framer, the pipes' ends, the write baton, the
+    # flags a reader shares with close()) is PipeEnds', compiled: its send() and
+    # receive_alone() are the calls' ways (the rest are slots: CPython keeps at most 30
+    # attributes in an instance's own values, past that each access goes through a dict)
     __slots__ = (
         "command", "args", "env", "cwd", "inherit_env", "max_message_size", "close_timeout", "name", "stderr_log_rate",
-        "_proc", "_framer", "_first", "_ready", "_wbaton", "_wwaiters", "_rlock", "_reading", "_out_claim",
-        "_wait_message", "_closed", "_stderr_tail", "_stderr_thread", "_stderr_stop", "_stderr_wake", "_spoke", "_eof",
-        "_exit_code", "_broken_before_close", "_out_fd", "_in_fd", "_idle_poller", "idle_switch", "_idle_wake",
-        "_pid_owner", "_group", "_wake_claim", "_stderr_claim", "_watching",
+        "_proc", "_rlock", "_out_claim", "_stderr_tail", "_stderr_thread", "_stderr_stop", "_stderr_wake", "_eof",
+        "_exit_code", "_broken_before_close", "_idle_poller", "idle_switch", "_idle_wake",
+        "_pid_owner", "_group", "_wake_claim", "_stderr_claim", "_watching", "next_message",
     )
 
     def __init__(
@@ -169,11 +169,14 @@ class StdioTransport(Transport):
         self._framer = LineFramer(max_message_size)
         # complete messages not yet received: the framer's first, then the rest (see LineFramer.read)
         self._first, self._ready = self._framer.first, self._framer.ready
+        #: the framer's first message, filled by wait_first (see Transport.next_message and receive_alone)
+        self.next_message: list[bytes | None] | None = self._first
         # The right to write to the input pipe, so that messages never interleave (a partial
         # write goes on holding it): popped from _wbaton by the writer, put back after (see
         # send). A writer that finds it taken waits its turn in _wwaiters (see _turns).
         self._wbaton = [True]
         self._wwaiters: list[threading.Lock] = []
+        self._wake_writer = wake_first
         # receive(): one reader at a time (receive_alone's callers see to that themselves)
         self._rlock = threading.Lock()
         # True while a reader is between its look at _closed and its last use of the output
@@ -442,36 +445,18 @@ class StdioTransport(Transport):
 
     # ------------------------------------------------------------------ I/O
 
-    def send(self, message: bytes, timeout: float | None = None, facts: MessageFacts | None = None) -> None:
-        baton = self._wbaton
-        # The right to write, with no lock section (~1,000 instructions cheaper on 3.11).
-        # CPython runs signal handlers only at calls and backward jumps: an exception one
-        # raises (KeyboardInterrupt) right after the pop is caught with the baton in hand
-        # and gives it back; later ones meet the finally, which gives it back first.
-        try:
-            baton.pop()
-        except IndexError:
-            take_turn(baton, self._wwaiters, timeout, f"stdio server {self.name}")  # returns holding it
-        except BaseException:
-            baton.append(True)
-            raise
-        try:
-            if self._closed or self._proc is None:
-                raise ConnectionClosed(f"stdio server {self.name} is closed", sent=False)
-            fd = self._in_fd
-            try:
-                n = write_line(fd, message)  # the message and its newline: the pipe has room for both, usually
-            except (BrokenPipeError, ValueError, OSError) as exc:
-                raise self._gone_while_sending() from exc
-            if n <= len(message):
-                self._write_rest(fd, memoryview(message + b"\n")[n:], timeout)
-        finally:
-            baton.append(True)
-            if self._wwaiters:
-                wake_first(self._wwaiters)
+    # send() and wait_first(): PipeEnds' (compiled); what they ask of the transport, below
 
-    def _write_rest(self, fd: int, view: memoryview, timeout: float | None) -> None:
+    def _wait_turn(self, timeout: float | None) -> None:
+        # another writer holds the right to write: wait for it, up to the timeout
+        take_turn(self._wbaton, self._wwaiters, timeout, f"stdio server {self.name}")  # returns holding it
+
+    def _not_open(self) -> ConnectionClosed:
+        return ConnectionClosed(f"stdio server {self.name} is closed", sent=False)
+
+    def _write_rest(self, fd: int, message: bytes, written: int, timeout: float | None) -> None:
         # holding the right to write: the pipe is full; wait for room, up to the timeout
+        view = memoryview(message + b"\n")[written:]
         deadline = None if timeout is None else time.monotonic() + timeout
         while view:
             try:
@@ -569,58 +554,39 @@ class StdioTransport(Transport):
         taken. :meth:`close` may still come from any thread at any time.
 
         No byte read is lost to an exception a signal handler raises (KeyboardInterrupt)
-        in the middle: CPython runs handlers only at calls and backward jumps, and the
-        framer keeps every chunk it read until its messages are kept
-        (:meth:`LineFramer.read`), from which a message is taken with no call between the
-        take and the return."""
+        in the middle: CPython runs handlers only at calls and backward jumps, and every
+        message read stays in the framer (:meth:`LineFramer.read`, ``wait_first``) until
+        it is taken here, with no call between the take and the return."""
         first = self._first
         data = first[0]
-        if data is None and self._ready:
-            self._framer.promote()
+        if data is None and self.wait_first(timeout):  # (PipeEnds': reads until a message is first)
             data = first[0]
-        if data is not None:
-            first[0] = None
-            return data
-        self._reading = True  # before the look at _closed: see close()
-        try:
-            if self._closed:
-                raise ConnectionClosed(f"stdio server {self.name} was closed")
-            fd = self._out_fd
-            if fd < 0:
-                raise ConnectionClosed(f"stdio server {self.name} is not connected")
-            wait_message = self._wait_message
-            while True:  # (once, unless no time bounds the wait)
-                try:  # reads, and waits while nothing is in, until a message is whole or the time is up
-                    n = wait_message(fd, timeout)
-                except FrameTooLarge as exc:
-                    if first[0] is not None:
-                        self._wake_idle()
-                    raise MessageTooLarge(
-                        f"message from {self.name} exceeds {self.max_message_size} bytes", head=exc.head, tail=exc.tail, size=exc.size
-                    ) from None
-                except (OSError, ValueError) as exc:
-                    if isinstance(exc, OSError) and exc.errno == errno.EINTR:
-                        continue
-                    raise ConnectionClosed(f"stdio server {self.name} is gone{self._exit_detail()}") from exc
-                if n > 0:
-                    self._spoke = True
-                    if self._ready:
-                        self._wake_idle()  # (before the take: after it, no call until the return)
-                    data = first[0]
-                    first[0] = None
-                    return data
-                if not n:
-                    self._eof = True
-                    if self._framer.buffered:
-                        self._spoke = True  # a part of a message, then the end
-                    if self._closed:
-                        raise ConnectionClosed(f"stdio server {self.name} was closed")
-                    raise ConnectionClosed(f"stdio server {self.name} closed its output{self._exit_detail()}")
-                if self._closed:
-                    raise ConnectionClosed(f"stdio server {self.name} was closed")
-                if timeout is not None:
-                    return None
-        finally:
-            self._reading = False
-            if self._closed:
-                self._close_output()  # close() left it to this reader (or came meanwhile)
+        first[0] = None
+        return data
+
+    def _not_readable(self) -> ConnectionClosed:
+        # (wait_first, PipeEnds') the pipe cannot be read: closed, or never connected
+        if self._closed:
+            return ConnectionClosed(f"stdio server {self.name} was closed")
+        return ConnectionClosed(f"stdio server {self.name} is not connected")
+
+    def _read_failed(self, exc: BaseException) -> None:
+        # (wait_first, in its except clause) raise what a failed read means; return: read again (a signal came)
+        if isinstance(exc, FrameTooLarge):
+            if self._first[0] is not None:
+                self._wake_idle()
+            raise MessageTooLarge(
+                f"message from {self.name} exceeds {self.max_message_size} bytes", head=exc.head, tail=exc.tail, size=exc.size
+            ) from None
+        if isinstance(exc, OSError) and exc.errno == errno.EINTR:
+            return
+        raise ConnectionClosed(f"stdio server {self.name} is gone{self._exit_detail()}") from exc
+
+    def _eof_error(self) -> ConnectionClosed:
+        # (wait_first) the server closed its output
+        self._eof = True
+        if self._framer.buffered:
+            self._spoke = True  # a part of a message, then the end
+        if self._closed:
+            return ConnectionClosed(f"stdio server {self.name} was closed")
+        return ConnectionClosed(f"stdio server {self.name} closed its output{self._exit_detail()}")

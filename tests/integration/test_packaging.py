@@ -100,7 +100,8 @@ def test_the_wheel_installs_in_a_fresh_venv(tmp_path: Path) -> None:
     assert "License-Expression: MIT" in metadata
     assert "License-File: LICENSE" in metadata and any(n.endswith("licenses/LICENSE") for n in names)
     assert re.search(r"^Requires-Dist: jsonschema", metadata, re.M)
-    assert any(re.match(r"mcpsync/_speedups/_cspeedups\..*(\.so|\.pyd)$", n) for n in names), "the compiled hot path is in the wheel"
+    for compiled in ("_cspeedups", "_cpipes"):
+        assert any(re.match(rf"mcpsync/_speedups/{compiled}\..*(\.so|\.pyd)$", n) for n in names), f"{compiled} is in the wheel"
     assert "mcpsync/py.typed" in names
 
     env_dir = tmp_path / "venv"

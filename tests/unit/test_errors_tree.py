@@ -18,7 +18,7 @@ from mcpsync import _errors
 #: defined elsewhere on purpose (the _errors docstring says why)
 ELSEWHERE = {
     # the framer and its compiled twin import nothing of the package
-    "FrameTooLarge": ("mcpsync._speedups._pyspeedups", "mcpsync._speedups._cspeedups"),
+    "FrameTooLarge": ("mcpsync._speedups._pypipes", "mcpsync._speedups._cpipes"),
 }
 #: the OAuth subpackage keeps its own private errors (all under AuthError)
 OWN_SUBPACKAGE = ("mcpsync.auth",)

@@ -9,16 +9,26 @@ import time
 
 import pytest
 
+import types
+
 import mcpsync._speedups as speedups
-from mcpsync._speedups import _pyspeedups
+from mcpsync._speedups import _pypipes, _pyspeedups
 from tests.helpers import while_reading
 
 try:
-    from mcpsync._speedups import _cspeedups
+    from mcpsync._speedups import _cpipes, _cspeedups
 except ImportError:  # the test below fails loudly in that case
-    _cspeedups = None
+    _cspeedups = _cpipes = None
 
-IMPLS = [pytest.param(_cspeedups, id="c-extension"), pytest.param(_pyspeedups, id="pure-python")]
+
+def _both(*modules):
+    """The two modules of one build as one namespace (None when one did not load)."""
+    if None in modules:
+        return None
+    return types.SimpleNamespace(**{k: v for m in modules for k, v in vars(m).items() if not k.startswith("__")})
+
+
+IMPLS = [pytest.param(_both(_cspeedups, _cpipes), id="c-extension"), pytest.param(_both(_pyspeedups, _pypipes), id="pure-python")]
 
 
 @pytest.fixture
@@ -37,17 +47,24 @@ def pipe():
 @pytest.fixture(params=IMPLS)
 def impl(request):
     if request.param is None:
-        pytest.fail("the compiled _cspeedups module did not load (build with Cython, or see setup.py)")
+        pytest.fail("the compiled _cspeedups or _cpipes module did not load (build with Cython, or see setup.py)")
     return request.param
 
 
 def test_compiled_module_is_loaded_and_active():
     if os.environ.get("MCPSYNC_NO_EXTENSIONS"):
         pytest.skip("pure Python asked for explicitly")
-    assert _cspeedups is not None, "the Cython extension was not built"
-    assert _cspeedups.__file__.endswith((".so", ".pyd")), _cspeedups.__file__
+    assert _cspeedups is not None and _cpipes is not None, "the Cython extensions were not built"
+    for compiled in (_cspeedups, _cpipes):
+        assert compiled.__file__.endswith((".so", ".pyd")), compiled.__file__
     assert speedups.IMPLEMENTATION == "c-extension"
-    assert speedups.LineFramer is _cspeedups.LineFramer
+    assert speedups.LineFramer is _cpipes.LineFramer
+    assert speedups.FastPath is _cspeedups.FastPath
+    from mcpsync.transports.stdio import StdioTransport
+
+    # a stdio call's writes and reads are the compiled pipe ends' (its receive_alone only takes the message)
+    assert StdioTransport.send is _cpipes.PipeEnds.send
+    assert StdioTransport.wait_first is _cpipes.PipeEnds.wait_first
 
 
 class FakeClock:
@@ -264,10 +281,10 @@ def test_a_message_in_parts_is_waited_for_within_one_timeout(impl, pipe):
 
 
 def test_the_pure_wait_message_waits_first_after_a_wait_that_did_not_end_at_once(pipe):
-    from mcpsync._speedups import _pyspeedups
+    from mcpsync._speedups import _pypipes
 
     r, w = pipe
-    f = _pyspeedups.LineFramer()
+    f = _pypipes.LineFramer()
     assert f._eager and f.wait_message(r, 0.05) == -1  # read first, found nothing: it waited
     assert not f._eager  # the wait did not end at once: the next waits first
     waits = []
@@ -306,10 +323,10 @@ def test_write_line_writes_the_message_and_its_newline_as_far_as_the_pipe_has_ro
 def test_a_read_cut_short_keeps_its_chunk_for_the_next(pipe):
     # the pure twin keeps the chunk it read in _pending until its messages are kept: a
     # framing cut short by an exception (a signal handler's) loses nothing
-    from mcpsync._speedups import _pyspeedups
+    from mcpsync._speedups import _pypipes
 
     r, w = pipe
-    f = _pyspeedups.LineFramer()
+    f = _pypipes.LineFramer()
     real = f._frame
     f._frame = lambda data: (_ for _ in ()).throw(KeyboardInterrupt)  # cut short at the call
     os.write(w, b'{"a":1}\n')
@@ -562,6 +579,41 @@ def test_framing_is_the_same_for_whole_reads_and_any_cut(impl):
         assert got == expected
 
 
+
+def test_call_queue_keeps_the_last_tally_until_told_to_forget_it(impl):
+    """Calls of one tool in a row go to the tally found for the first; once the owner
+    empties ``tallies`` and says ``forget()``, the next record looks its tally up again."""
+    from collections import deque
+
+    first, second = impl.CallTally(60), impl.CallTally(60)
+    tallies = {("s", "echo"): first}
+    calls = impl.CallQueue(deque(), 3, lambda wait: None, tallies, lambda *item: None)
+    for _ in range(3):
+        calls.record("s", "echo", 1.0, 1.002, "success")
+    tallies.clear()
+    calls.forget()
+    tallies[("s", "echo")] = second
+    calls.record("s", "echo", 1.0, 1.002, "success")
+    calls.record("s", "other", 1.0, 1.002, "success")  # no tally: handed on
+    calls.record("t", "echo", 1.0, 1.002, "success")  # another server's key
+    assert (first.count, second.count) == (3, 1)
+
+
+def test_fast_path_records_through_a_call_queue_on_the_monotonic_clock(impl):
+    """Given a CallQueue's record (the metrics' entry), the fast path records through it
+    (compiled: in C) with both ends read from time.monotonic."""
+    from collections import deque
+
+    tally = impl.CallTally(60)
+    calls = impl.CallQueue(deque(), 1, lambda wait: None, {("s", "t"): tally}, lambda *item: None)
+    fast, _, _, ok, _ = _fast_path(impl, calls.record, time.monotonic, lambda: None)
+    before = time.monotonic()
+    start = fast.begin()
+    fast.succeeded("t", start)
+    assert before <= start <= time.monotonic() and next(ok) == 1
+    assert tally.count == 1 and tally.successes == 1
+
+
 # ------------------------------------------------------------------ the guard's fast path
 
 
@@ -760,3 +812,82 @@ def test_a_call_tally_records_latencies_as_a_histogram_does(impl):
         tally.add(0.0, v / 1e6, "success")
     assert (h.counts, h.count, h.total_us, h.min_us, h.max_us) == tally.numbers()[:5]
     assert h.min_us == 0 and h.max_us == 10**13 and h.counts[impl.BUCKETS - 1] >= 1  # clamped into the top bucket
+
+
+# ------------------------------------------------------------------ tools/call's answer in one pass
+
+
+def test_call_answer_takes_a_complete_answer_and_leaves_the_rest_to_the_general_path(impl):
+    """``take`` gives the whole answer only for a complete result with content, written as
+    servers write an answer; None for anything else (what msgspec rejects included), so
+    that the dispatcher's general path decodes it again; other errors are not hidden."""
+    import msgspec
+
+    from mcpsync._decoders import ANSWER_DECODERS, _CallToolAnswer
+
+    decode = msgspec.json.Decoder(_CallToolAnswer).decode
+    take = impl.CallAnswer(decode, b'{"jsonrpc":"2.0","id":', (msgspec.ValidationError, msgspec.DecodeError)).take
+    ok = b'{"jsonrpc":"2.0","id":7,"result":{"content":[{"type":"text","text":"hi"}]}}'
+    answer = take(ok)
+    assert answer.id == 7 and answer.result.content[0].text == "hi"
+    structured = b'{"jsonrpc":"2.0","id":1,"result":{"content":[],"structuredContent":{"a":1}}}'
+    assert take(structured).result.structured_content == {"a": 1}
+    for other in (
+        b'{"id":7,"jsonrpc":"2.0","result":{"content":[{"type":"text","text":"hi"}]}}',  # another order
+        b'{"jsonrpc":"2.0","id":7,"result":{"content":[]}}',  # no content: maybe a task
+        b'{"jsonrpc":"2.0","id":7,"result":{"content":[{"type":"text","text":"x"}],"resultType":"input_required"}}',
+        b'{"jsonrpc":"2.0","id":7,"error":{"code":-32601,"message":"no"}}',  # rejected by msgspec
+        b'{"jsonrpc":"2.0","id":7,"result":',  # cut short
+        bytearray(ok),  # not bytes
+    ):
+        assert take(other) is None, other
+
+    def broken(data):
+        raise RuntimeError("bug")
+
+    with pytest.raises(RuntimeError):
+        impl.CallAnswer(broken, b"{", (msgspec.ValidationError,)).take(b"{}")
+    assert ANSWER_DECODERS["tools/call"](ok).id == 7  # the table's, built on the active build
+
+
+# ------------------------------------------------------------------ the pool's lone-caller return
+
+
+def test_idle_return_gives_the_claim_back_and_settles_only_what_needs_the_lock(impl):
+    """``give_back``: the entry's last use stamped, its claim given up and counted; the
+    pool's ``settle`` is called for a broken entry (before the claim goes), a retiring one
+    or while borrowers wait, and never on the usual return."""
+    from collections import deque
+    from types import SimpleNamespace
+
+    clock, returned, waiters, settled = FakeClock(), itertools.count(), deque(), []
+    give_back = impl.IdleReturn(clock, returned, waiters, lambda entry, broken: settled.append((len(entry.claims), broken))).give_back
+    entry = SimpleNamespace(claims=deque([None]), retiring=False, last_used=0.0)
+    give_back(entry)
+    assert (entry.last_used, len(entry.claims), settled) == (100.0, 0, [])
+    entry.claims.append(None)
+    give_back(entry, broken=True)  # taken out while the claim still holds it
+    assert settled == [(1, True)] and not entry.claims
+    entry.claims.append(None)
+    waiters.append("borrower")
+    clock.now = 101.0
+    give_back(entry, False)  # the room goes to the queue
+    assert settled[-1] == (0, False) and entry.last_used == 101.0
+    waiters.clear()
+    entry.claims.append(None)
+    entry.retiring = True
+    give_back(entry)
+    assert settled[-1] == (0, False) and len(settled) == 3 and next(returned) == 4
+
+
+def test_idle_return_reads_the_monotonic_clock():
+    """Compiled, on time.monotonic the stamp is read in C: the same clock."""
+    from collections import deque
+    from types import SimpleNamespace
+
+    if _cspeedups is None:
+        pytest.fail("the compiled _cspeedups module did not load")
+    entry = SimpleNamespace(claims=deque([None]), retiring=False, last_used=0.0)
+    before = time.monotonic()
+    _cspeedups.IdleReturn(time.monotonic, itertools.count(), deque(), lambda *a: None).give_back(entry)
+    assert before <= entry.last_used <= time.monotonic()

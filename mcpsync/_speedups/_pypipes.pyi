@@ -1,0 +1,59 @@
+# Types of the stdio pipe's hot path, for both twins: _pypipes.py stays untyped so that
+# Cython compiles it unchanged in pure-Python mode (its C types are in _cpipes.pxd).
+import collections
+from typing import Any, Callable
+
+__all__ = ["LineFramer", "FrameTooLarge", "write_line", "DEFAULT_MAX_MESSAGE_SIZE", "EpollSwitch", "IdleGate", "PipeEnds"]
+
+DEFAULT_MAX_MESSAGE_SIZE: int
+
+class FrameTooLarge(Exception):
+    size: int
+    limit: int
+    head: bytes
+    tail: bytes
+    def __init__(self, size: int, limit: int, head: bytes, tail: bytes) -> None: ...
+
+def write_line(fd: int, message: bytes) -> int: ...
+
+class LineFramer:
+    max_size: int
+    def __init__(self, max_size: int = ...) -> None: ...
+    @property
+    def buffered(self) -> int: ...
+    first: list[bytes | None]
+    ready: collections.deque[bytes]
+    def pop(self) -> list[bytes]: ...
+    def promote(self) -> None: ...
+    def feed(self, data: bytes) -> list[bytes]: ...
+    def read(self, fd: int) -> int: ...
+    def wait_message(self, fd: int, timeout: float | None) -> int: ...
+    def reset(self) -> None: ...
+
+class EpollSwitch:
+    def __init__(self, epoll: Any, fd: int) -> None: ...
+    def close(self) -> None: ...
+    def turn(self, on: bool) -> int: ...
+
+class IdleGate:
+    last: float
+    paused: bool
+    def __init__(self, switch: EpollSwitch | None, grace: float, clock: Callable[[], float]) -> None: ...
+    def arrive(self, now: float) -> None: ...
+    def leave(self) -> None: ...
+
+class PipeEnds:
+    _framer: LineFramer
+    _first: list[bytes | None]
+    _ready: collections.deque[bytes]
+    _wait_message: Callable[[int, float | None], int]
+    _wbaton: list[bool]
+    _wwaiters: list[Any]
+    _wake_writer: Callable[[list[Any]], None]
+    _in_fd: int
+    _out_fd: int
+    _closed: bool
+    _reading: bool
+    _spoke: bool
+    def send(self, message: bytes, timeout: float | None = None, facts: Any = None) -> None: ...
+    def wait_first(self, timeout: float | None) -> bool: ...
