@@ -1,8 +1,9 @@
 """Build script: compiles mcpsync/_speedups with Cython.
 
-The single source ``mcpsync/_speedups/_pyspeedups.py`` is copied to
-``build/cython/mcpsync/_speedups/_cspeedups.py`` and compiled (Cython's pure-Python
-mode) into the extension ``mcpsync._speedups._cspeedups``. A failed compile fails the
+Each single source, ``mcpsync/_speedups/_pyspeedups.py`` and ``_pyhttp.py``, is copied to
+``build/cython/mcpsync/_speedups/`` as ``_cspeedups.py`` / ``_chttp.py`` and compiled
+(Cython's pure-Python mode) into the extensions ``mcpsync._speedups._cspeedups`` and
+``_chttp``. A failed compile fails the
 build, unless ``MCPSYNC_NO_EXTENSIONS=1`` asks for the pure-Python package.
 
 Failing, rather than falling back to the pure-Python package, is deliberate: pip shows a
@@ -28,23 +29,30 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 NO_EXTENSIONS = os.environ.get("MCPSYNC_NO_EXTENSIONS", "") not in ("", "0")
 
 
+#: (pure-Python source, compiled module) in mcpsync/_speedups: the hot path (_cspeedups) and
+#: the Streamable HTTP transport's JSON lane (_chttp)
+MODULES = [("_pyspeedups", "_cspeedups"), ("_pyhttp", "_chttp")]
+
+
 def extensions():
     if NO_EXTENSIONS:
         print("MCPSYNC_NO_EXTENSIONS is set: building the pure-Python package")
         return []
     from Cython.Build import cythonize  # a build requirement: missing Cython fails loudly
 
-    src = os.path.join(HERE, "mcpsync", "_speedups", "_pyspeedups.py")
     gen_dir = os.path.join(HERE, "build", "cython", "mcpsync", "_speedups")
     os.makedirs(gen_dir, exist_ok=True)
-    gen = os.path.join(gen_dir, "_cspeedups.py")
-    shutil.copyfile(src, gen)
-    pxd = os.path.join(HERE, "mcpsync", "_speedups", "_cspeedups.pxd")
-    if os.path.exists(pxd):
-        shutil.copyfile(pxd, os.path.join(gen_dir, "_cspeedups.pxd"))
-    ext = Extension("mcpsync._speedups._cspeedups", [os.path.relpath(gen, HERE)])
+    exts = []
+    for pure, compiled in MODULES:  # each pure-Python source, compiled under its own name
+        src = os.path.join(HERE, "mcpsync", "_speedups", pure + ".py")
+        gen = os.path.join(gen_dir, compiled + ".py")
+        shutil.copyfile(src, gen)
+        pxd = os.path.join(HERE, "mcpsync", "_speedups", compiled + ".pxd")
+        if os.path.exists(pxd):
+            shutil.copyfile(pxd, os.path.join(gen_dir, compiled + ".pxd"))
+        exts.append(Extension("mcpsync._speedups." + compiled, [os.path.relpath(gen, HERE)]))
     return cythonize(
-        [ext],
+        exts,
         compiler_directives={"language_level": "3", "binding": False, "boundscheck": False, "wraparound": True},
         build_dir=os.path.join("build", "cython-c"),
         quiet=True,

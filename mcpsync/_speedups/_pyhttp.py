@@ -1,0 +1,240 @@
+"""The Streamable HTTP transport's common request in one call: :class:`JSONLane`, and the
+answer it takes as it comes (:func:`simple_answer`).
+
+A request whose answer is the common one (``200``, ``Content-Length``, ``application/json``,
+the whole of it in the first read) needs none of the general path's layers: the lane
+takes an idle kept-alive socket, writes the request (its header lines encoded once per
+kind of request, the auth hook's merged in once per change of its headers), reads the
+answer, checks its head in one pass and hands the body to the receive queue, the socket
+back to its pool. Everything else (no idle socket, no facts, a first request, an answer
+of any other shape, an error) goes the general way, the answer already read handed on
+as it is (see ``streamable_http``): the lane decides before it sends whether it serves
+a request, and after it reads whether it understood the answer, never half of either.
+
+This file is the single source of both implementations: imported as is it is the
+pure-Python twin; ``setup.py`` compiles a copy of it with Cython (pure-Python mode,
+types from ``_chttp.pxd``) into the ``_chttp`` extension. Keep it in the subset of
+Python that Cython compiles unchanged.
+"""
+
+import re
+import time
+
+try:  # compiled, ``cython.compiled`` is True (Cython resolves it); imported as is, False
+    import cython
+except ImportError:  # the pure-Python package: Cython is only a build requirement
+    _COMPILED = False
+else:
+    _COMPILED = cython.compiled
+
+__all__ = ["JSONLane", "simple_answer"]
+
+_CHUNK = 65536  # the first read of an answer (the fast path's own)
+_MAX_FIELDS = 100  # as the general path allows (_fastconn.MAX_FIELDS)
+#: the head of an answer the lane takes: HTTP/1.1 200, fields of a token name and visible
+#: ASCII (or tab) values, CRLF line ends; anything else (a bare LF, a folded line, bytes past
+#: ASCII, whitespace before a colon) is the general parser's (httptools) to judge
+_HEAD = re.compile(rb"HTTP/1\.1 200 [\x20-\x7e]*\r\n((?:[!#$%&'*+\-.^_`|~0-9A-Za-z]+:[\t\x20-\x7e]*\r\n)*)\r\n")
+#: fields that make an answer the general path's: framing, codings, cookies, protocol switches
+_OTHERS = (b"\ntransfer-encoding:", b"\ncontent-encoding:", b"\nset-cookie:", b"\nupgrade:", b"\nproxy-connection:")
+_JSON = b"application/json"
+_ANSWER = b'{"jsonrpc":"2.0","id":'
+_RESULT = b',"result":'
+
+
+def _field(head, name):
+    """The value (leading whitespace cut) of the field ``name`` (b"\\nname:") in ``head``
+    (lower-cased, from the status line's LF to its last field's CRLF); None when it is
+    missing, b"\\n" (never a value) when it is there twice."""
+    at = head.find(name)
+    if at < 0:
+        return None
+    if head.find(name, at + len(name)) >= 0:
+        return b"\n"
+    return head[at + len(name):head.find(b"\r", at)].lstrip(b" \t")
+
+
+def simple_answer(data):
+    """The body of ``data`` when it is one whole answer of the common shape, else None.
+
+    The shape: ``HTTP/1.1 200``, at most 100 fields, one ``Content-Length`` whose body is
+    exactly the rest of ``data``, one ``Content-Type: application/json``, no
+    ``Transfer-Encoding``, ``Content-Encoding``, ``Set-Cookie``, ``Upgrade``,
+    ``Proxy-Connection``, and ``Connection`` only as ``keep-alive``. What this takes, the
+    general parser reads alike (tests/unit/test_simple_answer.py holds the two side by side).
+    Names and the values of ``Content-Type`` and ``Connection`` are read ignoring case.
+    """
+    if _COMPILED:  # the same rules in one pass over the bytes (_chttp.pxd)
+        at = _simple_head(data, len(data))
+        return data[at:] if at >= 0 else None
+    m = _HEAD.match(data)
+    if m is None:
+        return None
+    start = m.start(1) - 1  # the status line's LF: every field's name follows one
+    head = data[start:m.end(1)].lower()
+    if head.count(b"\n") > _MAX_FIELDS + 1:
+        return None
+    for name in _OTHERS:
+        if head.find(name) >= 0:  # (not ``in``: bytes' ``in`` tries the name as an int first, an exception)
+            return None
+    length = _field(head, b"\ncontent-length:")
+    if length is None or not length.isdigit() or len(length) > 15:
+        return None
+    body = m.end()
+    if len(data) - body != int(length):
+        return None
+    ctype = _field(head, b"\ncontent-type:")
+    if ctype != _JSON:
+        return None
+    keep = _field(head, b"\nconnection:")
+    if keep is not None and keep != b"keep-alive":
+        return None
+    return data[body:]
+
+
+class JSONLane:
+    """One Streamable HTTP transport's common request, sent and answered in one call.
+
+    Built by the transport from what it holds, and kept told of what changes:
+
+    * ``exchange`` — its :class:`~mcpsync.transports._http_exchange.HTTPExchange` (the URL,
+      the client's pools, :meth:`failure` to translate a transport error);
+    * ``options`` — its ``HTTPOptions`` (read timeout, auth hook, size limit);
+    * ``put`` — the receive queue's put; ``kinds`` / ``remember`` — what a URL speaks;
+    * ``blocks`` — the transport's header blocks by kind of request (``_headers``' cache);
+    * ``general(message, timeout, facts)`` — the transport's general send;
+    * ``answered(message, facts, deadline, read, block, sent, resp)`` — the general path
+      from an answer this lane read but does not take (a ``FastResponse``; ``block`` the
+      kind's headers, ``sent`` those sent: the auth hook's merged in);
+    * ``delivered(message, facts, body)`` — the general path for a 200 JSON body that is
+      not this request's plain result (an error answer, a batch, another id);
+    * ``resume(pool, conn, chunk, deadline, read)`` — the general parser's reading of an
+      answer from its first read on (``_fasthttp.resume``);
+    * ``auth_failed(exc, url)`` / ``auth_merge(auth, block, given, url)`` — the auth hook's
+      failure as the general path tells it, and its headers merged into a block;
+    * ``wire_of(block)`` — a header block's wire form, made and kept (``_fasthttp.wire_of``).
+
+    ``open`` (False once the transport closed or switched to HTTP+SSE), ``legacy`` (the
+    legacy era's header kind: the session id and version, None before a session) and
+    ``succeeded`` (a POST was answered) are the transport's to set; the lane sets
+    ``succeeded`` too.
+    """
+
+    def __init__(self, exchange, options, put, kinds, remember, blocks, general, answered, delivered, resume,
+                 auth_failed, auth_merge, wire_of):
+        self.exchange = exchange
+        self.read_timeout = options.read_timeout
+        self.limit = options.max_message_size
+        self.auth = options.auth
+        self.put = put
+        self.kinds = kinds
+        self.remember = remember
+        self.blocks = blocks
+        self.general = general
+        self.answered = answered
+        self.delivered = delivered
+        self.resume = resume
+        self.auth_failed = auth_failed
+        self.auth_merge = auth_merge
+        self.wire_of = wire_of
+        self.open = True
+        self.legacy = None
+        self.succeeded = False
+
+    def send(self, message, timeout=None, facts=None):
+        """Send ``message`` (its answer goes to the receive queue), as the transport's
+        ``send`` does: here when it is a request the lane serves, else the general way."""
+        if facts is None or not self.open:
+            return self.general(message, timeout, facts)
+        rid = facts.id
+        if rid.__class__ is not int or message[:1] != b"{":
+            return self.general(message, timeout, facts)
+        version = facts.modern_version
+        if version is None:
+            key = self.legacy
+        elif not facts.headers:
+            key = ("M", version, facts.method, facts.name)
+        else:
+            key = None  # headers of the call's own (Mcp-Param-*): formatted per request
+        if key is None or facts.method == "initialize":
+            return self.general(message, timeout, facts)
+        block = self.blocks.get(key)  # made by the general path's first request of the kind
+        exchange = self.exchange
+        pools = exchange.pools
+        if block is None or pools is None or not pools.fast or pools.cookies.held:
+            return self.general(message, timeout, facts)
+        url = exchange.url
+        sent = block
+        auth = self.auth
+        if auth is not None:
+            try:  # (asked on every request, as the general path asks it)
+                given = auth.headers(url, "POST")
+            except Exception as exc:
+                error = self.auth_failed(exc, url)
+                if error is exc:
+                    raise
+                raise error from exc
+            last = block.authed
+            if last is not None and last[0] is auth and last[1] == given:
+                sent = last[2]
+            else:
+                sent = self.auth_merge(auth, block, given, url)
+        wire = sent.wire
+        if wire is None:
+            wire = self.wire_of(sent)  # (a new merge: checked already)
+        target = pools.main.targets.get(url)
+        if wire is None or target is None or timeout is None or timeout <= 0:
+            return self.general(message, timeout, facts)  # (formatted, checked, timed there)
+        pool = target[0]
+        conn = None
+        with pool.lock:
+            idle = pool.idle
+            if idle:
+                conn = idle.pop()
+        if conn is None:
+            return self.general(message, timeout, facts)  # (the general path waits or connects)
+        poller = conn.poller
+        if poller.poll(0) if poller is not None else conn.dropped():
+            pool.discard(conn)  # the server closed it while idle
+            return self.general(message, timeout, facts)
+        deadline = time.monotonic() + timeout
+        read = self.read_timeout
+        if timeout < read:
+            read = timeout if timeout > 0.001 else 0.001
+        block_bytes = wire[0]
+        data = b"".join((b"POST", target[1], b"" if wire[1] else target[2], block_bytes,
+                         b"Content-Length: ", str(len(message)).encode("ascii"), b"\r\n\r\n", message))
+        try:
+            sock = conn.sock
+            sock.settimeout(read)
+            sock.sendall(data)
+            chunk = sock.recv(_CHUNK)
+            body = simple_answer(chunk)
+            if body is None or len(body) > self.limit:
+                held, conn = conn, None  # the general parser's now: it gives it back or closes it
+                resp = self.resume(pool, held, chunk, deadline, read)
+        except BaseException as exc:
+            if conn is not None:
+                pool.discard(conn)
+            if isinstance(exc, Exception):
+                raise exchange.failure(exc, url) from exc
+            raise
+        if conn is None:
+            self.answered(message, facts, deadline, read, block, sent, resp)
+            return None
+        with pool.lock:  # given back, as _OriginPool.put does
+            if not pool.closed and len(pool.idle) < pool.maxsize:
+                pool.idle.append(conn)
+                if pool.waiting:
+                    pool.cond.notify()
+                conn = None
+        if conn is not None:
+            pool.put(conn)  # no room, or closed: closed and counted out there
+        self.succeeded = True
+        if self.kinds.get(url) != "streamable":
+            self.remember(url, "streamable")
+        if body.startswith(_ANSWER + str(rid).encode("ascii") + _RESULT) and body.endswith(b"}"):
+            self.put(body)
+            return None
+        self.delivered(message, facts, body)
+        return None
