@@ -12,7 +12,8 @@ cdef bytes _ANSWER
 cdef bytes _RESULT
 
 # The head of an answer the JSON lane takes, in one pass over its bytes: the offset of the
-# body when p[0:n] is one whole answer of the common shape, else -1. The same rules as
+# body when p[0:n] begins with a whole head of the common shape (*declared: its
+# Content-Length; the answer is whole when the rest of p is exactly that long), else -1. The same rules as
 # _pyhttp.simple_answer's pure-Python reading (a regular expression and searches): see there.
 cdef extern from *:
     """
@@ -39,7 +40,7 @@ cdef extern from *:
         }
         return 1;
     }
-    static Py_ssize_t mcpsync_simple_head(const char *data, Py_ssize_t n) {
+    static Py_ssize_t mcpsync_simple_head(const char *data, Py_ssize_t n, Py_ssize_t *declared) {
         const unsigned char *p = (const unsigned char *)data;
         Py_ssize_t i = 13, name, name_len, value, value_len, length = -1, fields = 0, k;
         int json = 0, typed = 0, kept = 0;
@@ -89,23 +90,225 @@ cdef extern from *:
                 return -1;
             }
         }
-        if (length < 0 || !json || n - i != length) return -1;
+        if (length < 0 || !json) return -1;
+        *declared = length;
         return i;
     }
+    #include <errno.h>
+    #include <stdio.h>
+    #include <poll.h>
+    #include <time.h>
+    #include <sys/socket.h>
+    #ifndef MSG_NOSIGNAL
+    #define MSG_NOSIGNAL 0
+    #endif
+    #define MCPSYNC_HTTP_CHUNK 65536
+    #define MCPSYNC_HTTP_OUT 8192
+    /* an answer's first read, parsed and copied out before the GIL is let go again */
+    static char mcpsync_http_chunk[MCPSYNC_HTTP_CHUNK];
+    static double mcpsync_http_now(void) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+    }
+    /* wait until fd is ready for events or the deadline passes, the GIL let go: 1 ready,
+       0 the deadline passed, -1 an error raised (a signal handler's included) */
+    static int mcpsync_http_wait(int fd, short events, double deadline) {
+        for (;;) {
+            double left = deadline - mcpsync_http_now();
+            struct pollfd p;
+            int r, ms;
+            if (left <= 0) return 0;
+            if (left > 2e6) left = 2e6;
+            ms = (int)(left * 1000.0);
+            if ((double)ms < left * 1000.0) ms++;
+            p.fd = fd;
+            p.events = events;
+            p.revents = 0;
+            Py_BEGIN_ALLOW_THREADS
+            r = poll(&p, 1, ms);
+            Py_END_ALLOW_THREADS
+            if (r > 0) return 1;
+            if (r < 0) {
+                if (errno != EINTR) {
+                    PyErr_SetFromErrno(PyExc_OSError);
+                    return -1;
+                }
+                if (PyErr_CheckSignals() < 0) return -1;
+            }
+        }
+    }
+    /* One request on the plain socket fd (kept alive, idle): "POST" line host block, its
+       Content-Length, the body, written whole (within timeout s in all), then one read of
+       the answer (waiting at most timeout s), as sendall and recv on a socket with that
+       timeout would (TimeoutError "timed out", OSError); a body that did not come with its
+       head is waited for (each wait at most timeout s, none past until: monotonic s).
+       *state: -2 the idle socket was closed by the server or has bytes nobody asked for
+       (nothing sent; None); 1 an answer of the common shape (mcpsync_simple_head) whose body
+       is at most limit bytes came whole: the body; 0 anything else: all that was read
+       (b"": the server closed). */
+    static PyObject *mcpsync_http_exchange(int fd, const char *line, Py_ssize_t line_n, const char *host,
+            Py_ssize_t host_n, const char *block, Py_ssize_t block_n, const char *body, Py_ssize_t body_n,
+            double timeout, double until, Py_ssize_t limit, int *state) {
+        struct pollfd idle;
+        PyObject *whole;
+        Py_ssize_t length = 0, got;
+        double wait;
+        char stack[MCPSYNC_HTTP_OUT], digits[24], *out = stack, *w;
+        int digits_n, r;
+        Py_ssize_t total, sent = 0, at;
+        ssize_t n;
+        double deadline;
+        idle.fd = fd;
+        idle.events = POLLIN;
+        idle.revents = 0;
+        if (poll(&idle, 1, 0) != 0) {
+            *state = -2;
+            Py_RETURN_NONE;
+        }
+        digits_n = snprintf(digits, sizeof digits, "%zd", body_n);
+        total = 4 + line_n + host_n + block_n + 16 + digits_n + 4 + body_n;
+        if (total > MCPSYNC_HTTP_OUT) {
+            out = (char *)PyMem_Malloc((size_t)total);
+            if (out == NULL) return PyErr_NoMemory();
+        }
+        w = out;
+        memcpy(w, "POST", 4); w += 4;
+        memcpy(w, line, (size_t)line_n); w += line_n;
+        memcpy(w, host, (size_t)host_n); w += host_n;
+        memcpy(w, block, (size_t)block_n); w += block_n;
+        memcpy(w, "Content-Length: ", 16); w += 16;
+        memcpy(w, digits, (size_t)digits_n); w += digits_n;
+        memcpy(w, "\\r\\n\\r\\n", 4); w += 4;
+        memcpy(w, body, (size_t)body_n);
+        deadline = mcpsync_http_now() + timeout;
+        while (sent < total) {
+            n = send(fd, out + sent, (size_t)(total - sent), MSG_DONTWAIT | MSG_NOSIGNAL);
+            if (n >= 0) {
+                sent += n;
+                continue;
+            }
+            if (errno == EINTR) {
+                if (PyErr_CheckSignals() < 0) goto failed;
+                continue;
+            }
+            if (errno != EAGAIN && errno != EWOULDBLOCK) {
+                PyErr_SetFromErrno(PyExc_OSError);
+                goto failed;
+            }
+            r = mcpsync_http_wait(fd, POLLOUT, deadline);
+            if (r < 0) goto failed;
+            if (r == 0) {
+                PyErr_SetString(PyExc_TimeoutError, "timed out");
+                goto failed;
+            }
+        }
+        if (out != stack) PyMem_Free(out);
+        deadline = mcpsync_http_now() + timeout;
+        for (;;) {
+            n = recv(fd, mcpsync_http_chunk, MCPSYNC_HTTP_CHUNK, MSG_DONTWAIT);
+            if (n >= 0) break;
+            if (errno == EINTR) {
+                if (PyErr_CheckSignals() < 0) return NULL;
+                continue;
+            }
+            if (errno != EAGAIN && errno != EWOULDBLOCK) {
+                PyErr_SetFromErrno(PyExc_OSError);
+                return NULL;
+            }
+            r = mcpsync_http_wait(fd, POLLIN, deadline);
+            if (r < 0) return NULL;
+            if (r == 0) {
+                PyErr_SetString(PyExc_TimeoutError, "timed out");
+                return NULL;
+            }
+        }
+        at = mcpsync_simple_head(mcpsync_http_chunk, (Py_ssize_t)n, &length);
+        if (at < 0 || length > limit || (Py_ssize_t)n - at > length) {
+            *state = 0;
+            return PyBytes_FromStringAndSize(mcpsync_http_chunk, (Py_ssize_t)n);
+        }
+        if ((Py_ssize_t)n - at == length) {
+            *state = 1;
+            return PyBytes_FromStringAndSize(mcpsync_http_chunk + at, length);
+        }
+        /* the head came alone (as uvicorn writes it) or the body is on its way: up to
+           MCPSYNC_HTTP_CHUNK bytes of body are read here, into an answer of its own (the
+           module's buffer is free for other threads once the GIL is let go), each wait at
+           most timeout s and none past the deadline; the server's close or anything else
+           hands what came to the general reader */
+        got = (Py_ssize_t)n;
+        if (length > MCPSYNC_HTTP_CHUNK) {
+            *state = 0;
+            return PyBytes_FromStringAndSize(mcpsync_http_chunk, got);
+        }
+        whole = PyBytes_FromStringAndSize(NULL, at + length);
+        if (whole == NULL) return NULL;
+        memcpy(PyBytes_AS_STRING(whole), mcpsync_http_chunk, (size_t)got);
+        while (got < at + length) {
+            n = recv(fd, PyBytes_AS_STRING(whole) + got, (size_t)(at + length - got), MSG_DONTWAIT);
+            if (n > 0) {
+                got += n;
+                continue;
+            }
+            if (n == 0) break;  /* closed early: the general reader says so */
+            if (errno == EINTR) {
+                if (PyErr_CheckSignals() < 0) goto dropped;
+                continue;
+            }
+            if (errno != EAGAIN && errno != EWOULDBLOCK) {
+                PyErr_SetFromErrno(PyExc_OSError);
+                goto dropped;
+            }
+            wait = mcpsync_http_now() + timeout;
+            r = mcpsync_http_wait(fd, POLLIN, wait < until ? wait : until);
+            if (r < 0) goto dropped;
+            if (r == 0) {
+                PyErr_SetString(PyExc_TimeoutError, "timed out");
+                goto dropped;
+            }
+        }
+        if (got == at + length) {
+            PyObject *body = PyBytes_FromStringAndSize(PyBytes_AS_STRING(whole) + at, length);
+            Py_DECREF(whole);
+            *state = 1;
+            return body;
+        }
+        *state = 0;
+        if (_PyBytes_Resize(&whole, got) < 0) return NULL;
+        return whole;
+      dropped:
+        Py_DECREF(whole);
+        return NULL;
+      failed:
+        if (out != stack) PyMem_Free(out);
+        return NULL;
+    }
+    /* body (n bytes) is {"jsonrpc":"2.0","id":<rid>,"result":...}: the plain result of the request rid */
+    static int mcpsync_is_result(const char *body, Py_ssize_t n, long long rid) {
+        char head[64];
+        int k = snprintf(head, sizeof head, "{\\"jsonrpc\\":\\"2.0\\",\\"id\\":%lld,\\"result\\":", rid);
+        return k > 0 && n > k && memcmp(body, head, (size_t)k) == 0 && body[n - 1] == '}';
+    }
     """
-    Py_ssize_t _simple_head "mcpsync_simple_head"(const char *data, Py_ssize_t n)
+    Py_ssize_t _simple_head "mcpsync_simple_head"(const char *data, Py_ssize_t n, Py_ssize_t *declared)
+    object _exchange "mcpsync_http_exchange"(int fd, const char *line, Py_ssize_t line_n, const char *host,
+        Py_ssize_t host_n, const char *block, Py_ssize_t block_n, const char *body, Py_ssize_t body_n, double timeout,
+        double until, Py_ssize_t limit, int *state)
+    bint _is_result "mcpsync_is_result"(const char *body, Py_ssize_t n, long long rid) noexcept
+    double _c_monotonic "mcpsync_http_now"() noexcept
 
 @cython.locals(at=Py_ssize_t)
 cdef object _field(bytes head, bytes name)
 
-@cython.locals(start=Py_ssize_t, at=Py_ssize_t, body=Py_ssize_t, head=bytes)
+@cython.locals(start=Py_ssize_t, at=Py_ssize_t, body=Py_ssize_t, head=bytes, declared=Py_ssize_t)
 cpdef object simple_answer(bytes data)
 
 @cython.final
 cdef class JSONLane:
     cdef object exchange
     cdef object read_timeout
-    cdef object limit
+    cdef Py_ssize_t limit
     cdef object auth
     cdef object put
     cdef dict kinds
@@ -121,3 +324,6 @@ cdef class JSONLane:
     cdef public bint open
     cdef public object legacy
     cdef public bint succeeded
+
+    @cython.locals(state=int, read=double, deadline=double)
+    cpdef send(self, message, timeout=*, facts=*)

@@ -40,6 +40,7 @@ _OTHERS = (b"\ntransfer-encoding:", b"\ncontent-encoding:", b"\nset-cookie:", b"
 _JSON = b"application/json"
 _ANSWER = b'{"jsonrpc":"2.0","id":'
 _RESULT = b',"result":'
+_LARGE = 1 << 62  # request ids checked in C (as long long) below this
 
 
 def _field(head, name):
@@ -65,8 +66,9 @@ def simple_answer(data):
     Names and the values of ``Content-Type`` and ``Connection`` are read ignoring case.
     """
     if _COMPILED:  # the same rules in one pass over the bytes (_chttp.pxd)
-        at = _simple_head(data, len(data))
-        return data[at:] if at >= 0 else None
+        declared = 0
+        at = _simple_head(data, len(data), cython.address(declared))
+        return data[at:] if at >= 0 and len(data) - at == declared else None
     m = _HEAD.match(data)
     if m is None:
         return None
@@ -193,25 +195,41 @@ class JSONLane:
                 conn = idle.pop()
         if conn is None:
             return self.general(message, timeout, facts)  # (the general path waits or connects)
-        poller = conn.poller
-        if poller.poll(0) if poller is not None else conn.dropped():
-            pool.discard(conn)  # the server closed it while idle
-            return self.general(message, timeout, facts)
-        deadline = time.monotonic() + timeout
         read = self.read_timeout
         if timeout < read:
             read = timeout if timeout > 0.001 else 0.001
-        block_bytes = wire[0]
-        data = b"".join((b"POST", target[1], b"" if wire[1] else target[2], block_bytes,
-                         b"Content-Length: ", str(len(message)).encode("ascii"), b"\r\n\r\n", message))
+        deadline = (_c_monotonic() if _COMPILED else time.monotonic()) + timeout
+        line = target[1]
+        host = b"" if wire[1] else target[2]
+        head = wire[0]
+        body = chunk = resp = None
+        state = -2
         try:
-            sock = conn.sock
-            sock.settimeout(read)
-            sock.sendall(data)
-            chunk = sock.recv(_CHUNK)
-            body = simple_answer(chunk)
-            if body is None or len(body) > self.limit:
-                held, conn = conn, None  # the general parser's now: it gives it back or closes it
+            if _COMPILED and conn.fd >= 0:
+                # one call into C (_chttp.pxd): the idle socket checked, the request written,
+                # the answer's first read taken, and checked, as the lines below do
+                got = _exchange(conn.fd, line, len(line), host, len(host), head, len(head), message, len(message),
+                                read, deadline, self.limit, cython.address(state))
+                if state == 1:
+                    body = got
+                elif state == 0:
+                    chunk = got
+            else:
+                poller = conn.poller
+                if not (poller.poll(0) if poller is not None else conn.dropped()):  # (else closed while idle)
+                    sock = conn.sock
+                    sock.settimeout(read)
+                    sock.sendall(b"".join((b"POST", line, host, head, b"Content-Length: ",
+                                           str(len(message)).encode("ascii"), b"\r\n\r\n", message)))
+                    chunk = sock.recv(_CHUNK)
+                    body = simple_answer(chunk)
+                    if body is not None and len(body) <= self.limit:
+                        chunk = None
+                    else:
+                        body = None
+            if chunk is not None:  # the general parser's now: it gives the socket back or closes it
+                held, conn = conn, None
+                held.sock.settimeout(read)  # (its later reads keep to it)
                 resp = self.resume(pool, held, chunk, deadline, read)
         except BaseException as exc:
             if conn is not None:
@@ -219,9 +237,12 @@ class JSONLane:
             if isinstance(exc, Exception):
                 raise exchange.failure(exc, url) from exc
             raise
-        if conn is None:
+        if resp is not None:
             self.answered(message, facts, deadline, read, block, sent, resp)
             return None
+        if body is None:  # the server closed the idle socket (or wrote to it unasked): nothing was sent
+            pool.discard(conn)
+            return self.general(message, timeout, facts)
         with pool.lock:  # given back, as _OriginPool.put does
             if not pool.closed and len(pool.idle) < pool.maxsize:
                 pool.idle.append(conn)
@@ -233,7 +254,11 @@ class JSONLane:
         self.succeeded = True
         if self.kinds.get(url) != "streamable":
             self.remember(url, "streamable")
-        if body.startswith(_ANSWER + str(rid).encode("ascii") + _RESULT) and body.endswith(b"}"):
+        if _COMPILED and rid < _LARGE and rid >= 0:
+            if _is_result(body, len(body), rid):
+                self.put(body)
+                return None
+        elif body.startswith(_ANSWER + str(rid).encode("ascii") + _RESULT) and body.endswith(b"}"):
             self.put(body)
             return None
         self.delivered(message, facts, body)

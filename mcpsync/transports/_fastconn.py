@@ -167,10 +167,14 @@ class _Conn:
     Python code has to run for that, so no signal can stop it half-way.
     """
 
-    __slots__ = ("sock", "answer", "parser", "raw", "body", "head", "eof", "dry", "pending", "poller", "slot", "__weakref__")
+    __slots__ = (
+        "sock", "fd", "answer", "parser", "raw", "body", "head", "eof", "dry", "pending", "poller", "slot", "__weakref__",
+    )
 
     def __init__(self, sock: socket.socket, slot: _Slot) -> None:
         self.sock = sock
+        #: the descriptor of a plain socket (the JSON lane writes and reads it in C), -1 for TLS
+        self.fd = sock.fileno() if sock.__class__ is socket.socket else -1
         self.answer = answer = _Answer()
         self.parser = answer.parser
         self.raw = answer.raw
