@@ -106,6 +106,17 @@ cdef extern from *:
     #define MCPSYNC_HTTP_OUT 8192
     /* an answer's first read, parsed and copied out before the GIL is let go again */
     static char mcpsync_http_chunk[MCPSYNC_HTTP_CHUNK];
+    /* the decimal digits of v in out (at least 21 bytes): their count */
+    static int mcpsync_digits(char *out, unsigned long long v) {
+        char tmp[24];
+        int k = 0, m;
+        do {
+            tmp[k++] = (char)('0' + v % 10);
+            v /= 10;
+        } while (v);
+        for (m = 0; m < k; m++) out[m] = tmp[k - 1 - m];
+        return k;
+    }
     static double mcpsync_http_now(void) {
         struct timespec ts;
         clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -166,7 +177,7 @@ cdef extern from *:
             *state = -2;
             Py_RETURN_NONE;
         }
-        digits_n = snprintf(digits, sizeof digits, "%zd", body_n);
+        digits_n = mcpsync_digits(digits, (unsigned long long)body_n);
         total = 4 + line_n + host_n + block_n + 16 + digits_n + 4 + body_n;
         if (total > MCPSYNC_HTTP_OUT) {
             out = (char *)PyMem_Malloc((size_t)total);
@@ -286,9 +297,14 @@ cdef extern from *:
     }
     /* body (n bytes) is {"jsonrpc":"2.0","id":<rid>,"result":...}: the plain result of the request rid */
     static int mcpsync_is_result(const char *body, Py_ssize_t n, long long rid) {
-        char head[64];
-        int k = snprintf(head, sizeof head, "{\\"jsonrpc\\":\\"2.0\\",\\"id\\":%lld,\\"result\\":", rid);
-        return k > 0 && n > k && memcmp(body, head, (size_t)k) == 0 && body[n - 1] == '}';
+        static const char lead[] = "{\\"jsonrpc\\":\\"2.0\\",\\"id\\":";
+        static const char rest[] = ",\\"result\\":";
+        char digits[24];
+        Py_ssize_t k = (Py_ssize_t)sizeof lead - 1, d, r = (Py_ssize_t)sizeof rest - 1;
+        if (rid < 0) return 0;
+        d = mcpsync_digits(digits, (unsigned long long)rid);
+        return n > k + d + r && memcmp(body, lead, (size_t)k) == 0 && memcmp(body + k, digits, (size_t)d) == 0
+            && memcmp(body + k + d, rest, (size_t)r) == 0 && body[n - 1] == '}';
     }
     """
     Py_ssize_t _simple_head "mcpsync_simple_head"(const char *data, Py_ssize_t n, Py_ssize_t *declared)
@@ -324,6 +340,20 @@ cdef class JSONLane:
     cdef public bint open
     cdef public object legacy
     cdef public bint succeeded
+    cdef object _pools
+    cdef object _cookies
+    cdef object _url
+    cdef object _origin
+    cdef object _lock
+    cdef list _idle
+    cdef bytes _line
+    cdef bytes _host
+    cdef object _authed
+    cdef object _given
+    cdef object _sent
+    cdef tuple _authed_wire
+
+    cdef bint _route(self, pools, url) except -1
 
     @cython.locals(state=int, read=double, deadline=double)
     cpdef send(self, message, timeout=*, facts=*)

@@ -142,6 +142,34 @@ class JSONLane:
         self.open = True
         self.legacy = None
         self.succeeded = False
+        # the route of the last request: the client's pools, its cookies, the URL, its origin's
+        # pool with that pool's lock and idle list (one list for the pool's life), the request
+        # line's rest and the Host line; looked up again when the pools or the URL change
+        self._pools = self._cookies = self._url = self._origin = self._lock = self._idle = None
+        self._line = self._host = b""
+        # the auth hook's last merge: the kind's block, the hook's headers, the merged block
+        # and its wire form (HeaderBlock.authed's, read without its lookups)
+        self._authed = self._given = self._sent = self._authed_wire = None
+
+    def _route(self, pools, url):
+        """The route to ``url`` through ``pools`` (kept for the next request): False when
+        the general path must find it (urllib3's pools, a URL not requested yet)."""
+        self._pools = None
+        if not pools.fast:
+            return False
+        target = pools.main.targets.get(url)
+        if target is None:
+            return False
+        origin = target[0]
+        self._cookies = pools.cookies
+        self._url = url
+        self._origin = origin
+        self._lock = origin.lock
+        self._idle = origin.idle
+        self._line = target[1]
+        self._host = target[2]
+        self._pools = pools
+        return True
 
     def send(self, message, timeout=None, facts=None):
         """Send ``message`` (its answer goes to the receive queue), as the transport's
@@ -161,11 +189,15 @@ class JSONLane:
         if key is None or facts.method == "initialize":
             return self.general(message, timeout, facts)
         block = self.blocks.get(key)  # made by the general path's first request of the kind
+        if block is None or timeout is None or timeout <= 0:
+            return self.general(message, timeout, facts)  # (formatted, checked, timed there)
         exchange = self.exchange
         pools = exchange.pools
-        if block is None or pools is None or not pools.fast or pools.cookies.held:
-            return self.general(message, timeout, facts)
         url = exchange.url
+        if pools is None or ((pools is not self._pools or url is not self._url) and not self._route(pools, url)):
+            return self.general(message, timeout, facts)
+        if self._cookies.held:
+            return self.general(message, timeout, facts)  # (the jar's headers are merged there)
         sent = block
         auth = self.auth
         if auth is not None:
@@ -176,31 +208,50 @@ class JSONLane:
                 if error is exc:
                     raise
                 raise error from exc
-            last = block.authed
-            if last is not None and last[0] is auth and last[1] == given:
-                sent = last[2]
+            if block is self._authed and given == self._given:  # the last merge's headers again
+                wire = self._authed_wire
+                sent = self._sent
             else:
-                sent = self.auth_merge(auth, block, given, url)
-        wire = sent.wire
-        if wire is None:
-            wire = self.wire_of(sent)  # (a new merge: checked already)
-        target = pools.main.targets.get(url)
-        if wire is None or target is None or timeout is None or timeout <= 0:
-            return self.general(message, timeout, facts)  # (formatted, checked, timed there)
-        pool = target[0]
+                last = block.authed
+                if last is not None and last[0] is auth and last[1] == given:
+                    sent = last[2]
+                else:
+                    sent = self.auth_merge(auth, block, given, url)
+                wire = sent.wire
+                if wire is None:
+                    wire = self.wire_of(sent)  # (a new merge: checked already)
+                last = block.authed
+                self._authed = block
+                self._given = last[1]  # (the merge's own copy of the hook's headers)
+                self._sent = sent
+                self._authed_wire = wire
+        else:
+            wire = block.wire
+            if wire is None:
+                wire = self.wire_of(block)
+        pool = self._origin
+        idle = self._idle
         conn = None
-        with pool.lock:
-            idle = pool.idle
-            if idle:
-                conn = idle.pop()
+        if _COMPILED:  # (no signal is handled between these C calls)
+            lock = self._lock
+            lock.acquire()
+            try:
+                if idle:
+                    conn = idle.pop()
+            finally:
+                lock.release()
+        else:
+            with pool.lock:
+                if idle:
+                    conn = idle.pop()
         if conn is None:
             return self.general(message, timeout, facts)  # (the general path waits or connects)
         read = self.read_timeout
         if timeout < read:
             read = timeout if timeout > 0.001 else 0.001
         deadline = (_c_monotonic() if _COMPILED else time.monotonic()) + timeout
-        line = target[1]
-        host = b"" if wire[1] else target[2]
+        line = self._line
+        host = b"" if wire[1] else self._host
         head = wire[0]
         body = chunk = resp = None
         state = -2
@@ -243,12 +294,24 @@ class JSONLane:
         if body is None:  # the server closed the idle socket (or wrote to it unasked): nothing was sent
             pool.discard(conn)
             return self.general(message, timeout, facts)
-        with pool.lock:  # given back, as _OriginPool.put does
-            if not pool.closed and len(pool.idle) < pool.maxsize:
-                pool.idle.append(conn)
-                if pool.waiting:
-                    pool.cond.notify()
-                conn = None
+        if _COMPILED:  # given back, as _OriginPool.put does
+            lock = self._lock
+            lock.acquire()
+            try:
+                if not pool.closed and len(idle) < pool.maxsize:
+                    idle.append(conn)
+                    if pool.waiting:
+                        pool.cond.notify()
+                    conn = None
+            finally:
+                lock.release()
+        else:
+            with pool.lock:
+                if not pool.closed and len(idle) < pool.maxsize:
+                    idle.append(conn)
+                    if pool.waiting:
+                        pool.cond.notify()
+                    conn = None
         if conn is not None:
             pool.put(conn)  # no room, or closed: closed and counted out there
         self.succeeded = True

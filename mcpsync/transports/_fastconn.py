@@ -639,7 +639,8 @@ class _OriginPool:
         reader wakes and fails) and closed when it is given back."""
         with self.lock:
             self.closed = True
-            idle, self.idle = self.idle, []
+            idle = self.idle[:]
+            self.idle.clear()  # (the one list of the pool's life: the JSON lane keeps it)
             if self.waiting:
                 self.cond.notify_all()
         for conn in idle:

@@ -1,0 +1,86 @@
+"""The Streamable HTTP transport's JSON lane (issue 35, ``mcpsync/_speedups/_pyhttp.py``)
+against a raw server that echoes each call's ``Authorization``: an auth hook's headers as
+they change (a new dict, or the same dict changed in place), a hook that fails, both eras,
+both HTTP paths (urllib3's never takes the lane: the same answers are due).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "servers"))
+
+from wire_edges import MCPServer  # noqa: E402
+
+from mcpsync import AuthError, Client  # noqa: E402
+
+pytestmark = [pytest.mark.timeout(60), pytest.mark.usefixtures("http_path")]
+
+
+class Hook:
+    """A bearer hook: a new dict per request, or one dict changed in place (``same``)."""
+
+    def __init__(self, same: bool) -> None:
+        self.same = same
+        self.token = "t0"
+        self.given = {"Authorization": "Bearer t0"}
+        self.asked = 0
+        self.fail = False
+
+    def headers(self, url: str, method: str) -> dict[str, str]:
+        self.asked += 1
+        if self.fail:
+            raise RuntimeError("the token store is gone")
+        if self.same:
+            self.given["Authorization"] = f"Bearer {self.token}"
+            return self.given
+        return {"Authorization": f"Bearer {self.token}"}
+
+    def on_response(self, url: str, method: str, status: int, headers: object) -> bool:
+        return False
+
+
+@pytest.fixture
+def server() -> Iterator[MCPServer]:
+    srv = MCPServer()
+    try:
+        yield srv
+    finally:
+        srv.close()
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+@pytest.mark.parametrize("same", [False, True], ids=["new-dict", "same-dict"])
+def test_each_call_carries_the_hooks_headers_of_its_moment(server: MCPServer, mode: str, same: bool) -> None:
+    hook = Hook(same)
+    with Client.http(server.url, mode=mode, auth=hook) as client:
+        client.list_tools()
+        for i in range(12):
+            hook.token = f"t{i // 3}"
+            asked = hook.asked
+            text = client.call_tool("echo", {"message": str(i)}).text
+            assert text == f"Bearer t{i // 3}|{i}"
+            assert hook.asked == asked + 1  # asked once a request, the lane's or not
+    calls = server.calls("echo")
+    assert [r.header("Authorization") for r in calls] == [f"Bearer t{i // 3}" for i in range(12)]
+    assert len({r.conn for r in calls}) == 1  # one kept-alive socket for all
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+def test_a_hook_that_fails_is_an_auth_error_and_nothing_is_sent(server: MCPServer, mode: str) -> None:
+    hook = Hook(False)
+    with Client.http(server.url, mode=mode, auth=hook) as client:
+        for i in range(3):
+            client.call_tool("echo", {"message": str(i)})
+        hook.fail = True
+        asked = hook.asked
+        with pytest.raises(AuthError, match="the token store is gone"):
+            client.call_tool("echo", {"message": "never"})
+        assert hook.asked == asked + 1
+        hook.fail = False
+        assert client.call_tool("echo", {"message": "after"}).text == "Bearer t0|after"
+    assert "never" not in [r.arguments.get("message") for r in server.calls("echo")]
