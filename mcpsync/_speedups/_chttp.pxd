@@ -337,6 +337,9 @@ cdef class JSONLane:
     cdef object auth_failed
     cdef object auth_merge
     cdef object wire_of
+    cdef object take
+    cdef object waiting
+    cdef object nothing
     cdef public bint open
     cdef public object legacy
     cdef public bint succeeded
@@ -357,3 +360,17 @@ cdef class JSONLane:
 
     @cython.locals(state=int, read=double, deadline=double)
     cpdef send(self, message, timeout=*, facts=*)
+    cpdef receive(self, timeout)
+
+@cython.final
+cdef class _Facts:
+    cdef object facts_type
+    cdef frozenset safe
+    cdef dict name_keys
+    cdef object meta_version
+    cdef object mapping
+    cdef tuple raw_meta
+
+    cdef object version_of(self, meta)
+    @cython.locals(known=tuple)
+    cpdef facts(self, id, method, params, decode=*, headers=*)

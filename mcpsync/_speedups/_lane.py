@@ -35,5 +35,6 @@ IMPLEMENTATION: str = "pure-python" if _impl is _pyhttp else "c-extension"
 
 JSONLane = _impl.JSONLane
 simple_answer = _impl.simple_answer
+facts_of = _impl.facts_of
 
-__all__ = ["IMPLEMENTATION", "JSONLane", "simple_answer"]
+__all__ = ["IMPLEMENTATION", "JSONLane", "simple_answer", "facts_of"]

@@ -1,5 +1,6 @@
-"""The Streamable HTTP transport's common request in one call: :class:`JSONLane`, and the
-answer it takes as it comes (:func:`simple_answer`).
+"""The Streamable HTTP transport's common request in one call: :class:`JSONLane`, the
+answer it takes as it comes (:func:`simple_answer`), and the facts of each outgoing
+message the layer above hands it (:func:`facts_of`, ``_channel.message_facts``).
 
 A request whose answer is the common one (``200``, ``Content-Length``, ``application/json``,
 the whole of it in the first read) needs none of the general path's layers: the lane
@@ -17,8 +18,11 @@ types from ``_chttp.pxd``) into the ``_chttp`` extension. Keep it in the subset 
 Python that Cython compiles unchanged.
 """
 
+import queue
 import re
 import time
+
+from msgspec import Raw as _Raw
 
 try:  # compiled, ``cython.compiled`` is True (Cython resolves it); imported as is, False
     import cython
@@ -27,7 +31,7 @@ except ImportError:  # the pure-Python package: Cython is only a build requireme
 else:
     _COMPILED = cython.compiled
 
-__all__ = ["JSONLane", "simple_answer"]
+__all__ = ["JSONLane", "simple_answer", "facts_of"]
 
 _CHUNK = 65536  # the first read of an answer (the fast path's own)
 _MAX_FIELDS = 100  # as the general path allows (_fastconn.MAX_FIELDS)
@@ -114,7 +118,9 @@ class JSONLane:
       answer from its first read on (``_fasthttp.resume``);
     * ``auth_failed(exc, url)`` / ``auth_merge(auth, block, given, url)`` — the auth hook's
       failure as the general path tells it, and its headers merged into a block;
-    * ``wire_of(block)`` — a header block's wire form, made and kept (``_fasthttp.wire_of``).
+    * ``wire_of(block)`` — a header block's wire form, made and kept (``_fasthttp.wire_of``);
+    * ``take()`` — the receive queue's ``get_nowait``; ``waiting(item, timeout)`` — the
+      transport's receive past its first step, given what was taken (``nothing``: nothing).
 
     ``open`` (False once the transport closed or switched to HTTP+SSE), ``legacy`` (the
     legacy era's header kind: the session id and version, None before a session) and
@@ -123,7 +129,7 @@ class JSONLane:
     """
 
     def __init__(self, exchange, options, put, kinds, remember, blocks, general, answered, delivered, resume,
-                 auth_failed, auth_merge, wire_of):
+                 auth_failed, auth_merge, wire_of, take, waiting, nothing):
         self.exchange = exchange
         self.read_timeout = options.read_timeout
         self.limit = options.max_message_size
@@ -139,6 +145,9 @@ class JSONLane:
         self.auth_failed = auth_failed
         self.auth_merge = auth_merge
         self.wire_of = wire_of
+        self.take = take
+        self.waiting = waiting
+        self.nothing = nothing
         self.open = True
         self.legacy = None
         self.succeeded = False
@@ -170,6 +179,17 @@ class JSONLane:
         self._host = target[2]
         self._pools = pools
         return True
+
+    def receive(self, timeout):
+        """The transport's receive for a reader alone (``receive_alone``): a queued answer
+        as it is (the lane put it there on its way back), else the transport's own wait."""
+        try:
+            item = self.take()
+        except queue.Empty:
+            return self.waiting(self.nothing, timeout)
+        if item.__class__ is bytes:
+            return item
+        return self.waiting(item, timeout)
 
     def send(self, message, timeout=None, facts=None):
         """Send ``message`` (its answer goes to the receive queue), as the transport's
@@ -326,3 +346,71 @@ class JSONLane:
             return None
         self.delivered(message, facts, body)
         return None
+
+
+# ------------------------------------------------------------------ a message's facts
+
+
+def facts_of(facts_type, safe_methods, name_keys, meta_version, mapping):
+    """``_channel.message_facts``, made of ``_channel``'s own parts: the facts type (a
+    msgspec Struct: id, method, modern_version, name, safe_to_resend, cancels, headers), the
+    methods safe to resend, the params member each method names, where ``_meta`` names the
+    version, and the Mapping ABC. The one implementation; see ``_channel.message_facts``."""
+    lane = _Facts(facts_type, safe_methods, name_keys, meta_version, mapping)
+    return lane.facts
+
+
+class _Facts:
+    """The parts :func:`facts_of` binds, and the last undecoded ``_meta`` read with the
+    version it names (replaced whole: safe across threads)."""
+
+    def __init__(self, facts_type, safe_methods, name_keys, meta_version, mapping):
+        self.facts_type = facts_type
+        self.safe = safe_methods
+        self.name_keys = name_keys
+        self.meta_version = meta_version
+        self.mapping = mapping
+        self.raw_meta = (None, None)
+
+    def version_of(self, meta):
+        """The protocol version a (decoded) ``_meta`` names, or None."""
+        if type(meta) is not dict and not isinstance(meta, self.mapping):
+            return None
+        version = meta.get(self.meta_version)
+        return version if type(version) is str else None
+
+    def facts(self, id, method, params, decode=None, headers=None):
+        """See ``_channel.message_facts``."""
+        if params is None:
+            return self.facts_type(id, method, None, None, method in self.safe, None, headers)
+        if type(params) is not dict and not isinstance(params, self.mapping):
+            return None
+        get = params.get
+        modern = name = cancels = None
+        meta = get("_meta")
+        if meta is not None:
+            if type(meta) is _Raw and decode is not None:
+                # undecoded JSON, the same object call after call (a session encodes its _meta
+                # once per value): its version is kept with it, so it is decoded only when new
+                known = self.raw_meta
+                if known[0] is meta:
+                    modern = known[1]
+                else:
+                    modern = self.version_of(decode(meta))
+                    self.raw_meta = (meta, modern)
+            else:
+                # exact types first: isinstance(…, Mapping) goes through the ABC machinery
+                if type(meta) is not dict and not isinstance(meta, self.mapping):
+                    meta = decode(meta) if decode is not None else None
+                modern = self.version_of(meta)
+        if method == "tools/call":
+            tool = get("name")
+            name = tool if type(tool) is str else None
+        elif method == "notifications/cancelled":
+            cancels = get("requestId")
+        elif method is not None:
+            key = self.name_keys.get(method)
+            if key is not None:
+                value = get(key)
+                name = value if type(value) is str else None
+        return self.facts_type(id, method, modern, name, method in self.safe, cancels, headers)

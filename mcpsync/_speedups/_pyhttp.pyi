@@ -4,7 +4,7 @@ from typing import Any, Callable
 
 from .._channel import MessageFacts
 
-__all__ = ["JSONLane", "simple_answer"]
+__all__ = ["JSONLane", "simple_answer", "facts_of"]
 
 def simple_answer(data: bytes) -> bytes | None: ...
 
@@ -27,5 +27,13 @@ class JSONLane:
         auth_failed: Callable[[Exception, str], Any],
         auth_merge: Callable[..., Any],
         wire_of: Callable[[Any], tuple[bytes, bool]],
+        take: Callable[[], Any],
+        waiting: Callable[[Any, float | None], bytes | None],
+        nothing: Any,
     ) -> None: ...
+    def receive(self, timeout: float | None) -> bytes | None: ...
     def send(self, message: bytes, timeout: float | None = None, facts: MessageFacts | None = None) -> None: ...
+
+def facts_of(
+    facts_type: Any, safe_methods: frozenset[str], name_keys: dict[str, str], meta_version: str, mapping: type
+) -> Any: ...

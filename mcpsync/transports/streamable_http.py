@@ -152,6 +152,10 @@ class _Send(Protocol):
     def __call__(self, message: bytes, timeout: float | None = None, facts: MessageFacts | None = None) -> None: ...
 
 
+class _Receive(Protocol):
+    def __call__(self, timeout: float | None) -> bytes | None: ...
+
+
 class StreamableHTTPTransport(Transport):
     """The Streamable HTTP transport (both eras), falling back to HTTP+SSE.
 
@@ -183,12 +187,13 @@ class StreamableHTTPTransport(Transport):
     kind = "http"
     #: POST one message (:meth:`_send` tells how): the JSON lane's own ``send``, set per instance
     send: _Send
+    receive_alone: _Receive
     # slots: every call reads a dozen of these, and CPython keeps at most 30 attributes in
     # an instance's own values (past that each access goes through a dict)
     __slots__ = (
         "options", "sse_fallback", "request_scoped", "on_session_lost", "_exchange", "_request", "_streams", "_lock",
         "_queue", "_put", "_closed", "_dead", "_delegate", "_session_id", "_protocol_version",
-        "_header_blocks", "_poked", "_lane", "send",
+        "_header_blocks", "_poked", "_lane", "send", "receive_alone",
     )
 
     def __init__(
@@ -250,10 +255,12 @@ class StreamableHTTPTransport(Transport):
         #: the common request, sent and answered in one call (compiled); the rest goes _send's way
         self._lane = JSONLane(
             self._exchange, self.options, self._put, _kind_cache, _remember_kind, self._header_blocks, self._send,
-            self._answered, self._delivered, resume, auth_failed, auth_merge, wire_of,
+            self._answered, self._delivered, resume, auth_failed, auth_merge, wire_of, self._queue.get_nowait,
+            self._receive_slow, _NOTHING,
         )
         # (an instance's slot: a request the lane serves runs no Python frame of this transport's)
         self.send = self._lane.send
+        self.receive_alone = self._lane.receive  # (receive's, in C: the dispatcher's leader reads with it)
 
     # ------------------------------------------------------------- Transport API
 
