@@ -351,6 +351,12 @@ cdef class JSONLane:
     cdef list _idle
     cdef bytes _line
     cdef bytes _host
+    cdef Py_ssize_t _maxsize
+    cdef object _key
+    cdef object _version
+    cdef object _method
+    cdef object _name
+    cdef object _block
     cdef object _authed
     cdef object _given
     cdef object _sent
@@ -358,7 +364,7 @@ cdef class JSONLane:
 
     cdef bint _route(self, pools, url) except -1
 
-    @cython.locals(state=int, read=double, deadline=double)
+    @cython.locals(state=int, read=double, deadline=double, fd=int)
     cpdef send(self, message, timeout=*, facts=*)
     cpdef receive(self, timeout)
 

@@ -156,6 +156,10 @@ class JSONLane:
         # line's rest and the Host line; looked up again when the pools or the URL change
         self._pools = self._cookies = self._url = self._origin = self._lock = self._idle = None
         self._line = self._host = b""
+        self._maxsize = 0
+        # the last request's kind (the legacy key, or the modern era's version, method and
+        # name, compared by identity) and its header block
+        self._key = self._version = self._method = self._name = self._block = None
         # the auth hook's last merge: the kind's block, the hook's headers, the merged block
         # and its wire form (HeaderBlock.authed's, read without its lookups)
         self._authed = self._given = self._sent = self._authed_wire = None
@@ -177,6 +181,7 @@ class JSONLane:
         self._idle = origin.idle
         self._line = target[1]
         self._host = target[2]
+        self._maxsize = origin.maxsize
         self._pools = pools
         return True
 
@@ -200,15 +205,35 @@ class JSONLane:
         if rid.__class__ is not int or message[:1] != b"{":
             return self.general(message, timeout, facts)
         version = facts.modern_version
+        method = facts.method
+        if method == "initialize":
+            return self.general(message, timeout, facts)
         if version is None:
             key = self.legacy
+            if key is None:
+                return self.general(message, timeout, facts)
+            if key is self._key:  # the kind of the last request (blocks are made by content: still its)
+                block = self._block
+            else:
+                block = self.blocks.get(key)  # made by the general path's first request of the kind
+                if block is not None:
+                    self._key = key
+                    self._version = None
+                    self._block = block
         elif not facts.headers:
-            key = ("M", version, facts.method, facts.name)
+            name = facts.name
+            if version is self._version and method is self._method and name is self._name:
+                block = self._block
+            else:
+                block = self.blocks.get(("M", version, method, name))
+                if block is not None:
+                    self._key = None
+                    self._version = version
+                    self._method = method
+                    self._name = name
+                    self._block = block
         else:
-            key = None  # headers of the call's own (Mcp-Param-*): formatted per request
-        if key is None or facts.method == "initialize":
-            return self.general(message, timeout, facts)
-        block = self.blocks.get(key)  # made by the general path's first request of the kind
+            return self.general(message, timeout, facts)  # headers of the call's own (Mcp-Param-*)
         if block is None or timeout is None or timeout <= 0:
             return self.general(message, timeout, facts)  # (formatted, checked, timed there)
         exchange = self.exchange
@@ -276,10 +301,11 @@ class JSONLane:
         body = chunk = resp = None
         state = -2
         try:
-            if _COMPILED and conn.fd >= 0:
+            fd = conn.fd
+            if _COMPILED and fd >= 0:
                 # one call into C (_chttp.pxd): the idle socket checked, the request written,
                 # the answer's first read taken, and checked, as the lines below do
-                got = _exchange(conn.fd, line, len(line), host, len(host), head, len(head), message, len(message),
+                got = _exchange(fd, line, len(line), host, len(host), head, len(head), message, len(message),
                                 read, deadline, self.limit, cython.address(state))
                 if state == 1:
                     body = got
@@ -318,7 +344,7 @@ class JSONLane:
             lock = self._lock
             lock.acquire()
             try:
-                if not pool.closed and len(idle) < pool.maxsize:
+                if not pool.closed and len(idle) < self._maxsize:
                     idle.append(conn)
                     if pool.waiting:
                         pool.cond.notify()
@@ -327,7 +353,7 @@ class JSONLane:
                 lock.release()
         else:
             with pool.lock:
-                if not pool.closed and len(idle) < pool.maxsize:
+                if not pool.closed and len(idle) < self._maxsize:
                     idle.append(conn)
                     if pool.waiting:
                         pool.cond.notify()

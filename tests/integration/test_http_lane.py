@@ -17,6 +17,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "servers"))
 from wire_edges import MCPServer  # noqa: E402
 
 from mcpsync import AuthError, Client  # noqa: E402
+from mcpsync._channel import MessageFacts  # noqa: E402
+from mcpsync.transports.streamable_http import StreamableHTTPTransport  # noqa: E402
 
 pytestmark = [pytest.mark.timeout(60), pytest.mark.usefixtures("http_path")]
 
@@ -84,3 +86,30 @@ def test_a_hook_that_fails_is_an_auth_error_and_nothing_is_sent(server: MCPServe
         hook.fail = False
         assert client.call_tool("echo", {"message": "after"}).text == "Bearer t0|after"
     assert "never" not in [r.arguments.get("message") for r in server.calls("echo")]
+
+
+class Counted(StreamableHTTPTransport):
+    """The transport, counting the requests its JSON lane hands to the general path."""
+
+    __slots__ = ("general",)
+
+    def __init__(self, url: str) -> None:
+        self.general = 0
+        super().__init__(url)
+
+    def _send(self, message: bytes, timeout: float | None = None, facts: MessageFacts | None = None) -> None:
+        self.general += 1
+        super()._send(message, timeout, facts)
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+def test_the_lane_takes_the_common_call_of_either_era(server: MCPServer, http_path: str, mode: str) -> None:
+    made: list[Counted] = []
+    with Client(lambda: made.append(Counted(server.url)) or made[-1], mode=mode) as client:
+        client.list_tools()
+        client.call_tool("echo", {"message": "first"})  # (the kind's first request: the general path's)
+        before = made[-1].general
+        for i in range(10):
+            assert client.call_tool("echo", {"message": str(i)}).text == f"-|{i}"
+        # the urllib3 path never takes the lane (its pools are not the fast path's)
+        assert made[-1].general - before == (10 if http_path == "urllib3" else 0)
