@@ -343,28 +343,13 @@ cdef class JSONLane:
     cdef public bint open
     cdef public object legacy
     cdef public bint succeeded
-    cdef object _pools
-    cdef object _cookies
-    cdef object _url
-    cdef object _origin
-    cdef object _lock
-    cdef list _idle
-    cdef bytes _line
-    cdef bytes _host
-    cdef Py_ssize_t _maxsize
-    cdef object _key
-    cdef object _version
-    cdef object _method
-    cdef object _name
-    cdef object _block
-    cdef object _authed
-    cdef object _given
-    cdef object _sent
-    cdef tuple _authed_wire
+    cdef tuple _way
+    cdef tuple _kind
+    cdef tuple _merge
 
-    cdef bint _route(self, pools, url) except -1
+    cdef object _route(self, pools, url)
 
-    @cython.locals(state=int, read=double, deadline=double, fd=int)
+    @cython.locals(state=int, read=double, deadline=double, fd=int, way=tuple, kind=tuple, merge=tuple)
     cpdef send(self, message, timeout=*, facts=*)
     cpdef receive(self, timeout)
 

@@ -151,39 +151,29 @@ class JSONLane:
         self.open = True
         self.legacy = None
         self.succeeded = False
-        # the route of the last request: the client's pools, its cookies, the URL, its origin's
-        # pool with that pool's lock and idle list (one list for the pool's life), the request
-        # line's rest and the Host line; looked up again when the pools or the URL change
-        self._pools = self._cookies = self._url = self._origin = self._lock = self._idle = None
-        self._line = self._host = b""
-        self._maxsize = 0
-        # the last request's kind (the legacy key, or the modern era's version, method and
-        # name, compared by identity) and its header block
-        self._key = self._version = self._method = self._name = self._block = None
-        # the auth hook's last merge: the kind's block, the hook's headers, the merged block
-        # and its wire form (HeaderBlock.authed's, read without its lookups)
-        self._authed = self._given = self._sent = self._authed_wire = None
+        # what the last requests found, each one tuple replaced whole (so that a thread reads
+        # one consistent set whatever others do meanwhile): the route (the client's pools, the
+        # URL, the cookie jar, the origin's pool, its lock, its idle list (one list for the
+        # pool's life), its size, the request line's rest, the Host line); the kind's header
+        # block (the legacy key, or the modern era's version, method and name: compared by
+        # identity); the auth hook's last merge (the kind's block, the hook's headers as
+        # merged, the merged block, its wire form)
+        self._way = (None, None, None, None, None, None, 0, b"", b"")
+        self._kind = (None, None, None, None, None)
+        self._merge = (None, None, None, None)
 
     def _route(self, pools, url):
-        """The route to ``url`` through ``pools`` (kept for the next request): False when
-        the general path must find it (urllib3's pools, a URL not requested yet)."""
-        self._pools = None
+        """The route to ``url`` through ``pools`` (kept as ``_way``), or None when the
+        general path must find it (urllib3's pools, a URL not requested yet)."""
         if not pools.fast:
-            return False
+            return None
         target = pools.main.targets.get(url)
         if target is None:
-            return False
+            return None
         origin = target[0]
-        self._cookies = pools.cookies
-        self._url = url
-        self._origin = origin
-        self._lock = origin.lock
-        self._idle = origin.idle
-        self._line = target[1]
-        self._host = target[2]
-        self._maxsize = origin.maxsize
-        self._pools = pools
-        return True
+        way = (pools, url, pools.cookies, origin, origin.lock, origin.idle, origin.maxsize, target[1], target[2])
+        self._way = way
+        return way
 
     def receive(self, timeout):
         """The transport's receive for a reader alone (``receive_alone``): a queued answer
@@ -212,26 +202,22 @@ class JSONLane:
             key = self.legacy
             if key is None:
                 return self.general(message, timeout, facts)
-            if key is self._key:  # the kind of the last request (blocks are made by content: still its)
-                block = self._block
+            kind = self._kind
+            if key is kind[0]:  # the kind of the last request (blocks are made by content: still its)
+                block = kind[4]
             else:
                 block = self.blocks.get(key)  # made by the general path's first request of the kind
                 if block is not None:
-                    self._key = key
-                    self._version = None
-                    self._block = block
+                    self._kind = (key, None, None, None, block)
         elif not facts.headers:
             name = facts.name
-            if version is self._version and method is self._method and name is self._name:
-                block = self._block
+            kind = self._kind
+            if version is kind[1] and method is kind[2] and name is kind[3]:
+                block = kind[4]
             else:
                 block = self.blocks.get(("M", version, method, name))
                 if block is not None:
-                    self._key = None
-                    self._version = version
-                    self._method = method
-                    self._name = name
-                    self._block = block
+                    self._kind = (None, version, method, name, block)
         else:
             return self.general(message, timeout, facts)  # headers of the call's own (Mcp-Param-*)
         if block is None or timeout is None or timeout <= 0:
@@ -239,9 +225,14 @@ class JSONLane:
         exchange = self.exchange
         pools = exchange.pools
         url = exchange.url
-        if pools is None or ((pools is not self._pools or url is not self._url) and not self._route(pools, url)):
+        if pools is None:
             return self.general(message, timeout, facts)
-        if self._cookies.held:
+        way = self._way
+        if pools is not way[0] or url is not way[1]:
+            way = self._route(pools, url)
+            if way is None:
+                return self.general(message, timeout, facts)
+        if way[2].held:
             return self.general(message, timeout, facts)  # (the jar's headers are merged there)
         sent = block
         auth = self.auth
@@ -253,9 +244,10 @@ class JSONLane:
                 if error is exc:
                     raise
                 raise error from exc
-            if block is self._authed and given == self._given:  # the last merge's headers again
-                wire = self._authed_wire
-                sent = self._sent
+            merge = self._merge
+            if block is merge[0] and given == merge[1]:  # the last merge's headers again
+                sent = merge[2]
+                wire = merge[3]
             else:
                 last = block.authed
                 if last is not None and last[0] is auth and last[1] == given:
@@ -265,20 +257,16 @@ class JSONLane:
                 wire = sent.wire
                 if wire is None:
                     wire = self.wire_of(sent)  # (a new merge: checked already)
-                last = block.authed
-                self._authed = block
-                self._given = last[1]  # (the merge's own copy of the hook's headers)
-                self._sent = sent
-                self._authed_wire = wire
+                self._merge = (block, block.authed[1], sent, wire)  # (the merge's own copy of the hook's headers)
         else:
             wire = block.wire
             if wire is None:
                 wire = self.wire_of(block)
-        pool = self._origin
-        idle = self._idle
+        pool = way[3]
+        idle = way[5]
         conn = None
         if _COMPILED:  # (no signal is handled between these C calls)
-            lock = self._lock
+            lock = way[4]
             lock.acquire()
             try:
                 if idle:
@@ -295,8 +283,8 @@ class JSONLane:
         if timeout < read:
             read = timeout if timeout > 0.001 else 0.001
         deadline = (_c_monotonic() if _COMPILED else time.monotonic()) + timeout
-        line = self._line
-        host = b"" if wire[1] else self._host
+        line = way[7]
+        host = b"" if wire[1] else way[8]
         head = wire[0]
         body = chunk = resp = None
         state = -2
@@ -341,10 +329,10 @@ class JSONLane:
             pool.discard(conn)
             return self.general(message, timeout, facts)
         if _COMPILED:  # given back, as _OriginPool.put does
-            lock = self._lock
+            lock = way[4]
             lock.acquire()
             try:
-                if not pool.closed and len(idle) < self._maxsize:
+                if not pool.closed and len(idle) < way[6]:
                     idle.append(conn)
                     if pool.waiting:
                         pool.cond.notify()
@@ -353,7 +341,7 @@ class JSONLane:
                 lock.release()
         else:
             with pool.lock:
-                if not pool.closed and len(idle) < self._maxsize:
+                if not pool.closed and len(idle) < way[6]:
                     idle.append(conn)
                     if pool.waiting:
                         pool.cond.notify()

@@ -7,6 +7,7 @@ both HTTP paths (urllib3's never takes the lane: the same answers are due).
 from __future__ import annotations
 
 import sys
+import threading
 from pathlib import Path
 from typing import Iterator
 
@@ -113,3 +114,41 @@ def test_the_lane_takes_the_common_call_of_either_era(server: MCPServer, http_pa
             assert client.call_tool("echo", {"message": str(i)}).text == f"-|{i}"
         # the urllib3 path never takes the lane (its pools are not the fast path's)
         assert made[-1].general - before == (10 if http_path == "urllib3" else 0)
+
+
+class PerThread:
+    """A hook whose token is its caller's thread: every request's headers differ from the last."""
+
+    def headers(self, url: str, method: str) -> dict[str, str]:
+        return {"Authorization": f"Bearer {threading.current_thread().name}"}
+
+    def on_response(self, url: str, method: str, status: int, headers: object) -> bool:
+        return False
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+def test_threads_with_their_own_tokens_each_send_their_own(server: MCPServer, mode: str) -> None:
+    """What the lane keeps between requests (the route, the kind's block, the hook's last
+    merge) is read as one consistent set, whatever other threads change meanwhile."""
+    wrong: list[str] = []
+    with Client.http(server.url, mode=mode, auth=PerThread(), pool_size=4) as client:
+        client.list_tools()
+
+        def work(n: int) -> None:
+            me = threading.current_thread().name
+            for i in range(40):
+                text = client.call_tool("echo", {"message": f"{n}-{i}"}).text
+                if text != f"Bearer {me}|{n}-{i}":
+                    wrong.append(text)
+
+        threads = [threading.Thread(target=work, args=(n,), name=f"caller-{n}") for n in range(8)]
+        interval = sys.getswitchinterval()
+        sys.setswitchinterval(1e-6)  # threads taking turns between any two bytecodes of the pure twin
+        try:
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(30)
+        finally:
+            sys.setswitchinterval(interval)
+    assert not wrong, wrong[:5]
