@@ -296,6 +296,27 @@ cdef extern from *:
         return NULL;
     }
     /* body (n bytes) is {"jsonrpc":"2.0","id":<rid>,"result":...}: the plain result of the request rid */
+    /* a == b for an auth hook's headers (a dict of str, usually of one field): as dict
+       equality, compared directly; anything but exact dicts of str is left to ==. -1: an
+       error raised */
+    static int mcpsync_same_headers(PyObject *a, PyObject *b) {
+        Py_ssize_t pos = 0;
+        PyObject *k, *v, *w;
+        if (a == b) return 1;
+        if (!PyDict_CheckExact(a) || !PyDict_CheckExact(b)) return PyObject_RichCompareBool(a, b, Py_EQ);
+        if (PyDict_GET_SIZE(a) != PyDict_GET_SIZE(b)) return 0;
+        while (PyDict_Next(a, &pos, &k, &v)) {
+            if (!PyUnicode_CheckExact(k) || !PyUnicode_CheckExact(v)) return PyObject_RichCompareBool(a, b, Py_EQ);
+            w = PyDict_GetItemWithError(b, k);
+            if (w == NULL) return PyErr_Occurred() ? -1 : 0;
+            if (w == v) continue;
+            if (!PyUnicode_CheckExact(w)) return PyObject_RichCompareBool(a, b, Py_EQ);
+            if (PyUnicode_GET_LENGTH(w) != PyUnicode_GET_LENGTH(v) || PyUnicode_KIND(w) != PyUnicode_KIND(v)
+                    || memcmp(PyUnicode_DATA(w), PyUnicode_DATA(v),
+                              (size_t)(PyUnicode_GET_LENGTH(v) * PyUnicode_KIND(v))) != 0) return 0;
+        }
+        return 1;
+    }
     static int mcpsync_is_result(const char *body, Py_ssize_t n, long long rid) {
         static const char lead[] = "{\\"jsonrpc\\":\\"2.0\\",\\"id\\":";
         static const char rest[] = ",\\"result\\":";
@@ -313,6 +334,7 @@ cdef extern from *:
         double until, Py_ssize_t limit, int *state)
     bint _is_result "mcpsync_is_result"(const char *body, Py_ssize_t n, long long rid) noexcept
     double _c_monotonic "mcpsync_http_now"() noexcept
+    int _same_headers "mcpsync_same_headers"(object a, object b) except -1
 
 @cython.locals(at=Py_ssize_t)
 cdef object _field(bytes head, bytes name)

@@ -245,7 +245,7 @@ class JSONLane:
                     raise
                 raise error from exc
             merge = self._merge
-            if block is merge[0] and given == merge[1]:  # the last merge's headers again
+            if block is merge[0] and (_same_headers(given, merge[1]) if _COMPILED else given == merge[1]):  # the same again
                 sent = merge[2]
                 wire = merge[3]
             else:
