@@ -1,8 +1,9 @@
 """Build script: compiles mcpsync/_speedups with Cython.
 
-Each single source, ``mcpsync/_speedups/_pyspeedups.py`` and ``_pypipes.py``, is copied to
-``build/cython/mcpsync/_speedups/_cspeedups.py`` (``_cpipes.py``) and compiled (Cython's
-pure-Python mode) into the extension ``mcpsync._speedups._cspeedups`` (``_cpipes``). A failed compile fails the
+Each single source, ``mcpsync/_speedups/_pyspeedups.py``, ``_pypipes.py`` and ``_pyhttp.py``, is
+copied to ``build/cython/mcpsync/_speedups/`` as ``_cspeedups.py`` / ``_cpipes.py`` / ``_chttp.py``
+and compiled (Cython's pure-Python mode) into the extensions ``mcpsync._speedups._cspeedups``,
+``_cpipes`` and ``_chttp``. A failed compile fails the
 build, unless ``MCPSYNC_NO_EXTENSIONS=1`` asks for the pure-Python package.
 
 Failing, rather than falling back to the pure-Python package, is deliberate: pip shows a
@@ -25,8 +26,9 @@ except ImportError:  # pragma: no cover - setuptools < 59
     from distutils.errors import DistutilsPlatformError as PlatformError
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-#: (pure-Python source, compiled module) in mcpsync/_speedups
-MODULES = (("_pyspeedups", "_cspeedups"), ("_pypipes", "_cpipes"))
+#: (pure-Python source, compiled module) in mcpsync/_speedups: the hot path's cache, tallies and
+#: fast path (_cspeedups), the stdio pipe (_cpipes), the Streamable HTTP transport's JSON lane (_chttp)
+MODULES = (("_pyspeedups", "_cspeedups"), ("_pypipes", "_cpipes"), ("_pyhttp", "_chttp"))
 NO_EXTENSIONS = os.environ.get("MCPSYNC_NO_EXTENSIONS", "") not in ("", "0")
 
 

@@ -12,6 +12,7 @@ from typing import Any, Callable, Mapping, Protocol
 import msgspec
 
 from ._constants import META_VERSION  # where a modern-era request names its version: params._meta[META_VERSION]
+from ._speedups import facts_of
 
 __all__ = [
     "Channel",
@@ -87,77 +88,28 @@ class MessageFacts(msgspec.Struct, frozen=True):
         return self.method is not None and self.id is not None
 
 
-_Raw = msgspec.Raw
+class _MessageFacts(Protocol):
+    def __call__(
+        self,
+        id: Any,
+        method: str | None,
+        params: Any,
+        decode: Callable[[Any], Any] | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> MessageFacts | None:
+        """The facts of a message with this ``id``, ``method`` and ``params``.
 
-#: the last undecoded ``_meta`` message_facts read and the version it names (held, so
-#: that no other object can take its identity); replaced whole, so safe across threads
-_raw_meta: tuple[Any, str | None] = (None, None)
+        ``params`` is the plain (dict) form; a ``_meta`` that is still undecoded JSON
+        (``msgspec.Raw``) is passed through ``decode`` (the last one read is kept with the
+        version it names, so that a session's one ``_meta`` is decoded once). ``headers``
+        are passed on as they are. None when ``params`` has another shape (the caller then
+        has no facts to give).
+        """
 
 
-def _version_of(meta: Any) -> str | None:
-    """The protocol version a (decoded) ``_meta`` names, or None."""
-    if type(meta) is not dict and not isinstance(meta, Mapping):
-        return None
-    version = meta.get(META_VERSION)
-    return version if type(version) is str else None
-
-
-def message_facts(
-    id: Any,
-    method: str | None,
-    params: Any,
-    decode: Callable[[Any], Any] | None = None,
-    headers: Mapping[str, str] | None = None,
-) -> MessageFacts | None:
-    """The facts of a message with this ``id``, ``method`` and ``params``.
-
-    ``params`` is the plain (dict) form; a ``_meta`` that is still undecoded JSON
-    (``msgspec.Raw``) is passed through ``decode``. ``headers`` are passed on as they
-    are. None when ``params`` has another shape (the caller then has no facts to give).
-    """
-    if params is None:
-        return MessageFacts(id, method, safe_to_resend=method in SAFE_METHODS, headers=headers)
-    if type(params) is not dict and not isinstance(params, Mapping):
-        return None
-    get = params.get
-    modern = name = cancels = None
-    meta = get("_meta")
-    if meta is not None:
-        if type(meta) is _Raw and decode is not None:
-            # undecoded JSON, the same object call after call (a session encodes its _meta
-            # once per value): its version is kept with it, so it is decoded only when new
-            global _raw_meta
-            known = _raw_meta
-            if known[0] is meta:
-                modern = known[1]
-            else:
-                modern = _version_of(decode(meta))
-                _raw_meta = (meta, modern)
-        else:
-            # exact types first: isinstance(…, Mapping) goes through the ABC machinery
-            # (dozens of bytecodes) and the common case is a dict
-            if type(meta) is not dict and not isinstance(meta, Mapping):
-                meta = decode(meta) if decode is not None else None
-            modern = _version_of(meta)
-    if method == "tools/call":
-        tool = get("name")
-        name = tool if type(tool) is str else None
-    elif method == "notifications/cancelled":
-        cancels = get("requestId")
-    else:
-        key = NAME_KEYS.get(method) if method is not None else None
-        if key is not None:
-            value = get(key)
-            name = value if type(value) is str else None
-    return MessageFacts(
-        id,
-        method,
-        modern_version=modern,
-        name=name,
-        safe_to_resend=method in SAFE_METHODS,
-        cancels=cancels,
-        headers=headers,
-    )
+#: (see :class:`_MessageFacts`) compiled with the HTTP lane (``_speedups._pyhttp.facts_of``,
+#: made of the parts above): every request to a transport that reads facts computes them
+message_facts: _MessageFacts = facts_of(MessageFacts, SAFE_METHODS, NAME_KEYS, META_VERSION, Mapping)
 
 #: progress(progress, total, message)
 ProgressCallback = Callable[[float, "float | None", "str | None"], None]

@@ -1,8 +1,10 @@
 """Selects the compiled or the pure-Python hot path.
 
-``MCPSYNC_NO_EXTENSIONS=1`` forces pure Python; otherwise the Cython-compiled
-``_cspeedups`` and ``_cpipes`` are used, and pure Python only when either cannot be
-imported. ``IMPLEMENTATION`` says which one is active: ``"c-extension"`` or ``"pure-python"``.
+``MCPSYNC_NO_EXTENSIONS=1`` forces pure Python; otherwise the Cython-compiled ``_cspeedups``
+(cache, tallies, the guard's fast path), ``_cpipes`` (the stdio pipe) and ``_chttp`` (the
+Streamable HTTP transport's JSON lane) are used, all three or none: pure Python when any
+cannot be imported. ``IMPLEMENTATION`` says which one is active: ``"c-extension"`` or
+``"pure-python"``.
 """
 
 from __future__ import annotations
@@ -10,18 +12,19 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
-from . import _pypipes, _pyspeedups
+from . import _pyhttp, _pypipes, _pyspeedups
 
 if TYPE_CHECKING or os.environ.get("MCPSYNC_NO_EXTENSIONS", "") not in ("", "0"):
-    _impl, _pipes = _pyspeedups, _pypipes
+    _impl, _pipes, _http = _pyspeedups, _pypipes, _pyhttp
 else:
     try:
+        from . import _chttp as _http  # type: ignore[no-redef]
         from . import _cpipes as _pipes  # type: ignore[no-redef]
         from . import _cspeedups as _impl  # type: ignore[no-redef]
     except ImportError:  # pragma: no cover - depends on the build
-        _impl, _pipes = _pyspeedups, _pypipes
+        _impl, _pipes, _http = _pyspeedups, _pypipes, _pyhttp
     else:
-        _stale = [name for source, built in ((_pyspeedups, _impl), (_pypipes, _pipes))
+        _stale = [name for source, built in ((_pyspeedups, _impl), (_pypipes, _pipes), (_pyhttp, _http))
                   for name in source.__all__ if not hasattr(built, name)]
         if _stale:  # pragma: no cover - a build older than the source: rebuild it
             import warnings
@@ -32,7 +35,7 @@ else:
                 RuntimeWarning,
                 stacklevel=2,
             )
-            _impl, _pipes = _pyspeedups, _pypipes
+            _impl, _pipes, _http = _pyspeedups, _pypipes, _pyhttp
 
 IMPLEMENTATION: str = "pure-python" if _impl is _pyspeedups else "c-extension"
 
@@ -54,7 +57,10 @@ Gate = _impl.Gate
 FastPath = _impl.FastPath
 CallAnswer = _impl.CallAnswer
 IdleReturn = _impl.IdleReturn
+JSONLane = _http.JSONLane
+simple_answer = _http.simple_answer
+facts_of = _http.facts_of
 
 __all__ = ["IMPLEMENTATION", "LineFramer", "write_line", "FrameTooLarge", "TTLCache", "DEFAULT_MAX_MESSAGE_SIZE", "Histogram",
            "CallTally", "bucket_index", "fold_calls", "CallQueue", "BUCKETS", "Gate", "FastPath", "EpollSwitch", "IdleGate",
-           "CallAnswer", "PipeEnds", "IdleReturn"]
+           "CallAnswer", "PipeEnds", "IdleReturn", "JSONLane", "simple_answer", "facts_of"]

@@ -167,10 +167,14 @@ class _Conn:
     Python code has to run for that, so no signal can stop it half-way.
     """
 
-    __slots__ = ("sock", "answer", "parser", "raw", "body", "head", "eof", "dry", "pending", "poller", "slot", "__weakref__")
+    __slots__ = (
+        "sock", "fd", "answer", "parser", "raw", "body", "head", "eof", "dry", "pending", "poller", "slot", "__weakref__",
+    )
 
     def __init__(self, sock: socket.socket, slot: _Slot) -> None:
         self.sock = sock
+        #: the descriptor of a plain socket (the JSON lane writes and reads it in C), -1 for TLS
+        self.fd = sock.fileno() if sock.__class__ is socket.socket else -1
         self.answer = answer = _Answer()
         self.parser = answer.parser
         self.raw = answer.raw
@@ -423,10 +427,10 @@ class FastResponse:
         answer = conn.answer
         if answer.complete and answer.keep and not conn.body:
             with pool.lock:  # pool.put, inline: once per request
-                if not pool._closed and len(pool.idle) < pool.maxsize:
+                if not pool.closed and len(pool.idle) < pool.maxsize:
                     pool.idle.append(conn)
-                    if pool._waiting:
-                        pool._cond.notify()
+                    if pool.waiting:
+                        pool.cond.notify()
                     return
             pool.put(conn)  # no room, or closed: closed and counted out there
         else:
@@ -544,9 +548,11 @@ class _OriginPool:
         self._slots: list[weakref.ref[_Slot]] = []  # every place handed out, while it may be held
         self._all: weakref.WeakSet[_Conn] = weakref.WeakSet()  # every socket made (made rarely; gone when collected)
         self.lock = threading.Lock()
-        self._cond = threading.Condition(self.lock)
-        self._waiting = 0
-        self._closed = False
+        #: the condition on ``lock``: :meth:`get` waits on it, a socket given back (or a place
+        #: freed) notifies it when anyone waits (``waiting``, counted under the lock)
+        self.cond = threading.Condition(self.lock)
+        self.waiting = 0
+        self.closed = False  # (set once, by clear, under the lock)
 
     def open_count(self) -> int:
         """Sockets open or being opened (places held); call with the lock held."""
@@ -559,7 +565,7 @@ class _OriginPool:
         with self.lock:
             ends: float | None = None
             while True:
-                if self._closed:
+                if self.closed:
                     raise ClosedPoolError(None, "the client's connections are closed")  # type: ignore[arg-type]
                 while self.idle:
                     conn = self.idle.pop()
@@ -577,11 +583,11 @@ class _OriginPool:
                 left = None if ends is None else ends - time.monotonic()
                 if left is not None and left <= 0:
                     raise EmptyPoolError(None, "every pooled connection is busy")  # type: ignore[arg-type]
-                self._waiting += 1
+                self.waiting += 1
                 try:
-                    self._cond.wait(_WAIT_STEP if left is None or left > _WAIT_STEP else left)
+                    self.cond.wait(_WAIT_STEP if left is None or left > _WAIT_STEP else left)
                 finally:
-                    self._waiting -= 1
+                    self.waiting -= 1
 
     def connect(self, slot: _Slot, connect_timeout: float | None) -> _Conn:
         """A new socket in ``slot`` (from :meth:`get`); the place is given up if it fails."""
@@ -609,19 +615,19 @@ class _OriginPool:
 
     def _freed(self) -> None:
         """A place was given up: wake a waiter, if any."""
-        if self._waiting:
+        if self.waiting:
             with self.lock:
-                self._cond.notify()
+                self.cond.notify()
 
     def put(self, conn: _Conn) -> None:
         with self.lock:
-            if not self._closed and len(self.idle) < self.maxsize:
+            if not self.closed and len(self.idle) < self.maxsize:
                 self.idle.append(conn)
-                if self._waiting:
-                    self._cond.notify()
+                if self.waiting:
+                    self.cond.notify()
                 return
-            if self._waiting:
-                self._cond.notify()
+            if self.waiting:
+                self.cond.notify()
         conn.close()
 
     def discard(self, conn: _Conn) -> None:
@@ -632,10 +638,11 @@ class _OriginPool:
         """Close the pool: every idle socket now, and every socket in use is shut down (its
         reader wakes and fails) and closed when it is given back."""
         with self.lock:
-            self._closed = True
-            idle, self.idle = self.idle, []
-            if self._waiting:
-                self._cond.notify_all()
+            self.closed = True
+            idle = self.idle[:]
+            self.idle.clear()  # (the one list of the pool's life: the JSON lane keeps it)
+            if self.waiting:
+                self.cond.notify_all()
         for conn in idle:
             conn.close()
         for conn in list(self._all):

@@ -69,7 +69,7 @@ from ._fastconn import (  # httptools: None when it is missing (urllib3 serves t
 )
 from ._http_options import HeaderBlock, headers_problem
 
-__all__ = ["FastPoolManager", "FastResponse", "MAX_FIELDS", "MAX_HEAD", "MAX_LINE", "http_path"]
+__all__ = ["FastPoolManager", "FastResponse", "MAX_FIELDS", "MAX_HEAD", "MAX_LINE", "http_path", "resume", "wire_of"]
 
 _METHODS = {"POST": b"POST", "GET": b"GET", "DELETE": b"DELETE"}
 
@@ -102,6 +102,18 @@ def _wire(headers: Mapping[str, str]) -> tuple[bytes, bool]:
     return "".join([f"{name}: {value}\r\n" for name, value in headers.items()]).encode("latin-1"), host
 
 
+def wire_of(headers: HeaderBlock) -> tuple[bytes, bool]:
+    """A header block's wire form (:func:`_wire`), made on the first call and kept.
+
+    Raises:
+        ValueError: a header that cannot go on the wire.
+    """
+    wire = headers.wire
+    if wire is None:
+        wire = headers.wire = _wire(headers)
+    return wire
+
+
 def _within(limit: float, left: float) -> float:
     """``limit``, cut to what is ``left`` of a deadline, never under a millisecond
     (``max(0.001, min(limit, left))``, without the builtins' argument parsing)."""
@@ -120,6 +132,36 @@ _dict_get = dict.get  # the headers' own lookups, not FastHeaders' case-folding 
 _UNSENDABLE = re.compile(r"[^\x21-\x7e]")
 
 
+def resume(pool: _OriginPool, conn: _Conn, chunk: bytes, deadline: float | None, read: float | None) -> FastResponse:
+    """The answer on ``conn`` (taken from ``pool``), read from its first read, ``chunk``,
+    on: its head parsed (more of it read, each read within what is left of ``deadline``),
+    its body left to read from the :class:`FastResponse`. On failure the socket is closed.
+
+    Raises:
+        ProtocolError: nothing came (the server closed the socket), or a malformed head.
+        OSError: a read failed or timed out.
+    """
+    answer = conn.answer
+    try:
+        if not chunk:
+            raise ProtocolError("Connection aborted.", ConnectionResetError("the server closed the connection"))
+        # ready to read one answer (the socket was idle: its last answer was read whole)
+        conn.raw.clear()
+        conn.head += _TOKENS
+        answer.complete = False
+        try:
+            conn.parser.feed_data(chunk)
+        except (httptools.HttpParserUpgrade, httptools.HttpParserError) as exc:
+            _parse_failed(answer, exc)
+        if conn.head:  # more to come: a slow or long head, interim answers
+            conn.dry = len(chunk)
+            _rest_of_head(conn, deadline, read)
+        return FastResponse(pool, conn)
+    except BaseException:
+        pool.discard(conn)
+        raise
+
+
 class FastPoolManager:
     """urllib3's ``PoolManager.request`` for the transports, on the fast path.
 
@@ -132,7 +174,8 @@ class FastPoolManager:
     def __init__(self, *, maxsize: int, block: bool, tls: ssl.SSLContext | None = None) -> None:
         self._maxsize, self._block, self._tls = maxsize, block, tls
         self._pools: dict[tuple[str, str, int], _OriginPool] = {}
-        self._targets: dict[str, tuple[_OriginPool, bytes, bytes]] = {}  # a transport asks for few URLs
+        #: URL -> (its origin's pool, the request line's rest, the Host line): a transport asks for few URLs
+        self.targets: dict[str, tuple[_OriginPool, bytes, bytes]] = {}
         #: the last headers sent that were not a HeaderBlock, and their wire form
         self._last_wire: tuple[dict[str, str], tuple[bytes, bool]] | None = None
         self._lock = threading.Lock()
@@ -141,7 +184,7 @@ class FastPoolManager:
     def _pool(self, url: str) -> tuple[_OriginPool, bytes, bytes]:
         """The pool of ``url``'s origin, the request line's rest
         (``b" /path?query HTTP/1.1\\r\\n"``) and the URL's ``Host`` line."""
-        known = self._targets.get(url)
+        known = self.targets.get(url)
         if known is not None:
             return known
         parts = urlsplit(url)
@@ -168,8 +211,8 @@ class FastPoolManager:
             raise ValueError(f"{url}: the path must be percent-encoded (_http_options.wire_url does it)")
         line = b" " + target.encode("ascii") + b" HTTP/1.1\r\n"
         found = (pool, line, pool.host_line)
-        if len(self._targets) < 256:
-            self._targets[url] = found
+        if len(self.targets) < 256:
+            self.targets[url] = found
         return found
 
     def request(
@@ -222,7 +265,7 @@ class FastPoolManager:
         Raises:
             ValueError: a header that cannot go on the wire (nothing is sent).
         """
-        known = self._targets.get(url)
+        known = self.targets.get(url)
         pool, line, host = known if known is not None else self._pool(url)
         if isinstance(body, str):
             body = body.encode()
@@ -231,10 +274,7 @@ class FastPoolManager:
         if headers is None:
             block = b""
         elif isinstance(headers, HeaderBlock):
-            wire = headers.wire
-            if wire is None:
-                wire = headers.wire = _wire(headers)
-            block, own = wire
+            block, own = headers.wire or wire_of(headers)
             if own:
                 host = b""
         else:  # headers made per request (an auth hook's merged in): formatted once per change
@@ -277,29 +317,15 @@ class FastPoolManager:
             left = deadline - time.monotonic()  # inline _within: once per request
             if left < read:
                 read = left if left > 0.001 else 0.001
-        # ready to read one answer (the socket is idle: its last answer was read whole)
-        answer = conn.answer
-        conn.raw.clear()
-        conn.head += _TOKENS
-        answer.complete = False
         try:
             sock = conn.sock
             sock.settimeout(read)
             sock.sendall(data)
             chunk = sock.recv(_CHUNK)  # the head (and, for a small answer, its body), mostly
-            if not chunk:
-                raise ProtocolError("Connection aborted.", ConnectionResetError("the server closed the connection"))
-            try:
-                conn.parser.feed_data(chunk)
-            except (httptools.HttpParserUpgrade, httptools.HttpParserError) as exc:
-                _parse_failed(answer, exc)
-            if conn.head:  # more to come: a slow or long head, interim answers
-                conn.dry = len(chunk)
-                _rest_of_head(conn, deadline, read)
-            return FastResponse(pool, conn)
         except BaseException:
             pool.discard(conn)
             raise
+        return resume(pool, conn, chunk, deadline, read)
 
     def clear(self) -> None:
         """Close every idle socket and the manager: a socket still in use is closed when
@@ -307,6 +333,6 @@ class FastPoolManager:
         with self._lock:
             self._closed = True
             pools = list(self._pools.values())
-        self._targets.clear()
+        self.targets.clear()
         for pool in pools:
             pool.clear()

@@ -22,7 +22,7 @@ from typing import Any, Callable, Mapping
 
 import urllib3
 
-from .._errors import ConnectionClosed, ProtocolError, RequestTimeout
+from .._errors import ConnectionClosed, MCPError, ProtocolError, RequestTimeout
 from ._http_errors import (
     MAX_REDIRECTS,
     read_body,
@@ -190,6 +190,14 @@ class HTTPExchange:
             return limit
         return timeout if timeout > 0.001 else 0.001
 
+    def failure(self, exc: Exception, url: str) -> MCPError:
+        """What a request to ``url`` that failed with ``exc`` (sending it or reading the
+        answer's head) raises: ConnectionClosed once closed, else the translated error."""
+        if self._closed:
+            return ConnectionClosed("transport is closed")
+        pools = self.pools
+        return translate(exc, url, connecting=True, written=None if pools is None or pools.fast else was_written())
+
     def request_once(self, method: str, headers: Mapping[str, str], timeout: float) -> None:
         """A best-effort request on the control pool (the client's cookies attached; no
         redirect, no auth retry, the answer dropped), e.g. a session's DELETE on close.
@@ -222,6 +230,8 @@ class HTTPExchange:
         control: bool = False,
         deadline: float | None = None,
         url: str | None = None,
+        answer: Any = None,
+        sent: Mapping[str, str] | None = None,
     ) -> Any:
         """One HTTP exchange up to the response headers, with the auth hook's single retry.
 
@@ -231,7 +241,8 @@ class HTTPExchange:
         the pool wait, each connect and the read of the answer get only what is left of
         it, and both connect attempts fit in it; without one each read may take
         ``read_timeout``. ``url`` defaults to :attr:`url`; a same-origin 307 / 308
-        redirect is followed and kept.
+        redirect is followed and kept. ``answer``: the first attempt's answer, read
+        already (the transport's JSON lane sent the request with the headers ``sent``).
 
         Raises:
             ConnectionClosed: not acquired yet, or closed meanwhile.
@@ -262,49 +273,51 @@ class HTTPExchange:
         nonces = 0
         redirects = 0
         while True:
-            # never changed once sent (quoted nowhere): without a hook, the headers as given
-            send_headers = headers if auth is None else auth_send_headers(auth, headers, url, method)
-            if cookies.held:  # the client's cookies: nothing to ask while it has none
-                send_headers = cookies.headers(url, send_headers)
-            try:
-                if fast:  # plain timeouts: no urllib3.Timeout to make and read
-                    if deadline is None:  # time_left(deadline), inline: every request
-                        wait = None
-                    else:
-                        if first is not None:  # read once above: the same instant, near enough
-                            wait, first = first, None
+            if answer is not None:  # the first attempt's, read by the JSON lane
+                resp, answer, first = answer, None, None
+                send_headers = sent if sent is not None else headers
+            else:
+                # never changed once sent (quoted nowhere): without a hook, the headers as given
+                send_headers = headers if auth is None else auth_send_headers(auth, headers, url, method)
+                if cookies.held:  # the client's cookies: nothing to ask while it has none
+                    send_headers = cookies.headers(url, send_headers)
+                try:
+                    if fast:  # plain timeouts: no urllib3.Timeout to make and read
+                        if deadline is None:  # time_left(deadline), inline: every request
+                            wait = None
                         else:
-                            wait = deadline - time.monotonic()
-                        if wait <= 0:
-                            raise RequestTimeout("the request's time ran out before it could be sent")
-                    resp = pool.exchange(
-                        method, url, body, send_headers, deadline, connect, read_timeout, None if control else wait
-                    )
-                else:
-                    extra, pool_wait = request_timeout(deadline, connect, read_timeout)
-                    if not control:
-                        extra["pool_timeout"] = pool_wait
-                    problem = headers_problem(send_headers)  # http.client's own check quotes the value
-                    if problem is not None:
-                        raise ValueError(f"request headers: {problem}")
-                    attempt(deadline)
-                    resp = pool.request(
-                        method,
-                        url,
-                        body=body,
-                        headers=send_headers,
-                        preload_content=False,
-                        redirect=False,
-                        **extra,
-                    )
-            except RequestTimeout:
-                raise  # the deadline passed before the request could be sent
-            except ValueError as exc:  # a header that cannot go on the wire: nothing was sent
-                raise ProtocolError(f"cannot send the request to {url}: {exc}") from None
-            except Exception as exc:
-                if self._closed:
-                    raise ConnectionClosed("transport is closed") from exc
-                raise translate(exc, url, connecting=True, written=None if pools.fast else was_written()) from exc
+                            if first is not None:  # read once above: the same instant, near enough
+                                wait, first = first, None
+                            else:
+                                wait = deadline - time.monotonic()
+                            if wait <= 0:
+                                raise RequestTimeout("the request's time ran out before it could be sent")
+                        resp = pool.exchange(
+                            method, url, body, send_headers, deadline, connect, read_timeout, None if control else wait
+                        )
+                    else:
+                        extra, pool_wait = request_timeout(deadline, connect, read_timeout)
+                        if not control:
+                            extra["pool_timeout"] = pool_wait
+                        problem = headers_problem(send_headers)  # http.client's own check quotes the value
+                        if problem is not None:
+                            raise ValueError(f"request headers: {problem}")
+                        attempt(deadline)
+                        resp = pool.request(
+                            method,
+                            url,
+                            body=body,
+                            headers=send_headers,
+                            preload_content=False,
+                            redirect=False,
+                            **extra,
+                        )
+                except RequestTimeout:
+                    raise  # the deadline passed before the request could be sent
+                except ValueError as exc:  # a header that cannot go on the wire: nothing was sent
+                    raise ProtocolError(f"cannot send the request to {url}: {exc}") from None
+                except Exception as exc:
+                    raise self.failure(exc, url) from exc
             resp.mcpsync_sent = send_headers  # quoted nowhere
             if (_dict_get(resp.headers, "set-cookie") if fast else resp.headers.get("set-cookie")) is not None:
                 cookies.store(url, set_cookie_values(resp))

@@ -135,19 +135,37 @@ def auth_send_headers(auth: Any, headers: Mapping[str, str], url: str, method: s
             NUL … in a token: never sent, never quoted).
     """
     try:  # (the hook is asked on every request: one frame)
-        given = auth.headers(url, method) or _NONE
+        given = auth.headers(url, method)
     except MCPError:
         raise
     except Exception as exc:  # the hook is user / OAuth code
-        raise AuthError(f"the auth hook failed to provide headers for {url}: {exc}") from exc
+        raise auth_failed(exc, url) from exc
     if type(headers) is not HeaderBlock:
-        return {**headers, **_checked(given, url)}
+        return {**headers, **_checked(given or _NONE, url)}
     last = headers.authed  # (hook, its headers, the merged block): stored and read as one
-    if last is not None and last[0] is auth and last[1] == given:
+    if last is not None and last[0] is auth and last[1] == (given or _NONE):
         return last[2]
-    mine = _checked(given, url)
+    return auth_merge(auth, headers, given, url)
+
+
+def auth_failed(exc: Exception, url: str) -> MCPError:
+    """What an auth hook that raised ``exc`` when asked for headers makes a request raise:
+    an MCPError as it is, anything else an AuthError."""
+    if isinstance(exc, MCPError):
+        return exc
+    return AuthError(f"the auth hook failed to provide headers for {url}: {exc}")
+
+
+def auth_merge(auth: Any, headers: HeaderBlock, given: Mapping[str, str] | None, url: str) -> HeaderBlock:
+    """``headers`` with the hook's ``given`` over them, kept as the block's last merge
+    (``HeaderBlock.authed``) for the requests after it while the hook gives the same.
+
+    Raises:
+        AuthError: a header that cannot go on the wire (never sent, never quoted).
+    """
+    mine = _checked(given or _NONE, url)
     block = HeaderBlock({**headers, **mine})
-    headers.authed = (auth, mine, block)
+    headers.authed = (auth, mine, block)  # (a copy: a hook may change the dict it gave)
     return block
 
 

@@ -66,7 +66,12 @@ looks nothing up):
   wake-up for a waiting reader, this transport's request headers, its session id and
   the forwarder to :attr:`~StreamableHTTPTransport.on_session_lost`;
 * :mod:`mcpsync.transports._http_messages` — what is read of a message (its facts, an
-  answer's id) without decoding it whole.
+  answer's id) without decoding it whole;
+* a :class:`~mcpsync._speedups._pyhttp.JSONLane` (compiled, ``_chttp``) — the transport's
+  ``send``: a request with an idle kept-alive socket and a kind of headers sent before is
+  written, answered and delivered in one call when its answer is the common one (200,
+  ``Content-Length``, JSON, whole in the first read); everything else goes this module's
+  general way (``_send``), an answer it read but does not take handed on as it is.
 
 Example:
     >>> t = StreamableHTTPTransport("http://127.0.0.1:8000/mcp")   # doctest: +SKIP
@@ -82,18 +87,20 @@ import logging
 import queue
 import threading
 import time
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Protocol
 
 from msgspec import UNSET
 
 from .._channel import MessageFacts
 from .._constants import MODERN_FIRST
+from .._speedups import JSONLane
 from .._errors import ConnectionClosed, MCPError, ProtocolError, RequestTimeout, SessionExpired
 from ._base import Transport
 from ._http_errors import read_body, status_error, time_left
 from ._fastconn import FastHeaders, FastResponse
+from ._fasthttp import resume, wire_of
 from ._http_exchange import ACCEPT_ENCODING, JSON, SSE, HTTPExchange, finish, http_options, sent_values, session_id
-from ._http_headers import encode_header_value
+from ._http_headers import auth_failed, auth_merge, encode_header_value
 from ._http_options import HeaderBlock, HTTPOptions, media_type
 from ._tls import Cert, Verify
 from ._http_pools import ClientConnections
@@ -141,6 +148,14 @@ def _remember_kind(url: str, kind: str) -> None:
         _kind_cache[url] = kind
 
 
+class _Send(Protocol):
+    def __call__(self, message: bytes, timeout: float | None = None, facts: MessageFacts | None = None) -> None: ...
+
+
+class _Receive(Protocol):
+    def __call__(self, timeout: float | None) -> bytes | None: ...
+
+
 class StreamableHTTPTransport(Transport):
     """The Streamable HTTP transport (both eras), falling back to HTTP+SSE.
 
@@ -170,12 +185,15 @@ class StreamableHTTPTransport(Transport):
     """
 
     kind = "http"
+    #: POST one message (:meth:`_send` tells how): the JSON lane's own ``send``, set per instance
+    send: _Send
+    receive_alone: _Receive
     # slots: every call reads a dozen of these, and CPython keeps at most 30 attributes in
     # an instance's own values (past that each access goes through a dict)
     __slots__ = (
         "options", "sse_fallback", "request_scoped", "on_session_lost", "_exchange", "_request", "_streams", "_lock",
-        "_queue", "_put", "_closed", "_dead", "_delegate", "_succeeded", "_session_id", "_protocol_version",
-        "_header_blocks", "_poked",
+        "_queue", "_put", "_closed", "_dead", "_delegate", "_session_id", "_protocol_version",
+        "_header_blocks", "_poked", "_lane", "send", "receive_alone",
     )
 
     def __init__(
@@ -216,7 +234,6 @@ class StreamableHTTPTransport(Transport):
         self._closed = False
         self._dead: MCPError | None = None
         self._delegate: Transport | None = None
-        self._succeeded = False
         self._poked = False
 
         self._session_id: str | None = None
@@ -235,6 +252,15 @@ class StreamableHTTPTransport(Transport):
             get_stream=get_stream,
             get_stream_idle=get_stream_idle,
         )
+        #: the common request, sent and answered in one call (compiled); the rest goes _send's way
+        self._lane = JSONLane(
+            self._exchange, self.options, self._put, _kind_cache, _remember_kind, self._header_blocks, self._send,
+            self._answered, self._delivered, resume, auth_failed, auth_merge, wire_of, self._queue.get_nowait,
+            self._receive_slow, _NOTHING,
+        )
+        # (an instance's slot: a request the lane serves runs no Python frame of this transport's)
+        self.send = self._lane.send
+        self.receive_alone = self._lane.receive  # (receive's, in C: the dispatcher's leader reads with it)
 
     # ------------------------------------------------------------- Transport API
 
@@ -252,8 +278,9 @@ class StreamableHTTPTransport(Transport):
 
     needs_facts = True  # (see Transport.needs_facts)
 
-    def send(self, message: bytes, timeout: float | None = None, facts: MessageFacts | None = None) -> None:
-        """POST one message; its answer (if any) becomes available from :meth:`receive`.
+    def _send(self, message: bytes, timeout: float | None = None, facts: MessageFacts | None = None) -> None:
+        """POST one message; its answer (if any) becomes available from :meth:`receive`
+        (``send``: the JSON lane's, which sends the common request itself, the rest here).
 
         ``facts`` (from the layer that encoded ``message``) spare the transport decoding
         it; without them the transport reads them from the bytes.
@@ -348,6 +375,7 @@ class StreamableHTTPTransport(Transport):
             session = self._session_id
         self._exchange.close()
         self._streams.stop()
+        self._lane.open = False
         if self._delegate is not None:
             self._delegate.close()
         elif session is not None and self._exchange.pools is not None:
@@ -391,6 +419,7 @@ class StreamableHTTPTransport(Transport):
         """
         self._protocol_version = version
         self.request_scoped = version >= MODERN_FIRST
+        self._lane.legacy = ("L", self._session_id, version, False)  # (_headers' key of the era's POSTs)
         if self._delegate is not None:
             self._delegate.set_protocol_version(version)
 
@@ -496,6 +525,27 @@ class StreamableHTTPTransport(Transport):
             if rest < read_timeout:
                 read_timeout = rest if rest > 0.001 else 0.001
         resp = self._request("POST", headers, msg.body, read_timeout, control=msg.kind != "request", deadline=deadline)
+        self._answer(msg, resp, deadline, sent_session)
+
+    def _answered(
+        self, message: bytes, facts: MessageFacts, deadline: float, read_timeout: float, headers: HeaderBlock,
+        sent: Mapping[str, str], resp: FastResponse,
+    ) -> None:
+        """The general path of a request the JSON lane sent with the headers ``sent`` (the
+        kind's ``headers`` and the auth hook's), from its answer ``resp`` on: one it does
+        not take (a redirect, an auth challenge, an error, a stream, another shape)."""
+        msg = Message(message, facts)
+        sent_session = None if msg.modern_version else self._session_id
+        resp = self._request("POST", headers, message, read_timeout, deadline=deadline, answer=resp, sent=sent)
+        self._answer(msg, resp, deadline, sent_session)
+
+    def _delivered(self, message: bytes, facts: MessageFacts, body: bytes) -> None:
+        """A 200 JSON answer the JSON lane read that is not its request's plain result (an
+        error, a batch, another id): delivered as the general path does."""
+        self._deliver_body(Message(message, facts), body, JSON, 200, self._exchange.url)
+
+    def _answer(self, msg: Message, resp: Any, deadline: float | None, sent_session: str | None) -> None:
+        """What the answer ``resp`` to ``msg`` is: delivered, followed (a stream), or raised."""
         url = self._exchange.url  # (a redirect followed just now is kept)
         try:  # the answer's socket goes back (or is closed) however this ends
             status = resp.status
@@ -508,10 +558,11 @@ class StreamableHTTPTransport(Transport):
             if 200 <= status < 300:
                 if msg.method == "initialize" and msg.is_request:
                     self._session_id = session_id(resp.headers.get("mcp-session-id"), url)
+                    self._lane.legacy = ("L", self._session_id, self._protocol_version, False)
                 if msg.method == "notifications/initialized" and not msg.modern_version:
                     self._streams.start_get_stream(wait=min(2.0, self.options.connect_timeout))
                 if ctype == SSE:
-                    self._succeeded = True
+                    self._lane.succeeded = True
                     _remember_kind(url, "streamable")
                     self._streams.follow(msg, resp)
                     return
@@ -520,7 +571,7 @@ class StreamableHTTPTransport(Transport):
                 if body is None:
                     body = read_body(resp, self.options.max_message_size, url, deadline)
                 resp.release_conn()
-                self._succeeded = True
+                self._lane.succeeded = True
                 if _kind_cache.get(url) != "streamable":  # _remember_kind's own test, inline: every POST
                     _remember_kind(url, "streamable")
                 rid = msg.id
@@ -532,20 +583,7 @@ class StreamableHTTPTransport(Transport):
                 ):
                     self._put(body)  # the answer to this request: the streams' deliver's first case, inline
                     return
-                stripped = body.strip()
-                if stripped and stripped != b"null":
-                    if ctype not in (JSON, SSE) and not ctype.endswith("+json"):
-                        raise ProtocolError(
-                            f"{url} answered {msg.method or 'a message'} with content type "
-                            f"{ctype or 'none'!r}, not JSON or SSE",
-                            status=status,
-                        )
-                    if stripped[:1] == b"[":
-                        self._streams.deliver_json(body, msg)  # a batch: one message at a time
-                    else:
-                        self._streams.deliver(body, msg)
-                elif msg.is_request:
-                    raise ProtocolError(f"{url} sent no response to {msg.method} (HTTP {status})", status=status)
+                self._deliver_body(msg, body, ctype, status, url)
                 return
 
             body = read_body(resp, self.options.max_message_size, url, deadline)
@@ -575,13 +613,13 @@ class StreamableHTTPTransport(Transport):
                 raise status_error(status, url, body, resp.headers, secrets=sent_values(resp))
 
             if is_jsonrpc and msg.is_request:
-                self._succeeded = True
+                self._lane.succeeded = True
                 self._streams.deliver_json(body, msg)
                 return
 
             if (
                 self.sse_fallback
-                and not self._succeeded
+                and not self._lane.succeeded
                 and sent_session is None
                 and status in (400, 404, 405)
                 and not is_jsonrpc
@@ -600,6 +638,24 @@ class StreamableHTTPTransport(Transport):
         except BaseException:
             finish(resp, reusable=False)
             raise
+
+    def _deliver_body(self, msg: Message, body: bytes, ctype: str, status: int, url: str) -> None:
+        """A 2xx answer's whole body (of media type ``ctype``) delivered: each message to
+        its caller; nothing (or ``null``) for a notification or a response."""
+        stripped = body.strip()
+        if stripped and stripped != b"null":
+            if ctype not in (JSON, SSE) and not ctype.endswith("+json"):
+                raise ProtocolError(
+                    f"{url} answered {msg.method or 'a message'} with content type "
+                    f"{ctype or 'none'!r}, not JSON or SSE",
+                    status=status,
+                )
+            if stripped[:1] == b"[":
+                self._streams.deliver_json(body, msg)  # a batch: one message at a time
+            else:
+                self._streams.deliver(body, msg)
+        elif msg.is_request:
+            raise ProtocolError(f"{url} sent no response to {msg.method} (HTTP {status})", status=status)
 
     def _looks_expired(self, status: int, jsonrpc: Incoming | None, error: ErrorPeek | None, msg: Message) -> bool:
         if jsonrpc is not None and jsonrpc.id is not UNSET and jsonrpc.id is not None and jsonrpc.id == msg.id:
@@ -624,4 +680,5 @@ class StreamableHTTPTransport(Transport):
             delegate.set_protocol_version(self._protocol_version)
         _remember_kind(url, "sse")
         self._delegate = delegate
+        self._lane.open = False
         self._queue.put(_WAKE)  # a waiting receiver goes to the delegate

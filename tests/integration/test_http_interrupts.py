@@ -28,10 +28,12 @@ STORM = Path(hs.SERVERS) / "http_interrupt_storm.py"
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture(scope="module")
-def sdk_url():
+@pytest.fixture(scope="module", params=["sse", "json"])
+def sdk_url(request: pytest.FixtureRequest):
+    """The SDK's server answering in SSE streams, or in JSON (the answers the transport's
+    JSON lane takes in one compiled call)."""
     port = hs.free_port()
-    with hs.run_server(hs.sdk_server_argv(port), port):
+    with hs.run_server(hs.sdk_server_argv(port, *(["--json"] if request.param == "json" else [])), port):
         yield f"http://127.0.0.1:{port}/mcp"
 
 

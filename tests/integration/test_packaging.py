@@ -100,7 +100,7 @@ def test_the_wheel_installs_in_a_fresh_venv(tmp_path: Path) -> None:
     assert "License-Expression: MIT" in metadata
     assert "License-File: LICENSE" in metadata and any(n.endswith("licenses/LICENSE") for n in names)
     assert re.search(r"^Requires-Dist: jsonschema", metadata, re.M)
-    for compiled in ("_cspeedups", "_cpipes"):
+    for compiled in ("_cspeedups", "_cpipes", "_chttp"):
         assert any(re.match(rf"mcpsync/_speedups/{compiled}\..*(\.so|\.pyd)$", n) for n in names), f"{compiled} is in the wheel"
     assert "mcpsync/py.typed" in names
 
@@ -112,12 +112,14 @@ def test_the_wheel_installs_in_a_fresh_venv(tmp_path: Path) -> None:
     py = bindir / "python"
     p = subprocess.run([str(py), "-m", "pip", "install", "--no-deps", "--no-index", str(wheel)], capture_output=True, text=True, timeout=300, env=_clean_env(), cwd=tmp_path)
     assert p.returncode == 0, p.stdout + p.stderr
-    code = "import mcpsync, os; print(os.path.realpath(mcpsync.__file__)); print(mcpsync.SPEEDUPS)"
+    code = ("import mcpsync, os; from mcpsync._speedups import JSONLane; print(os.path.realpath(mcpsync.__file__)); "
+            "print(mcpsync.SPEEDUPS); print(JSONLane.__module__)")
     p = subprocess.run([str(py), "-c", code], capture_output=True, text=True, timeout=60, env=_clean_env(), cwd=tmp_path)
     assert p.returncode == 0, p.stderr
-    where, speedups = p.stdout.split()
+    where, speedups, lane = p.stdout.split()
     assert where.startswith(str(env_dir.resolve())), where
     assert speedups != "python", "the wheel's compiled module is used"
+    assert lane == "mcpsync._speedups._chttp", "the wheel's compiled HTTP lane is used"
     p = subprocess.run([str(bindir / "mcpsync"), "--version"], capture_output=True, text=True, timeout=60, env=_clean_env(), cwd=tmp_path)
     assert p.returncode == 0, p.stderr
     assert p.stdout.strip().startswith("mcpsync ")

@@ -600,6 +600,19 @@ def slow_body(wire: Wire, request: Request) -> bool:
     return False
 
 
+def head_then_body(wire: Wire, request: Request) -> bool:
+    """The head alone, then the body in two pieces (as uvicorn writes an answer), kept alive."""
+    data = answer(200, _result(wire, request), _JSON)
+    head, _, body = data.partition(b"\r\n\r\n")
+    return wire.send(head + b"\r\n\r\n") and wire.pause(0.05) and wire.send(body[:7]) and wire.pause(0.05) and \
+        wire.send(body[7:])
+
+
+def one_socket(run: Run) -> None:
+    """Every edge call came on the same connection: each answer read whole gave it back."""
+    assert len({r.conn for r in run.srv.calls("edge")}) == 1, [r.conn for r in run.srv.calls("edge")]
+
+
 _SSE_HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
 
 
@@ -870,6 +883,7 @@ ROWS = [
     # slow peers: one deadline per call
     *row("slow-head", Edge(slow_head, ERROR, errors=(RequestTimeout,), timeout=2)),
     *row("slow-body", Edge(slow_body, ERROR, errors=(RequestTimeout,), timeout=2)),
+    *row("head-then-body-x12", Edge(head_then_body, act=repeat(12), check=one_socket)),
     *row("slow-sse-pings", Edge(sse_pings, ERROR, errors=(RequestTimeout,), timeout=2)),
     *row("slow-sse-event", Edge(sse_trickle, ERROR, errors=(RequestTimeout,), timeout=2)),
     # huge heads: refused at once, memory bounded

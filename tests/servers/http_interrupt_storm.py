@@ -28,7 +28,7 @@ def in_use_after(settle: float = 20.0) -> list[int]:
     (the server works through the abandoned calls): waited for, up to ``settle`` seconds."""
     from mcpsync.transports._fastconn import _OriginPool
 
-    pools = [obj for obj in gc.get_objects() if isinstance(obj, _OriginPool) and obj.block and not obj._closed]
+    pools = [obj for obj in gc.get_objects() if isinstance(obj, _OriginPool) and obj.block and not obj.closed]
 
     def counts() -> list[int]:
         out = []
