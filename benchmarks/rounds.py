@@ -5,6 +5,9 @@ give: a call after an idle gap, and many threads on one client.
 each make 20 calls after a 30 ms sleep (the sleep untimed), then 200 back-to-back calls;
 each round's ratio is mcpsync's median over the raw loop's median of the same round, and
 the median of those ratios is reported (the machine's moods fall on both alike).
+``http``: per era, rounds in which a plain keep-alive socket (``contestants.RawSocket``)
+and mcpsync over Streamable HTTP (alternating which goes first) each make 200 back-to-back
+calls to the same server; the median of the rounds' ratios of the medians.
 ``N`` (a number): rounds alternating the minimal thread-safe floor
 (``contestants.SafePipe``) and mcpsync, ``N`` threads x ``--per`` calls each on one
 client; calls per second, and the median of the rounds' ratios.
@@ -12,6 +15,7 @@ client; calls per second, and the median of the rounds' ratios.
 Usage::
 
     taskset -c 0 python benchmarks/rounds.py idle --rounds 10
+    taskset -c 0 python benchmarks/rounds.py http --rounds 10
     taskset -c 0 python benchmarks/rounds.py 16 --rounds 10      # also unpinned: both CPUs
 
 Prints one line per measure. Nothing here is asserted: the suite never asserts wall-clock.
@@ -33,7 +37,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from benchmarks.peers import RawPipe  # noqa: E402
-from benchmarks.contestants import ECHO, IDLE, SafePipe, stdio_server  # noqa: E402
+from benchmarks.contestants import ECHO, IDLE, RawSocket, SafePipe, http_server, stdio_server  # noqa: E402
 
 clock = time.perf_counter
 
@@ -79,6 +83,35 @@ def idle_rounds(rounds: int) -> None:
               f"(rounds {min(back):.2f}-{max(back):.2f}); {rounds} rounds", flush=True)
 
 
+def http_rounds(rounds: int) -> None:
+    from mcpsync import Client
+
+    with http_server() as url:
+        raw = RawSocket(url)
+        try:
+            for era, mode in (("legacy", "legacy"), ("modern", "auto")):
+                with Client.http(url, mode=mode) as c:
+                    c.list_tools()
+                    ours = functools.partial(c.call_tool, "echo", ECHO)
+                    for f in (raw.call, ours):
+                        for _ in range(100):
+                            f()
+                    ratios = []
+                    for r in range(rounds):
+                        times: dict[str, list[float]] = {"raw": [], "mcpsync": []}
+                        order = [("raw", raw.call), ("mcpsync", ours)]
+                        for name, f in order if r % 2 == 0 else order[::-1]:
+                            for _ in range(200):
+                                t0 = clock()
+                                f()
+                                times[name].append(clock() - t0)
+                        ratios.append(_median_ratio(times["mcpsync"], times["raw"]))
+                print(f"http {era}: p50 / a plain socket's of the same round: median {statistics.median(ratios):.2f} "
+                      f"(rounds {min(ratios):.2f}-{max(ratios):.2f}); {rounds} rounds", flush=True)
+        finally:
+            raw.close()
+
+
 def thread_rounds(threads: int, per: int, rounds: int) -> None:
     from mcpsync import Client
 
@@ -122,16 +155,18 @@ def thread_rounds(threads: int, per: int, rounds: int) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("measure", help="idle, or a number of threads")
+    ap.add_argument("measure", help="idle, http, or a number of threads")
     ap.add_argument("--rounds", type=int, default=10)
     ap.add_argument("--per", type=int, default=100, help="calls per thread per round (threads)")
     opts = ap.parse_args(argv)
     if opts.measure == "idle":
         idle_rounds(opts.rounds)
+    elif opts.measure == "http":
+        http_rounds(opts.rounds)
     elif opts.measure.isdigit() and int(opts.measure) > 0:
         thread_rounds(int(opts.measure), opts.per, opts.rounds)
     else:
-        ap.error("measure: idle, or a number of threads")
+        ap.error("measure: idle, http, or a number of threads")
     return 0
 
 
