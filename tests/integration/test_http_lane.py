@@ -18,6 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "servers"))
 from wire_edges import MCPServer  # noqa: E402
 
 from mcpsync import AuthError, Client  # noqa: E402
+from tests.helpers import hammer  # noqa: E402
 from mcpsync._channel import MessageFacts  # noqa: E402
 from mcpsync.transports.streamable_http import StreamableHTTPTransport  # noqa: E402
 
@@ -130,25 +131,12 @@ class PerThread:
 def test_threads_with_their_own_tokens_each_send_their_own(server: MCPServer, mode: str) -> None:
     """What the lane keeps between requests (the route, the kind's block, the hook's last
     merge) is read as one consistent set, whatever other threads change meanwhile."""
-    wrong: list[str] = []
     with Client.http(server.url, mode=mode, auth=PerThread(), pool_size=4) as client:
         client.list_tools()
-
-        def work(n: int) -> None:
-            me = threading.current_thread().name
-            for i in range(40):
-                text = client.call_tool("echo", {"message": f"{n}-{i}"}).text
-                if text != f"Bearer {me}|{n}-{i}":
-                    wrong.append(text)
-
-        threads = [threading.Thread(target=work, args=(n,), name=f"caller-{n}") for n in range(8)]
         interval = sys.getswitchinterval()
         sys.setswitchinterval(1e-6)  # threads taking turns between any two bytecodes of the pure twin
-        try:
-            for t in threads:
-                t.start()
-            for t in threads:
-                t.join(30)
+        try:  # (each answer names the token its request carried: the asking thread's own)
+            hammer(client, threads=8, calls=40, join=60.0,
+                   expect=lambda msg: f"Bearer {threading.current_thread().name}|{msg}")
         finally:
             sys.setswitchinterval(interval)
-    assert not wrong, wrong[:5]
