@@ -64,10 +64,13 @@ def npm_exec(package: str) -> tuple[str, list[str]]:
 
 
 def start_driver(body: str, *args: str) -> subprocess.Popen[str]:
-    """Run ``body`` in a Python process of its own session (a terminal's foreground job)."""
+    """Run ``body`` in a Python process of its own session (a terminal's foreground job), Ctrl-C
+    raising KeyboardInterrupt in it as in a terminal's job, whatever this process inherited (a
+    suite started as a background job of a script starts with SIGINT ignored, which Python keeps)."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    code = "import signal\nsignal.signal(signal.SIGINT, signal.default_int_handler)\n" + textwrap.dedent(body)
     return subprocess.Popen(
-        [sys.executable, "-c", textwrap.dedent(body), *args], cwd=ROOT, env=env, text=True,
+        [sys.executable, "-c", code, *args], cwd=ROOT, env=env, text=True,
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
     )
 
