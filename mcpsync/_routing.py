@@ -421,6 +421,7 @@ class _RoutedTransport(Transport):
     def __init__(self, inner: Transport, router: Router, endpoint: Endpoint) -> None:
         self._inner = inner
         self.needs_facts = inner.needs_facts
+        self.next_message = inner.next_message  # (the inner's box: see wait_first)
         self._router = router
         self.endpoint = endpoint
         self.request_scoped = getattr(inner, "request_scoped", False)
@@ -454,8 +455,15 @@ class _RoutedTransport(Transport):
     def receive_alone(self, timeout: float | None) -> bytes | None:
         return self._received(self._inner.receive_alone, timeout)
 
-    def wait_first(self, timeout: float | None) -> bool:  # (unused: no next_message here, every read is seen)
-        return self._inner.wait_first(timeout)
+    def wait_first(self, timeout: float | None) -> bool:
+        try:
+            got = self._inner.wait_first(timeout)
+        except Exception as exc:
+            self._failed(exc)
+            raise
+        if got and not self._settled:
+            self._succeeded()
+        return got
 
     def _received(self, receive: Callable[[float | None], bytes | None], timeout: float | None) -> bytes | None:
         try:
@@ -464,10 +472,13 @@ class _RoutedTransport(Transport):
             self._failed(exc)
             raise
         if msg is not None and not self._settled:
-            self._settled = True
-            t0 = self._t0 if self._t0 is not None else self._router._clock()
-            self._router.report_success(self.endpoint, self._router._clock() - t0, kind="connect")
+            self._succeeded()
         return msg
+
+    def _succeeded(self) -> None:
+        self._settled = True
+        t0 = self._t0 if self._t0 is not None else self._router._clock()
+        self._router.report_success(self.endpoint, self._router._clock() - t0, kind="connect")
 
     def close(self) -> None:
         self._inner.close()

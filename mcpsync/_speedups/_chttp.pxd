@@ -359,9 +359,9 @@ cdef class JSONLane:
     cdef object auth_failed
     cdef object auth_merge
     cdef object wire_of
+    cdef list first
     cdef object take
     cdef object waiting
-    cdef object nothing
     cdef public bint open
     cdef public object legacy
     cdef public bint succeeded
@@ -373,7 +373,7 @@ cdef class JSONLane:
 
     @cython.locals(state=int, read=double, deadline=double, fd=int, way=tuple, kind=tuple, merge=tuple)
     cpdef send(self, message, timeout=*, facts=*)
-    cpdef receive(self, timeout)
+    cpdef wait_first(self, timeout)
 
 @cython.final
 cdef class _Facts:

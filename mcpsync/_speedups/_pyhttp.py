@@ -45,6 +45,7 @@ _JSON = b"application/json"
 _ANSWER = b'{"jsonrpc":"2.0","id":'
 _RESULT = b',"result":'
 _LARGE = 1 << 62  # request ids checked in C (as long long) below this
+_NO_WAIT, _NO_TIMEOUT = (False,), (None,)  # (the pure twin's take: see JSONLane.wait_first)
 
 
 def _field(head, name):
@@ -119,8 +120,9 @@ class JSONLane:
     * ``auth_failed(exc, url)`` / ``auth_merge(auth, block, given, url)`` — the auth hook's
       failure as the general path tells it, and its headers merged into a block;
     * ``wire_of(block)`` — a header block's wire form, made and kept (``_fasthttp.wire_of``);
-    * ``take()`` — the receive queue's ``get_nowait``; ``waiting(item, timeout)`` — the
-      transport's receive past its first step, given what was taken (``nothing``: nothing).
+    * ``first`` — the transport's ``next_message`` box; ``take(block, timeout)`` — the receive
+      queue's ``get``; ``waiting(timeout)`` — the transport's ``wait_first`` past its first
+      step (what is in ``first`` when it is not a plain message, or the wait for one).
 
     ``open`` (False once the transport closed or switched to HTTP+SSE), ``legacy`` (the
     legacy era's header kind: the session id and version, None before a session) and
@@ -129,7 +131,7 @@ class JSONLane:
     """
 
     def __init__(self, exchange, options, put, kinds, remember, blocks, general, answered, delivered, resume,
-                 auth_failed, auth_merge, wire_of, take, waiting, nothing):
+                 auth_failed, auth_merge, wire_of, first, take, waiting):
         self.exchange = exchange
         self.read_timeout = options.read_timeout
         self.limit = options.max_message_size
@@ -145,9 +147,9 @@ class JSONLane:
         self.auth_failed = auth_failed
         self.auth_merge = auth_merge
         self.wire_of = wire_of
+        self.first = first
         self.take = take
         self.waiting = waiting
-        self.nothing = nothing
         self.open = True
         self.legacy = None
         self.succeeded = False
@@ -175,16 +177,25 @@ class JSONLane:
         self._way = way
         return way
 
-    def receive(self, timeout):
-        """The transport's receive for a reader alone (``receive_alone``): a queued answer
-        as it is (the lane put it there on its way back), else the transport's own wait."""
-        try:
-            item = self.take()
-        except queue.Empty:
-            return self.waiting(self.nothing, timeout)
-        if item.__class__ is bytes:
-            return item
-        return self.waiting(item, timeout)
+    def wait_first(self, timeout):
+        """The transport's ``wait_first`` for a reader alone: the next queued message (an
+        answer the lane put there on its way back) moved into ``first``, True; what is not a
+        plain message, or nothing queued yet: the transport's own wait, given the rest of
+        ``timeout``. The move keeps no point between the take and the keeping where a signal
+        handler runs (compiled, it is C; pure, a ``for`` stores the take into the box)."""
+        first = self.first
+        if first[0] is None:
+            try:
+                if _COMPILED:
+                    first[0] = self.take(False, None)
+                else:
+                    for first[0] in map(self.take, _NO_WAIT, _NO_TIMEOUT):
+                        break
+            except queue.Empty:
+                return self.waiting(timeout)
+        if first[0].__class__ is bytes:
+            return True
+        return self.waiting(timeout)
 
     def send(self, message, timeout=None, facts=None):
         """Send ``message`` (its answer goes to the receive queue), as the transport's

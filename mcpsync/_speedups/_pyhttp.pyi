@@ -27,11 +27,11 @@ class JSONLane:
         auth_failed: Callable[[Exception, str], Any],
         auth_merge: Callable[..., Any],
         wire_of: Callable[[Any], tuple[bytes, bool]],
-        take: Callable[[], Any],
-        waiting: Callable[[Any, float | None], bytes | None],
-        nothing: Any,
+        first: list[Any],
+        take: Callable[[bool, float | None], Any],
+        waiting: Callable[[float | None], bool],
     ) -> None: ...
-    def receive(self, timeout: float | None) -> bytes | None: ...
+    def wait_first(self, timeout: float | None) -> bool: ...
     def send(self, message: bytes, timeout: float | None = None, facts: MessageFacts | None = None) -> None: ...
 
 def facts_of(

@@ -69,12 +69,13 @@ class Transport:
     #: :class:`~mcpsync._speedups.EpollSwitch`); None: nothing to switch.
     idle_switch: Any = None
 
-    #: Where a transport whose reads are compiled leaves the next message, a list of one
-    #: (stdio: its framer's): :meth:`wait_first` reads until a message is there, and the
-    #: leader takes it (``data = box[0]; box[0] = None``) with no call between the
-    #: take and its keeping, as :meth:`receive_alone` would (a call into C returning the
-    #: message would give a signal handler's exception the chance to lose it); None: use
-    #: :meth:`receive_alone`.
+    #: Where the transport leaves the next message, a list of one (stdio: its framer's;
+    #: the others: their inbox's, :class:`~mcpsync.transports._inbox.Inbox`):
+    #: :meth:`wait_first` reads until a message is there, and the leader takes it
+    #: (``data = box[0]; box[0] = None``) with no call between the take and its keeping (a
+    #: message returned through a call can be lost to a signal handler's exception: CPython
+    #: runs handlers right after a call returns, before its value is stored); None (a
+    #: transport that has none): the leader reads with :meth:`receive_alone`.
     next_message: list[bytes | None] | None = None
 
     def connect(self, timeout: float) -> None:
@@ -84,7 +85,17 @@ class Transport:
         raise NotImplementedError
 
     def receive(self, timeout: float | None) -> bytes | None:
-        raise NotImplementedError
+        """The next message, None after ``timeout`` s (None: no bound); ConnectionClosed at the
+        end. For a transport with :attr:`next_message`: :meth:`wait_first`, then the message
+        taken out of the box (a transport without one overrides this)."""
+        box = self.next_message
+        if box is None:
+            raise NotImplementedError
+        if not self.wait_first(timeout):
+            return None
+        data = box[0]
+        box[0] = None
+        return data
 
     def receive_alone(self, timeout: float | None) -> bytes | None:
         """:meth:`receive` for a caller that knows no other thread reads now (the

@@ -261,6 +261,7 @@ class GrpcTransport(Transport):
         self._protocol_version: str | None = None
         self._channel: Any = None
         self._inbox = Inbox()
+        self.next_message = self._inbox.first  # (see Transport.next_message)
         self._outbox: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._end: MCPError | None = None
         self._end_reported = False
@@ -383,10 +384,12 @@ class GrpcTransport(Transport):
         else:
             self._send_call(message, facts)
 
-    def receive(self, timeout: float | None) -> bytes | None:
-        item = self._inbox.take(timeout)
-        if item is not ENDED:
-            return item  # type: ignore[no-any-return]
+    def wait_first(self, timeout: float | None) -> bool:
+        if not self._inbox.fill(timeout):
+            return False
+        if self._inbox.first[0] is not ENDED:
+            return True
+        # the end (the mark stays first, for every later reader)
         with self._lock:
             err = self._end
             first = not self._end_reported

@@ -32,19 +32,17 @@ and a FastMCP server (``fastmcp.FastMCP``, through the low-level server it wraps
 from __future__ import annotations
 
 import logging
-import queue
 import threading
 from typing import Any, Callable
 
 from .._channel import MessageFacts
 from .._errors import ConnectionClosed, ConnectError, RequestTimeout
 from ._base import Transport
+from ._inbox import ENDED, Inbox
 
 __all__ = ["SDKServerTransport", "is_sdk_server", "sdk_server_factory"]
 
 log = logging.getLogger("mcpsync.transports.inprocess")
-
-_EOF = object()
 
 
 def _lowlevel(server: Any) -> Any:
@@ -83,7 +81,8 @@ class SDKServerTransport(Transport):
     def __init__(self, server: Any) -> None:
         self.server = server
         self.name = str(getattr(server, "name", None) or type(server).__name__)
-        self._incoming: queue.Queue[Any] = queue.Queue()
+        self._incoming = Inbox()
+        self.next_message = self._incoming.first  # (see Transport.next_message)
         self._portal_cm: Any = None
         self._portal: Any = None
         self._streams_cm: Any = None
@@ -132,7 +131,7 @@ class SDKServerTransport(Transport):
         except Exception:  # noqa: BLE001 - the stream ended under us: that is EOF
             log.debug("in-process server %s: reading ended", self.name, exc_info=True)
         finally:
-            put(_EOF)
+            self._incoming.end()
 
     def close(self) -> None:
         with self._lock:
@@ -152,7 +151,7 @@ class SDKServerTransport(Transport):
                     portal_cm.__exit__(None, None, None)  # stops the loop; joins its thread
                 except Exception:  # noqa: BLE001
                     log.debug("stopping the loop of %s failed", self.name, exc_info=True)
-            self._incoming.put(_EOF)
+            self._incoming.end()
 
     def alive(self) -> bool:
         return not self._closed and not self._eof
@@ -188,13 +187,10 @@ class SDKServerTransport(Transport):
         with anyio.fail_after(timeout):
             await self._write.send(message)
 
-    def receive(self, timeout: float | None) -> bytes | None:
-        try:
-            item = self._incoming.get(True, timeout) if timeout is None or timeout > 0 else self._incoming.get_nowait()
-        except queue.Empty:
-            return None
-        if item is _EOF:
+    def wait_first(self, timeout: float | None) -> bool:
+        if not self._incoming.fill(timeout):
+            return False
+        if self._incoming.first[0] is ENDED:  # (the mark stays first, for every later reader)
             self._eof = True
-            self._incoming.put(_EOF)  # every later reader sees it too
             raise ConnectionClosed(f"in-process server {self.name} ended")
-        return item  # type: ignore[no-any-return]
+        return True

@@ -89,6 +89,7 @@ class SSETransport(Transport):
         self.endpoint: str | None = None
         self._lock = threading.Lock()
         self._inbox = Inbox()
+        self.next_message = self._inbox.first  # (see Transport.next_message)
         self._closed = False
         self._ended: MCPError | None = None
         self._exchange = HTTPExchange(url, self.options, connections, on_redirect=self._redirected)
@@ -200,18 +201,24 @@ class SSETransport(Transport):
         # a 404: the endpoint no longer knows the session (SessionExpired)
         raise status_error(resp.status, self.endpoint, body, resp.headers, secrets=sent_values(resp))
 
-    def receive(self, timeout: float | None) -> bytes | None:
-        """The next message from the stream, None after ``timeout``; ConnectionClosed at its end."""
-        if self._closed and self._inbox.empty():
+    def wait_first(self, timeout: float | None) -> bool:
+        """Wait up to ``timeout`` s for the stream's next message in :attr:`next_message`
+        (True), or False; ConnectionClosed at the stream's end."""
+        inbox = self._inbox
+        if self._closed and inbox.empty():
             raise ConnectionClosed("transport is closed")
-        item = self._inbox.take(timeout)
-        if item is ENDED:
+        if not inbox.fill(timeout):
+            return False
+        first = inbox.first
+        item = first[0]
+        if item is ENDED:  # (the mark stays first, for every later reader)
             if self._closed:
                 raise ConnectionClosed("transport is closed")
             raise ConnectionClosed(f"SSE stream ended: {self._ended}")
         if isinstance(item, Oversized):
+            first[0] = None
             raise item.error
-        return item  # type: ignore[no-any-return]
+        return True
 
     def close(self) -> None:
         """Stop the stream and release the pool. Idempotent, never blocks long."""

@@ -106,6 +106,7 @@ from ._tls import Cert, Verify
 from ._http_pools import ClientConnections
 from ._http_messages import ErrorPeek, Incoming, Message, peek_error, peek_in
 from ._http_streams import ResponseStreams
+from ._inbox import take_into
 from ._sse import Oversized
 
 __all__ = ["StreamableHTTPTransport", "known_kind", "forget_url"]
@@ -113,7 +114,6 @@ __all__ = ["StreamableHTTPTransport", "known_kind", "forget_url"]
 log = logging.getLogger("mcpsync.http")
 
 _DELETE_TIMEOUT = 1.0
-_NOTHING: Any = object()  # receive took nothing from the queue
 _THREADS_JOIN = 2.0  # close() waits this long, at most, for the stream threads to end
 #: put in the receive queue to wake a waiting receiver: the transport's state changed
 #: (closed, switched to HTTP+SSE, a call failed through the failure handler)
@@ -152,8 +152,8 @@ class _Send(Protocol):
     def __call__(self, message: bytes, timeout: float | None = None, facts: MessageFacts | None = None) -> None: ...
 
 
-class _Receive(Protocol):
-    def __call__(self, timeout: float | None) -> bytes | None: ...
+class _WaitFirst(Protocol):
+    def __call__(self, timeout: float | None) -> bool: ...
 
 
 class StreamableHTTPTransport(Transport):
@@ -187,13 +187,13 @@ class StreamableHTTPTransport(Transport):
     kind = "http"
     #: POST one message (:meth:`_send` tells how): the JSON lane's own ``send``, set per instance
     send: _Send
-    receive_alone: _Receive
+    wait_first: _WaitFirst
     # slots: every call reads a dozen of these, and CPython keeps at most 30 attributes in
     # an instance's own values (past that each access goes through a dict)
     __slots__ = (
         "options", "sse_fallback", "request_scoped", "on_session_lost", "_exchange", "_request", "_streams", "_lock",
         "_queue", "_put", "_closed", "_dead", "_delegate", "_session_id", "_protocol_version",
-        "_header_blocks", "_poked", "_lane", "send", "receive_alone",
+        "_header_blocks", "_poked", "_lane", "send", "wait_first", "next_message",
     )
 
     def __init__(
@@ -228,9 +228,11 @@ class StreamableHTTPTransport(Transport):
         self.on_session_lost: Callable[[str], None] | None = None
 
         self._lock = threading.Lock()
-        # received messages for ``receive``, in order, and _WAKE marks (see _poke)
+        # received messages for ``receive``, in order, and _WAKE marks (see _poke); the
+        # next one is moved into next_message by wait_first (see Transport.next_message)
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._put = self._queue.put  # the hand-off: the queue's own (C) method
+        self.next_message: list[Any] = [None]
         self._closed = False
         self._dead: MCPError | None = None
         self._delegate: Transport | None = None
@@ -255,12 +257,12 @@ class StreamableHTTPTransport(Transport):
         #: the common request, sent and answered in one call (compiled); the rest goes _send's way
         self._lane = JSONLane(
             self._exchange, self.options, self._put, _kind_cache, _remember_kind, self._header_blocks, self._send,
-            self._answered, self._delivered, resume, auth_failed, auth_merge, wire_of, self._queue.get_nowait,
-            self._receive_slow, _NOTHING,
+            self._answered, self._delivered, resume, auth_failed, auth_merge, wire_of, self.next_message,
+            self._queue.get, self._wait_slow,
         )
         # (an instance's slot: a request the lane serves runs no Python frame of this transport's)
         self.send = self._lane.send
-        self.receive_alone = self._lane.receive  # (receive's, in C: the dispatcher's leader reads with it)
+        self.wait_first = self._lane.wait_first  # (in C: the dispatcher's leader reads with it)
 
     # ------------------------------------------------------------- Transport API
 
@@ -311,60 +313,60 @@ class StreamableHTTPTransport(Transport):
         deadline = None if timeout is None else time.monotonic() + timeout
         self._post(msg, deadline)
 
-    def receive(self, timeout: float | None) -> bytes | None:
-        """The next message, ``None`` after ``timeout``; ConnectionClosed at the end.
+    def _wait_slow(self, timeout: float | None) -> bool:
+        """:meth:`wait_first` past its first step (the lane's): what is in ``next_message``
+        when it is not a plain message (a :data:`_WAKE` mark, an oversized message), or the
+        wait for the next one; every take goes straight into the box (:func:`take_into`).
 
-        Returns ``None`` early, once, right after a request was failed through the
-        failure handler, so that a reader waiting for that request notices.
+        Returns False early, once, right after a request was failed through the failure
+        handler, so that a reader waiting for that request notices.
         """
-        try:  # the common case: the answer is queued already (a JSON answer, by send)
-            item = self._queue.get_nowait()
-        except queue.Empty:
-            return self._receive_slow(_NOTHING, timeout)
-        if item.__class__ is bytes:
-            return item
-        return self._receive_slow(item, timeout)
-
-    def _receive_slow(self, item: Any, timeout: float | None) -> bytes | None:
-        """:meth:`receive` past its fast path: ``item`` was taken from the queue (a
-        message that is not plain bytes, or a :data:`_WAKE` mark) or nothing was."""
         deadline = None if timeout is None else time.monotonic() + timeout
         q = self._queue
+        first = self.next_message
         while True:
+            item = first[0]
             if item is _WAKE:
                 # a mark: the state changed (closed, switched to HTTP+SSE, a failed call);
                 # the state is read below. Messages queued behind it come first; the last
                 # mark of a transport that ended stays, for every other and later waiter
+                first[0] = None
                 if not q.empty():
-                    item = q.get_nowait()
+                    take_into(first, q.get, False, None)
                     continue
                 if self._closed or self._dead is not None or self._delegate is not None:
                     q.put(_WAKE)
-            elif item is not _NOTHING:
+            elif item is not None:
                 if isinstance(item, Oversized):
+                    first[0] = None
                     raise item.error
-                return item  # type: ignore[no-any-return]
+                return True
             if self._delegate is not None:
                 break
             if self._poked:
                 self._poked = False
-                return None
+                return False
             if self._closed or self._dead is not None:
                 raise ConnectionClosed("transport is closed" if self._closed else f"session is gone: {self._dead}")
             try:
                 if deadline is None:
-                    item = q.get()
+                    take_into(first, q.get, True, None)
                 else:
                     left = deadline - time.monotonic()
                     if left <= 0:
-                        return None
-                    item = q.get(timeout=left)
+                        return False
+                    take_into(first, q.get, True, left)
             except queue.Empty:
-                return None
+                return False
         delegate = self._delegate
-        assert delegate is not None
+        assert delegate is not None and delegate.next_message is not None
         rest = None if deadline is None else max(0.0, deadline - time.monotonic())
-        return delegate.receive(rest)
+        if not delegate.wait_first(rest):
+            return False
+        box = delegate.next_message
+        first[0] = box[0]  # moved whole: no call between
+        box[0] = None
+        return True
 
     def close(self) -> None:
         """End the session (DELETE), stop every stream, release the pool. Idempotent."""

@@ -101,6 +101,7 @@ class WebSocketTransport(Transport):
         self._io_timeout = io_timeout
         self._ws: Any = None  # a websocket.WebSocket (websocket-client is untyped)
         self._inbox = Inbox()
+        self.next_message = self._inbox.first  # (see Transport.next_message)
         self._state_lock = threading.Lock()
         self._closed = threading.Event()
         self._stop = threading.Event()  # the pinger's: set by close() and when the reader ends
@@ -207,14 +208,17 @@ class WebSocketTransport(Transport):
         except (websocket.WebSocketException, OSError, AttributeError) as exc:
             raise ConnectionClosed(f"{self.describe()}: send failed: {exc}") from exc
 
-    def receive(self, timeout: float | None) -> bytes | None:
-        if self._closed.is_set() and self._inbox.empty():
+    def wait_first(self, timeout: float | None) -> bool:
+        inbox = self._inbox
+        if self._closed.is_set() and inbox.empty():
             raise ConnectionClosed(f"{self.describe()}: connection is closed")
-        item = self._inbox.take(timeout)
-        if item is None:
-            return None
+        if not inbox.fill(timeout):
+            return False
+        first = inbox.first
+        item = first[0]
         if item is not ENDED:
             if len(item) > self.max_message_size:
+                first[0] = None
                 raise MessageTooLarge(
                     f"{self.describe()}: a {len(item)}-byte message exceeds the "
                     f"{self.max_message_size}-byte limit",
@@ -222,9 +226,8 @@ class WebSocketTransport(Transport):
                     head=item[:_HEAD],
                     tail=item[-_HEAD:],
                 )
-            data: bytes = item
-            return data
-        # end of stream (the inbox keeps the mark for every later receive)
+            return True
+        # end of stream (the mark stays first, for every later reader)
         with self._state_lock:
             fault, self._protocol_fault = self._protocol_fault, None
         if fault is not None:

@@ -2,9 +2,11 @@
 
 Usage: interrupt_stress.py TRANSPORT SERVER [--interrupts N] [--seconds S] [--threads T] [--storm]
 
-TRANSPORT is ``stdio`` or ``http``; SERVER is ``everything`` (npm server-everything),
-``chaos`` (tests/servers/chaos_server.py, stdio), ``raw`` (tests/servers/raw_server.py,
-stdio) or ``sdk`` (tests/servers/http_sdk_server.py, HTTP). The main thread calls ``echo``
+TRANSPORT is ``stdio``, ``http`` or ``inprocess``; SERVER is ``everything`` (npm
+server-everything), ``chaos`` (tests/servers/chaos_server.py, stdio), ``raw``
+(tests/servers/raw_server.py, stdio) or ``sdk`` (tests/servers/http_sdk_server.py over HTTP;
+in process, an official SDK ``MCPServer`` with the same ``echo``: every answer reaches the
+reading thread through the transport's queue). The main thread calls ``echo``
 in a loop while T other threads do the same on the same Client, and a thread sends the
 process SIGINT about every millisecond (at random, 0.2-1.8 ms apart): the default handler
 raises KeyboardInterrupt in the main thread at whatever bytecode it is running, inside the
@@ -158,7 +160,7 @@ def run(client: Client, server: str, interrupts: int, seconds: float, nthreads: 
 
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("transport", choices=["stdio", "http"])
+    ap.add_argument("transport", choices=["stdio", "http", "inprocess"])
     ap.add_argument("server", choices=["everything", "chaos", "raw", "sdk", "sdk-json"])
     ap.add_argument("--interrupts", type=int, default=3000)
     ap.add_argument("--seconds", type=float, default=60.0)
@@ -175,6 +177,18 @@ def main() -> int:
 
         report = run(client, opts.server, opts.interrupts, opts.seconds, opts.threads,
                      lambda: client.diagnostics().pids[0])
+    elif opts.transport == "inprocess":
+        from mcp.server.mcpserver import MCPServer
+
+        server = MCPServer("echo")
+
+        @server.tool()
+        def echo(message: str) -> str:
+            """Echo the message back."""
+            return f"Echo: {message}"
+
+        client = Client.local(server, timeouts=timeouts, name=opts.server)
+        report = run(client, opts.server, opts.interrupts, opts.seconds, opts.threads, lambda: None)
     else:
         port = free_port()
         if opts.server == "everything":

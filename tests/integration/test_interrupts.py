@@ -64,6 +64,13 @@ def test_interrupts_on_a_stdio_client_under_load(build: str) -> None:
     check(stress("stdio", "raw", build, "--interrupts", "1500", "--seconds", "100"), 1500)
 
 
+@pytest.mark.parametrize("build", list(BUILDS))
+def test_interrupts_on_an_in_process_client_under_load(build: str) -> None:
+    # every answer reaches the reading thread through the transport's queue (its inbox): the
+    # leader takes the next one into the inbox's box with no point between where a Ctrl-C lands
+    check(stress("inprocess", "sdk", build, "--interrupts", "1500", "--seconds", "100", "--storm"), 1500)
+
+
 @pytest.mark.slow
 @pytest.mark.npm
 @pytest.mark.parametrize("storm", [False, True], ids=["once-per-call", "storm"])
