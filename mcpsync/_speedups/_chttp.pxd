@@ -367,11 +367,10 @@ cdef class JSONLane:
     cdef public bint succeeded
     cdef tuple _way
     cdef tuple _kind
-    cdef tuple _merge
 
     cdef object _route(self, pools, url)
 
-    @cython.locals(state=int, read=double, deadline=double, fd=int, way=tuple, kind=tuple, merge=tuple)
+    @cython.locals(state=int, read=double, deadline=double, fd=int, way=tuple, kind=tuple, last=tuple)
     cpdef send(self, message, timeout=*, facts=*)
     cpdef wait_first(self, timeout)
 

@@ -158,11 +158,9 @@ class JSONLane:
         # URL, the cookie jar, the origin's pool, its lock, its idle list (one list for the
         # pool's life), its size, the request line's rest, the Host line); the kind's header
         # block (the legacy key, or the modern era's version, method and name: compared by
-        # identity); the auth hook's last merge (the kind's block, the hook's headers as
-        # merged, the merged block, its wire form)
+        # identity). (The auth hook's last merge is the block's own: HeaderBlock.authed.)
         self._way = (None, None, None, None, None, None, 0, b"", b"")
         self._kind = (None, None, None, None, None)
-        self._merge = (None, None, None, None)
 
     def _route(self, pools, url):
         """The route to ``url`` through ``pools`` (kept as ``_way``), or None when the
@@ -255,20 +253,14 @@ class JSONLane:
                 if error is exc:
                     raise
                 raise error from exc
-            merge = self._merge
-            if block is merge[0] and (_same_headers(given, merge[1]) if _COMPILED else given == merge[1]):  # the same again
-                sent = merge[2]
-                wire = merge[3]
+            last = block.authed  # (the kind's last merge: the hook, a copy of its headers, the merged block)
+            if last is not None and last[0] is auth and (_same_headers(given, last[1]) if _COMPILED else given == last[1]):
+                sent = last[2]  # the same again
             else:
-                last = block.authed
-                if last is not None and last[0] is auth and last[1] == given:
-                    sent = last[2]
-                else:
-                    sent = self.auth_merge(auth, block, given, url)
-                wire = sent.wire
-                if wire is None:
-                    wire = self.wire_of(sent)  # (a new merge: checked already)
-                self._merge = (block, block.authed[1], sent, wire)  # (the merge's own copy of the hook's headers)
+                sent = self.auth_merge(auth, block, given, url)
+            wire = sent.wire
+            if wire is None:
+                wire = self.wire_of(sent)  # (a new merge: checked already)
         else:
             wire = block.wire
             if wire is None:
