@@ -2,7 +2,7 @@
 
 Usage: interrupt_stress.py TRANSPORT SERVER [--interrupts N] [--seconds S] [--threads T] [--storm]
 
-TRANSPORT is ``stdio``, ``http`` or ``inprocess``; SERVER is ``everything`` (npm
+TRANSPORT is ``stdio``, ``http``, ``sse`` (legacy HTTP+SSE) or ``inprocess``; SERVER is ``everything`` (npm
 server-everything), ``chaos`` (tests/servers/chaos_server.py, stdio), ``raw``
 (tests/servers/raw_server.py, stdio) or ``sdk`` (tests/servers/http_sdk_server.py over HTTP;
 in process, an official SDK ``MCPServer`` with the same ``echo``: every answer reaches the
@@ -160,7 +160,7 @@ def run(client: Client, server: str, interrupts: int, seconds: float, nthreads: 
 
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("transport", choices=["stdio", "http", "inprocess"])
+    ap.add_argument("transport", choices=["stdio", "http", "sse", "inprocess"])
     ap.add_argument("server", choices=["everything", "chaos", "raw", "sdk", "sdk-json"])
     ap.add_argument("--interrupts", type=int, default=3000)
     ap.add_argument("--seconds", type=float, default=60.0)
@@ -189,6 +189,11 @@ def main() -> int:
 
         client = Client.local(server, timeouts=timeouts, name=opts.server)
         report = run(client, opts.server, opts.interrupts, opts.seconds, opts.threads, lambda: None)
+    elif opts.transport == "sse":  # server-everything's legacy HTTP+SSE endpoint: answers come on the GET stream
+        port = free_port()
+        with run_server(everything_command("sse"), port, {"PORT": str(port)}):
+            client = Client.sse(f"http://127.0.0.1:{port}/sse", timeouts=timeouts, name=opts.server)
+            report = run(client, opts.server, opts.interrupts, opts.seconds, opts.threads, lambda: None)
     else:
         port = free_port()
         if opts.server == "everything":

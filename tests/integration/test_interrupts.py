@@ -71,6 +71,15 @@ def test_interrupts_on_an_in_process_client_under_load(build: str) -> None:
     check(stress("inprocess", "sdk", build, "--interrupts", "1500", "--seconds", "100", "--storm"), 1500)
 
 
+@pytest.mark.npm
+@pytest.mark.parametrize("build", list(BUILDS))
+def test_interrupt_storm_on_a_legacy_http_sse_client(build: str) -> None:
+    # every answer comes on the GET stream, through its reader thread and the inbox to the
+    # leader; before the leader took it into the inbox's box, 2 runs of 3 lost another
+    # thread's call (a Ctrl-C right after the take returned)
+    check(stress("sse", "everything", build, "--interrupts", "1500", "--seconds", "100", "--storm"), 1500)
+
+
 @pytest.mark.slow
 @pytest.mark.npm
 @pytest.mark.parametrize("storm", [False, True], ids=["once-per-call", "storm"])
