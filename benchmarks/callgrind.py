@@ -171,26 +171,31 @@ def python_binary() -> str:
     return exe
 
 
+def under_callgrind(options: list[str], script: Path, child: list[str], name: str) -> str:
+    """Run ``script --child ...`` (``child``) in valgrind's callgrind with ``options`` (the
+    interpreter itself, hash seed fixed, this checkout first on the path): its stderr, where
+    callgrind writes its totals."""
+    with tempfile.TemporaryDirectory() as tmp:
+        cmd = ["valgrind", "--tool=callgrind", *options, f"--callgrind-out-file={Path(tmp) / 'callgrind.out'}",
+               python_binary(), str(script), "--child", *child]
+        env = {**os.environ, "PYTHONHASHSEED": "0",
+               "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=1800, cwd=ROOT, env=env)
+    if done.returncode != 0:
+        raise RuntimeError(f"{name}: the client under callgrind failed ({done.returncode}):\n{done.stderr[-3000:]}")
+    return done.stderr
+
+
 def instructions_per_call(case: str, calls: int, warmup: int) -> float:
     """One callgrind run of ``case``: collected instructions per call (per listing) made.
 
     A costly contestant repeats its call ``calls // scale`` times; a round of many threads
     makes ``per_round`` calls (benchmarks/contestants.py)."""
-    with tempfile.TemporaryDirectory() as tmp:
-        cmd = [
-            "valgrind", "--tool=callgrind", "--instr-atstart=no", "--trace-children=no",
-            f"--callgrind-out-file={Path(tmp) / 'callgrind.out'}",
-            python_binary(), str(Path(__file__).resolve()), "--child", case,
-            "--calls", str(calls), "--warmup", str(warmup),
-        ]
-        env = {**os.environ, "PYTHONHASHSEED": "0",
-               "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=1800, cwd=ROOT, env=env)
-    if done.returncode != 0:
-        raise RuntimeError(f"{case}: the client under callgrind failed ({done.returncode}):\n{done.stderr[-3000:]}")
-    match = re.search(r"Collected\s*:\s*(\d+)", done.stderr)
+    stderr = under_callgrind(["--instr-atstart=no", "--trace-children=no"], Path(__file__).resolve(),
+                             [case, "--calls", str(calls), "--warmup", str(warmup)], case)
+    match = re.search(r"Collected\s*:\s*(\d+)", stderr)
     if match is None:
-        raise RuntimeError(f"{case}: no instruction count in:\n{done.stderr[-3000:]}")
+        raise RuntimeError(f"{case}: no instruction count in:\n{stderr[-3000:]}")
     c = CONTESTANTS[case]
     return int(match.group(1)) / (c.rounds(calls) * c.per_round)
 

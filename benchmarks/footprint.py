@@ -22,11 +22,8 @@ from __future__ import annotations
 
 import argparse
 import functools
-import os
 import re
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 from typing import Callable
 
@@ -34,7 +31,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from benchmarks.callgrind import _TOOL_BASE, RUNNING_ON_VALGRIND, client_request, python_binary  # noqa: E402
+from benchmarks.callgrind import _TOOL_BASE, RUNNING_ON_VALGRIND, client_request, under_callgrind  # noqa: E402
 
 TOGGLE_COLLECT = _TOOL_BASE + 2  # VG_USERREQ__TOGGLE_COLLECT (callgrind.h)
 SWEEP = 16 << 20  # bytes read before each counted call: four times the simulated last level
@@ -81,19 +78,12 @@ def child(contestant: str, calls: int) -> int:
 
 def cold_lines(contestant: str, calls: int) -> tuple[float, float]:
     """(code lines, data lines) from memory per call."""
-    with tempfile.TemporaryDirectory() as tmp:
-        cmd = ["valgrind", "--tool=callgrind", "--cache-sim=yes", "--collect-atstart=no", *CACHES,
-               f"--callgrind-out-file={Path(tmp) / 'out'}", python_binary(), str(Path(__file__).resolve()),
-               "--child", contestant, "--calls", str(calls)]
-        env = {**os.environ, "PYTHONHASHSEED": "0",
-               "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=1800, cwd=ROOT, env=env)
-    if done.returncode != 0:
-        raise RuntimeError(f"{contestant}: failed under callgrind ({done.returncode}):\n{done.stderr[-3000:]}")
-    code = re.search(r"LLi misses:\s*([\d,]+)", done.stderr)
-    data = re.search(r"LLd misses:\s*([\d,]+)", done.stderr)
+    stderr = under_callgrind(["--cache-sim=yes", "--collect-atstart=no", *CACHES], Path(__file__).resolve(),
+                             [contestant, "--calls", str(calls)], contestant)
+    code = re.search(r"LLi misses:\s*([\d,]+)", stderr)
+    data = re.search(r"LLd misses:\s*([\d,]+)", stderr)
     if code is None or data is None:
-        raise RuntimeError(f"{contestant}: no cache counts in:\n{done.stderr[-3000:]}")
+        raise RuntimeError(f"{contestant}: no cache counts in:\n{stderr[-3000:]}")
     return int(code.group(1).replace(",", "")) / calls, int(data.group(1).replace(",", "")) / calls
 
 
